@@ -1,0 +1,3 @@
+from rocm_build.cli import main
+
+main()

@@ -1,0 +1,399 @@
+"""The one place that reads flags, environment and config files into a frozen ``Config``.
+
+Precedence, lowest first: built-in ``defaults.toml`` < ``rocm-build.toml`` or
+``[tool.rocm-build]`` in ``pyproject.toml`` (working directory, or ``--config``) < environment
+(``ROCM_BUILD_*``, ``PYTORCH_ROCM_ARCH``, ``ROCM_PATH``/``ROCM_HOME``) < command-line flags.
+Every value remembers where it came from, so a run can print and record its settings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = [
+    "Config",
+    "ProjectSpec",
+    "Source",
+    "load",
+    "load_defaults",
+]
+
+CONFIG_FILE = "rocm-build.toml"
+SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke")
+TABLE_SECTIONS = ("projects", "trains", "targets")
+ENV_ALIASES: dict[str, tuple[str, ...]] = {
+    # Ecosystem variables, lowest priority first: ROCM_HOME loses to ROCM_PATH.
+    "arch": ("PYTORCH_ROCM_ARCH",),
+    "rocm": ("ROCM_HOME", "ROCM_PATH"),
+}
+
+
+class Source(enum.IntEnum):
+    DEFAULT = 0
+    FILE = 1
+    ENVIRONMENT = 2
+    FLAG = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectSpec:
+    """One buildable project: where it comes from and how it is treated."""
+
+    name: str
+    origin: str
+    ref: str = ""
+    hipify: tuple[str, ...] = ()
+    patches: str = ""
+    lib_dir: str = ""
+    depends: tuple[str, ...] = ()
+    job_memory_gb: float = 2.0
+    version_env: tuple[str, ...] = ()
+    cmake_packages: tuple[str, ...] = ()
+
+    @property
+    def hipify_at_checkout(self) -> bool:
+        return bool(self.hipify)
+
+
+PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """Every resolved setting. ``values`` holds scalar settings by dotted key."""
+
+    values: Mapping[str, Any]
+    sources: Mapping[str, Source]
+    projects: Mapping[str, ProjectSpec]
+    trains: Mapping[str, Mapping[str, str]]
+    known_targets: tuple[str, ...]
+    target_families: Mapping[str, tuple[str, ...]]
+    cwd: Path
+    config_file: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def path(self, key: str) -> Path:
+        """A path setting, made absolute against the working directory."""
+        value = str(self.values[key])
+        return (self.cwd / value).resolve() if value else self.cwd
+
+    def project(self, name: str) -> ProjectSpec:
+        try:
+            return self.projects[name]
+        except KeyError:
+            raise ConfigError(_unknown("project", name, self.projects)) from None
+
+    def selected_projects(self, names: Sequence[str] = ()) -> tuple[ProjectSpec, ...]:
+        """The named projects, else the configured list, else the train's projects; in
+        dependency order (a project after everything it depends on)."""
+        chosen = list(names) or list(self.values["default_projects"]) or list(self.train_refs())
+        specs = [self.project(n) for n in chosen]
+        return _dependency_order(specs)
+
+    def train_refs(self) -> Mapping[str, str]:
+        train = str(self.values["train"])
+        try:
+            return self.trains[train]
+        except KeyError:
+            raise ConfigError(_unknown("release train", train, self.trains)) from None
+
+    @property
+    def patchset(self) -> str:
+        return str(self.values["patchset"]) or str(self.values["train"])
+
+    def describe(self) -> list[tuple[str, Any, str]]:
+        """(key, value, where it came from) for every scalar setting, sorted."""
+        return [
+            (key, self.values[key], self.sources[key].name.lower()) for key in sorted(self.values)
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "settings": {k: _jsonable(v) for k, v in sorted(self.values.items())},
+            "sources": {k: s.name.lower() for k, s in sorted(self.sources.items())},
+            "config_file": str(self.config_file) if self.config_file else None,
+            "projects": {
+                name: {k: _jsonable(getattr(p, k)) for k in PROJECT_KEYS}
+                for name, p in sorted(self.projects.items())
+            },
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _unknown(kind: str, name: str, known: Mapping[str, Any] | Sequence[str]) -> str:
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    listing = f"known: {', '.join(names)}" if len(names) <= 12 else ""
+    tail = "; ".join(p for p in (hint, listing) if p)
+    return f"unknown {kind} '{name}'" + (f"; {tail}" if tail else "")
+
+
+def _dependency_order(specs: Sequence[ProjectSpec]) -> tuple[ProjectSpec, ...]:
+    by_name = {s.name: s for s in specs}
+    ordered: list[ProjectSpec] = []
+    visiting: set[str] = set()
+
+    def visit(spec: ProjectSpec) -> None:
+        if spec in ordered:
+            return
+        if spec.name in visiting:
+            msg = f"projects depend on each other in a cycle through '{spec.name}'; fix 'depends'"
+            raise ConfigError(msg)
+        visiting.add(spec.name)
+        for dep in spec.depends:
+            if dep in by_name:
+                visit(by_name[dep])
+        visiting.discard(spec.name)
+        ordered.append(spec)
+
+    for spec in specs:
+        visit(spec)
+    return tuple(ordered)
+
+
+def load_defaults() -> dict[str, Any]:
+    text = resources.files("rocm_build").joinpath("defaults.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def _flatten_scalars(data: Mapping[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in TABLE_SECTIONS:
+            continue
+        if key in SCALAR_SECTIONS:
+            for sub, subvalue in value.items():
+                flat[f"{key}.{sub}"] = subvalue
+        else:
+            flat[key] = value
+    return flat
+
+
+def _coerce(key: str, raw: Any, default: Any, origin: str) -> Any:
+    """Make ``raw`` the type of ``default``; strings (environment) are parsed."""
+    kind = type(default)
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(text)
+        if kind is int and not isinstance(raw, bool):
+            return int(raw)
+        if kind is float and not isinstance(raw, bool):
+            return float(raw)
+        if kind is list:
+            if isinstance(raw, str):
+                return [p.strip() for p in raw.replace(";", ",").split(",") if p.strip()]
+            if isinstance(raw, (list, tuple)):
+                return [str(x) for x in raw]
+            raise ValueError(raw)
+        if kind is str:
+            if isinstance(raw, (list, tuple)):
+                return ";".join(str(x) for x in raw)
+            if isinstance(raw, (str, int, float, Path)) and not isinstance(raw, bool):
+                return str(raw)
+            raise ValueError(raw)
+    except ValueError:
+        pass
+    msg = f"{origin}: '{key}' must be {kind.__name__}, got {raw!r}"
+    raise ConfigError(msg)
+
+
+def _find_config_file(cwd: Path, explicit: Path | None) -> tuple[Path | None, dict[str, Any]]:
+    if explicit is not None:
+        path = explicit if explicit.is_absolute() else cwd / explicit
+        if not path.is_file():
+            msg = f"config file {explicit} does not exist; check --config"
+            raise ConfigError(msg)
+        data = _read_toml(path)
+        if path.name == "pyproject.toml":
+            data = data.get("tool", {}).get("rocm-build", {})
+        return path, data
+    candidate = cwd / CONFIG_FILE
+    if candidate.is_file():
+        return candidate, _read_toml(candidate)
+    pyproject = cwd / "pyproject.toml"
+    if pyproject.is_file():
+        section = _read_toml(pyproject).get("tool", {}).get("rocm-build")
+        if section is not None:
+            return pyproject, section
+    return None, {}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"{path}: not valid TOML ({exc}); fix the file or pass another --config"
+        raise ConfigError(msg) from None
+
+
+def _check_keys(where: str, given: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    for key in given:
+        if key not in allowed:
+            raise ConfigError(f"{where}: " + _unknown("key", key, list(allowed)))
+
+
+def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
+    _check_keys(f"{where} [projects.{name}]", data, PROJECT_KEYS)
+    if not data.get("origin"):
+        msg = f"{where}: [projects.{name}] needs an 'origin' (a git URL)"
+        raise ConfigError(msg)
+    kwargs: dict[str, Any] = {"name": name}
+    for key in PROJECT_KEYS:
+        if key not in data:
+            continue
+        value = data[key]
+        if key in ("hipify", "depends", "version_env", "cmake_packages"):
+            if isinstance(value, str):
+                value = value.split() if key == "hipify" else [value]
+            if not isinstance(value, list):
+                msg = f"{where}: [projects.{name}] {key} must be a list"
+                raise ConfigError(msg)
+            value = tuple(str(v) for v in value)
+        elif key == "job_memory_gb":
+            value = float(value)
+        else:
+            value = str(value)
+        kwargs[key] = value
+    kwargs.setdefault("patches", name)
+    kwargs.setdefault("lib_dir", name)
+    return ProjectSpec(**kwargs)
+
+
+def load(
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    flags: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
+) -> Config:
+    """Resolve every setting. ``flags`` maps dotted keys to values the user actually gave
+    (``checkout.depth``); ``projects.NAME.KEY`` keys override one project's field."""
+    defaults = load_defaults()
+    values = _flatten_scalars(defaults)
+    sources = dict.fromkeys(values, Source.DEFAULT)
+    allowed = list(values)
+
+    path, file_data = _find_config_file(cwd, config_file)
+    where = str(path.name if path else CONFIG_FILE)
+    top_allowed = [k for k in defaults if k not in SCALAR_SECTIONS] + list(SCALAR_SECTIONS)
+    _check_keys(where, file_data, top_allowed)
+    for section in SCALAR_SECTIONS:
+        if section in file_data and not isinstance(file_data[section], dict):
+            raise ConfigError(f"{where}: '{section}' must be a table ([{section}])")
+        _check_keys(f"{where} [{section}]", file_data.get(section, {}), list(defaults[section]))
+    for key, raw in _flatten_scalars(file_data).items():
+        values[key] = _coerce(key, raw, values[key], where)
+        sources[key] = Source.FILE
+
+    for key in allowed:
+        names = [*ENV_ALIASES.get(key, ()), "ROCM_BUILD_" + key.replace(".", "_").upper()]
+        for name in names:
+            if env.get(name):
+                values[key] = _coerce(key, env[name], defaults_value(defaults, key), name)
+                sources[key] = Source.ENVIRONMENT
+    env_names = {"ROCM_BUILD_" + k.replace(".", "_").upper() for k in allowed}
+    for name in env:
+        if name.startswith("ROCM_BUILD_") and name not in env_names:
+            raise ConfigError("environment: " + _unknown("variable", name, sorted(env_names)))
+
+    project_flags: dict[str, dict[str, Any]] = {}
+    for key, raw in (flags or {}).items():
+        if raw is None:
+            continue
+        if key.startswith("projects."):
+            _, name, sub = key.split(".", 2)
+            project_flags.setdefault(name, {})[sub] = raw
+            continue
+        if key not in values:
+            raise ConfigError(_unknown("setting", key, allowed))
+        values[key] = _coerce(key, raw, defaults_value(defaults, key), "command line")
+        sources[key] = Source.FLAG
+
+    projects_data: dict[str, dict[str, Any]] = {
+        name: dict(spec) for name, spec in defaults["projects"].items()
+    }
+    for name, spec in file_data.get("projects", {}).items():
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where}: 'projects.{name}' must be a table")
+        projects_data.setdefault(name, {}).update(spec)
+    for name, overrides in project_flags.items():
+        if name not in projects_data:
+            raise ConfigError(_unknown("project", name, projects_data))
+        projects_data[name].update(overrides)
+    projects = {
+        name: _project(name, data, where if name in file_data.get("projects", {}) else "defaults")
+        for name, data in projects_data.items()
+    }
+    for spec in projects.values():
+        for dep in spec.depends:
+            if dep not in projects:
+                raise ConfigError(
+                    f"project '{spec.name}' depends on " + _unknown("project", dep, projects)
+                )
+
+    trains: dict[str, dict[str, str]] = {
+        name: dict(refs) for name, refs in defaults["trains"].items()
+    }
+    for name, refs in file_data.get("trains", {}).items():
+        trains.setdefault(str(name), {}).update({str(k): str(v) for k, v in refs.items()})
+
+    targets = defaults["targets"]
+    user_targets = file_data.get("targets", {})
+    _check_keys(f"{where} [targets]", user_targets, list(targets))
+    known = tuple(dict.fromkeys([*targets["known"], *user_targets.get("known", [])]))
+    families = {k: tuple(v) for k, v in targets["families"].items()}
+    families.update({k: tuple(v) for k, v in user_targets.get("families", {}).items()})
+
+    return Config(
+        values=values,
+        sources=sources,
+        projects=projects,
+        trains=trains,
+        known_targets=known,
+        target_families=families,
+        cwd=cwd,
+        config_file=path,
+        env=dict(env),
+    )
+
+
+def defaults_value(defaults: Mapping[str, Any], key: str) -> Any:
+    if "." in key:
+        section, sub = key.split(".", 1)
+        return defaults[section][sub]
+    return defaults[key]
+
+
+def from_environment(
+    flags: Mapping[str, Any] | None = None, config_file: Path | None = None
+) -> Config:
+    """``load`` for the running process (the CLI's entry point)."""
+    return load(cwd=Path.cwd(), env=os.environ, flags=flags, config_file=config_file)

@@ -1,0 +1,76 @@
+"""Shared test fixtures: a git identity for every test, and the rocm-build CLI as a process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "rocm-build tests",
+    "GIT_AUTHOR_EMAIL": "tests@rocm-build.invalid",
+    "GIT_COMMITTER_NAME": "rocm-build tests",
+    "GIT_COMMITTER_EMAIL": "tests@rocm-build.invalid",
+}
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see none of the user's rocm-build or ROCm settings."""
+    for name in list(os.environ):
+        if name.startswith("ROCM_BUILD_") or name in (
+            "PYTORCH_ROCM_ARCH",
+            "ROCM_PATH",
+            "ROCM_HOME",
+        ):
+            monkeypatch.delenv(name)
+
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run_cli() -> CliRunner:
+    """Run ``rocm-build ARGS`` as a real process (``python -m rocm_build``) in ``cwd``."""
+
+    def run(
+        args: Sequence[str],
+        *,
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        check: bool = False,
+        timeout: float = 600,
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not (
+                k.startswith("ROCM_BUILD_") or k in ("PYTORCH_ROCM_ARCH", "ROCM_PATH", "ROCM_HOME")
+            )
+        }
+        full_env.update(GIT_IDENTITY)
+        full_env["PYTHONPATH"] = str(REPO)
+        full_env.update(env or {})
+        result = subprocess.run(
+            [sys.executable, "-m", "rocm_build", *args],
+            cwd=cwd,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"rocm-build {' '.join(args)} exited {result.returncode}\n"
+                f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+            )
+        return result
+
+    return run
