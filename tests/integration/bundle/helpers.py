@@ -104,3 +104,50 @@ def device_code(seed: int, size: int = 3000) -> bytes:
     """Stand-in device code bytes (opaque to the bundle reader), including fake magics."""
     base = hashlib.sha256(str(seed).encode()).digest()
     return (base * (size // len(base) + 1))[:size] + b"CCOB" + b"__CLANG_OFFLOAD_BUNDLE"
+
+
+def make_wheel(
+    out_dir: Path,
+    name: str,
+    version: str,
+    files: dict[str, bytes | Path],
+    *,
+    tag: str = "cp311-cp311-linux_x86_64",
+    requires: Sequence[str] = (),
+) -> Path:
+    """A wheel as ``wheel``/setuptools lay it out (deflated members, RECORD with sha256)."""
+    import base64
+    import csv
+    import io
+    import zipfile
+
+    dist_info = f"{name}-{version}.dist-info"
+    members: dict[str, tuple[bytes, int]] = {}
+    for arc, content in files.items():
+        if isinstance(content, Path):
+            members[arc] = (content.read_bytes(), content.stat().st_mode & 0o777)
+        else:
+            members[arc] = (content, 0o644)
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    members[f"{dist_info}/METADATA"] = (meta.encode(), 0o644)
+    members[f"{dist_info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n".encode(),
+        0o644,
+    )
+    record = io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    for arc, (data, _mode) in members.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        writer.writerow([arc, f"sha256={digest}", len(data)])
+    writer.writerow([f"{dist_info}/RECORD", "", ""])
+    members[f"{dist_info}/RECORD"] = (record.getvalue().encode(), 0o644)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for arc, (data, mode) in members.items():
+            info = zipfile.ZipInfo(arc, (2024, 1, 2, 3, 4, 6))
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    return path
