@@ -254,6 +254,80 @@ def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:
         out_console.print(f"ROCm {debtree.ROCM_VERSION} tree: {tree}")
 
 
+def _rocm_dir(cfg: config.Config) -> Path:
+    value = str(cfg["rocm"]) or "/opt/rocm"
+    return (cfg.cwd / value).resolve()
+
+
+@cli.command("bundle")
+@click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option("--rocm", "rocm", help="ROCm tree to take libraries and data from.")
+@click.option("--arch", help="gfx targets to keep data for (';' or ',' separated; families ok).")
+@click.option("--output-dir", help="Where bundled wheels go (default: output_dir setting).")
+@click.option("--lib-dir", help="Library folder inside the wheel (default: the project's).")
+@click.option(
+    "--with",
+    "with_wheels",
+    multiple=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="A fat torch wheel whose libraries a torchvision/torchaudio wheel uses.",
+)
+@click.option("--platform", type=click.Choice(["auto", "linux", "windows"]), default=None)
+@click.option("--policy", help="manylinux policy to tag with (default: the best that fits).")
+@click.option("-z", "--compression-level", type=click.IntRange(0, 9), default=None)
+@pass_state
+def bundle_cmd(
+    state: State,
+    wheels: tuple[Path, ...],
+    rocm: str | None,
+    arch: str | None,
+    output_dir: str | None,
+    lib_dir: str | None,
+    with_wheels: tuple[Path, ...],
+    platform: str | None,
+    policy: str | None,
+    compression_level: int | None,
+) -> None:
+    """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
+    from . import bundle
+
+    cfg = state.resolve(
+        {
+            "rocm": rocm,
+            "arch": arch,
+            "output_dir": output_dir,
+            "bundle.platform": platform,
+            "bundle.policy": policy,
+            "bundle.compression_level": compression_level,
+        }
+    )
+    results = bundle.bundle_many(cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir)
+    if state.json:
+        state.emit([r.as_json() for r in results])
+        return
+    for r in results:
+        word = {"bundled": "bundled", "up-to-date": "up to date", "unchanged": "unchanged"}
+        out_console.print(f"{word[r.status]}: {r.output}  ({r.seconds:.1f} s)")
+
+
+@cli.command("inspect")
+@click.argument("wheel", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--require-arch", help="Exit 11 unless every listed gfx target has device code.")
+@pass_state
+def inspect_cmd(state: State, wheel: Path, require_arch: str | None) -> None:
+    """Show what a wheel carries: libraries, search paths, gfx targets, sizes, platform tag."""
+    from . import report
+
+    cfg = config.from_environment(config_file=state.config_file)
+    result = report.inspect_wheel(wheel, cfg, require_arch=require_arch)
+    if state.json:
+        state.emit(result.data)
+    else:
+        for line in report.render(result.data):
+            out_console.print(line, markup=False, soft_wrap=True)
+    result.check()
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="rocm-build", standalone_mode=True)
