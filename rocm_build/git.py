@@ -252,20 +252,20 @@ class Submodule:
 
 
 def submodules(repo: Path) -> tuple[Submodule, ...]:
-    """Every initialised submodule, recursively, parents before children."""
-    if not (repo / ".gitmodules").exists():
-        return ()
-    out = run(repo, "submodule", "status", "--recursive").stdout
+    """Every checked-out submodule, recursively, parents before children; ``commit`` is its
+    HEAD. Read from each ``.gitmodules`` (cheaper than ``git submodule status --recursive``)."""
     subs: list[Submodule] = []
-    for line in out.splitlines():
-        if not line.strip():
-            continue
-        flag, rest = line[0], line[1:]
-        if flag == "-":  # not initialised
-            continue
-        sha, _, tail = rest.partition(" ")
-        path = tail.rsplit(" (", 1)[0] if tail.endswith(")") else tail
-        subs.append(Submodule(path.strip(), sha.strip()))
+
+    def walk(parent: Path, prefix: str) -> None:
+        for rel in direct_submodule_paths(parent):
+            path = parent / rel
+            if not is_repo(path):
+                continue  # not initialised
+            full = f"{prefix}{rel}"
+            subs.append(Submodule(full, head(path)))
+            walk(path, full + "/")
+
+    walk(repo, "")
     return tuple(subs)
 
 

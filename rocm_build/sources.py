@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -288,7 +289,7 @@ def _all_repos(src: Path) -> list[tuple[str, Path]]:
 
 
 def _state_heads(src: Path) -> dict[str, str]:
-    return {rel: git.head(path) for rel, path in _all_repos(src)}
+    return {".": git.head(src), **{s.path: s.commit for s in git.submodules(src)}}
 
 
 def _recorded_heads(entry: Mapping[str, Any]) -> dict[str, str]:
@@ -298,12 +299,16 @@ def _recorded_heads(entry: Mapping[str, Any]) -> dict[str, str]:
     return heads
 
 
-def _uncommitted(src: Path) -> list[str]:
-    out: list[str] = []
-    for rel, path in _all_repos(src):
+def _uncommitted(src: Path, repos: Sequence[str] | None = None) -> list[str]:
+    rels = list(repos) if repos is not None else [r for r, _ in _all_repos(src)]
+
+    def one(rel: str) -> list[str]:
         prefix = "" if rel == "." else rel + "/"
-        out += [prefix + p for p in git.changed_paths(path)]
-    return out
+        return [prefix + p for p in git.changed_paths(src if rel == "." else src / rel)]
+
+    # Independent read-only questions: ask them in parallel (most of a re-run's time).
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return [path for paths in pool.map(one, rels) for path in paths]
 
 
 def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
@@ -449,7 +454,7 @@ def _checkout_project(
                 patches=_counts(series),
                 hipify=bool(entry.get("hipify")),
                 submodules=len(heads) - 1,
-                uncommitted=tuple(_uncommitted(p.src)),
+                uncommitted=tuple(_uncommitted(p.src, list(heads))),
             )
     if not plan_.force:
         _check_safe(p, entry)

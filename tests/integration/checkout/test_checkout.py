@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import (
     FILLER,
     KERNEL,
@@ -240,6 +242,7 @@ def test_base_and_hipified_series_in_root_and_submodule(
     assert files["base/0001-main-returns-2.patch"] == hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.slow
 def test_conflicting_patch_restores_the_repo(rb: Runner, work: Path, upstream: Upstream) -> None:
     root = work / "patches/test/proj"
     make_patch(
@@ -277,6 +280,7 @@ def test_conflicting_patch_restores_the_repo(rb: Runner, work: Path, upstream: U
     assert (sub1 / "extra.txt").read_text() == "fine\n"
 
 
+@pytest.mark.slow
 def test_save_patches_round_trip(rb: Runner, work: Path, upstream: Upstream) -> None:
     _series(work, upstream)
     rb("checkout", "proj", "--patchset", "test")
@@ -344,6 +348,7 @@ def test_save_patches_without_hipify_puts_everything_in_base(
 # --- re-runs and refusals -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rerun_on_unchanged_inputs_is_a_no_op(rb: Runner, work: Path, upstream: Upstream) -> None:
     _series(work, upstream)
     rb("checkout", "proj", "--patchset", "test")
@@ -363,6 +368,7 @@ def test_rerun_on_unchanged_inputs_is_a_no_op(rb: Runner, work: Path, upstream: 
     assert "sources are up to date" in human.stdout
 
 
+@pytest.mark.slow
 def test_changed_patch_series_redoes_the_project(
     rb: Runner, work: Path, upstream: Upstream
 ) -> None:
@@ -392,6 +398,7 @@ def test_dirty_tree_is_refused(rb: Runner, work: Path) -> None:
     assert not (src / "libs").exists()
 
 
+@pytest.mark.slow
 def test_foreign_commits_are_refused_until_saved(rb: Runner, work: Path) -> None:
     rb("checkout", "proj")
     src = work / "src/proj"
@@ -407,6 +414,7 @@ def test_foreign_commits_are_refused_until_saved(rb: Runner, work: Path) -> None
 # --- manifest replay, related_commits, config errors ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_manifest_replay_reproduces_commits_and_patches(
     rb: Runner, work: Path, upstream: Upstream
 ) -> None:
