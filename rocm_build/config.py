@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "rocm-build.toml"
-SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke")
+SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix")
 TABLE_SECTIONS = ("projects", "trains", "targets")
 ENV_ALIASES: dict[str, tuple[str, ...]] = {
     # Ecosystem variables, lowest priority first: ROCM_HOME loses to ROCM_PATH.
