@@ -601,6 +601,8 @@ def _installed_version(plan: BuildPlan, step: ProjectStep, dist_name: str) -> st
 
 
 def _commit(source: Path, env: Mapping[str, str]) -> str:
+    if not (source / ".git").exists():  # not its own repository (git would find a parent's)
+        return ""
     try:
         result = proc.run(
             ["git", "rev-parse", "HEAD"], cwd=source, env=env, capture=True, check=False
