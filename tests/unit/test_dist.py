@@ -58,7 +58,7 @@ def test_version_sources_in_order(tmp_path: Path) -> None:
 def test_targets_from_dist_info_win_over_bitcode(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "t")
     tree = dist.open_tree(root)
-    assert tree.bitcode_targets == ("gfx1030", "gfx90a")
+    assert tree.bitcode_targets == ("gfx90a", "gfx1030")
     assert tree.supports("gfx90a:xnack-")
     assert not tree.supports("gfx942")
     info = root / "share" / "therock" / "dist_info.json"
