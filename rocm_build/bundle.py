@@ -40,7 +40,7 @@ from typing import Any, Literal, Protocol
 
 from packaging.utils import canonicalize_name
 
-from . import __version__, elf, elfpatch, proc, wheelfile
+from . import __version__, arch, elf, elfpatch, proc, wheelfile
 from .config import Config, ProjectSpec
 from .errors import BundleError, ConfigError, RocmTreeError
 from .wheelfile import WheelName, WheelReader, WheelWriter
@@ -774,21 +774,9 @@ def project_lib_dir(
 def parse_targets(
     text: str, known: Sequence[str], families: Mapping[str, Sequence[str]]
 ) -> tuple[str, ...]:
-    out: list[str] = []
-    for raw in re.split(r"[;,\s]+", text or ""):
-        name = raw.strip()
-        if not name:
-            continue
-        if name in families:
-            out += families[name]
-        elif name in known:
-            out.append(name)
-        else:
-            raise ConfigError(
-                f"unknown gfx target '{name}'; known: {', '.join(known)} (families: "
-                f"{', '.join(families)})"
-            )
-    return tuple(dict.fromkeys(out))
+    """``"gfx90a;gfx110X"`` -> plain target names (families expanded, features dropped)."""
+    targets = arch.expand(arch.split_arch(text or ""), known=known, families=families)
+    return tuple(dict.fromkeys(arch.base_name(t) for t in targets))
 
 
 def _may_be_elf(name: str) -> bool:
