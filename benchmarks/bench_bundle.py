@@ -236,14 +236,19 @@ def measure(key: str, ctx: dict[str, str], out: Path, level: int) -> dict[str, f
     start = time.monotonic()
     APPROACHES[key](ctx, out, level)
     seconds = time.monotonic() - start
-    peak_kb = max(
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
-    )
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_kb = max(me.ru_maxrss, kids.ru_maxrss)
+    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
     size = sum(p.stat().st_size for p in out.glob("*.whl")) or sum(
         p.stat().st_size for p in out.glob("*.zip")
     )
-    return {"seconds": seconds, "peak_mb": peak_kb / 1024, "output_mb": size / 1e6}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "peak_mb": peak_kb / 1024,
+        "output_mb": size / 1e6,
+    }
 
 
 def main() -> None:
@@ -280,7 +285,8 @@ def main() -> None:
         results[key] = json.loads(proc.stdout.strip().splitlines()[-1])
         r = results[key]
         print(
-            f"({key}) {NAMES[key]}: {r['seconds']:.1f} s, peak {r['peak_mb']:.0f} MB, "
+            f"({key}) {NAMES[key]}: {r['seconds']:.1f} s (CPU {r['cpu_seconds']:.1f} s), "
+            f"peak {r['peak_mb']:.0f} MB, "
             f"output {r['output_mb']:.0f} MB",
             flush=True,
         )
@@ -292,6 +298,8 @@ def main() -> None:
                 ratio = results[key]["seconds"] / c["seconds"]
                 print(f"(c) vs {label}: {ratio:.2f}x faster (target: a >= 3, b >= 2, d >= 0.77)")
         print(f"(c) peak memory: {c['peak_mb']:.0f} MB (target < 256 MB)")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (2 cores: above ~2 the wall times")
+    print("of the multi-threaded (c) suffer most; compare CPU seconds as well)")
     if "e" in results:
         print(f"(e) re-bundle no-op: {results['e']['seconds']:.2f} s (target < 1 s)")
     if not args.keep:
