@@ -388,39 +388,29 @@ def _elf_members(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
 
 def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts:
     """Refuse a wheel that would not run on the requested GPUs: no HIP code objects or no HIP
-    runtime dependency ("built without ROCm"), or a file whose code objects miss a requested
-    target or carry one that was not requested."""
+    runtime dependency ("built without ROCm"), or code objects that miss a requested target or
+    carry one that was not requested. A single library covering only some of the targets is
+    reported (some sub-builds, such as aotriton, filter the list on purpose)."""
     name, version, requires = wheel_metadata(wheel)
     wanted = {arch.base_name(t) for t in targets}
-    found: set[str] = set()
+    per_file: dict[str, frozenset[str]] = {}
     runtime: list[str] = []
     with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
         for info in _elf_members(zf):
             path = Path(tmp) / "member"
             with zf.open(info) as src, path.open("wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-            facts = elf.read_elf(path)
+            try:
+                facts = elf.read_elf(path)
+                have = elf.offload_targets(path)
+            except elf.NotElfError:
+                log.warning("%s: %s looks like ELF but cannot be read", project, info.filename)
+                continue
             if any(_HIP_RUNTIME.match(n) for n in facts.needed):
                 runtime.append(info.filename)
-            have = set(elf.offload_targets(path))
-            if not have:
-                continue
-            found |= have
-            missing = sorted(wanted - have)
-            if missing:
-                msg = (
-                    f"{project}: {info.filename} is missing {', '.join(missing)} "
-                    f"(it has {', '.join(sorted(have))}); a part of the build ignored "
-                    "PYTORCH_ROCM_ARCH: see the build log"
-                )
-                raise BuildFailed(msg)
-            unexpected = sorted(have - wanted)
-            if unexpected:
-                msg = (
-                    f"{project}: {info.filename} has unexpected target "
-                    f"{', '.join(unexpected)} (requested {', '.join(sorted(wanted))})"
-                )
-                raise BuildFailed(msg)
+            if have:
+                per_file[info.filename] = have
+    found = set().union(*per_file.values()) if per_file else set()
     if not found or not runtime:
         why = "no HIP code objects" if not found else "no dependency on libamdhip64"
         msg = (
@@ -428,6 +418,27 @@ def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts
             "build log for a CPU-only fallback"
         )
         raise BuildFailed(msg)
+    missing = sorted(wanted - found)
+    if missing:
+        msg = (
+            f"{project}: the wheel's code objects are missing {', '.join(missing)} (they cover "
+            f"{', '.join(sorted(found))}); a part of the build ignored PYTORCH_ROCM_ARCH: see "
+            "the build log"
+        )
+        raise BuildFailed(msg)
+    unexpected = sorted(found - wanted)
+    if unexpected:
+        where = sorted(f for f, t in per_file.items() if t - wanted)
+        msg = (
+            f"{project}: unexpected target {', '.join(unexpected)} in {', '.join(where)} "
+            f"(requested {', '.join(sorted(wanted))})"
+        )
+        raise BuildFailed(msg)
+    for member, have in sorted(per_file.items()):
+        if have != wanted:
+            log.warning(
+                "%s: %s has code objects only for %s", project, member, ", ".join(sorted(have))
+            )
     return WheelFacts(name, version, requires, tuple(sorted(found)), tuple(runtime))
 
 

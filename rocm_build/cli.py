@@ -311,7 +311,7 @@ def _open_tree(cfg: config.Config, quiet: bool) -> Any:
     if setting and dist.is_url(setting):
         root = _fetch_tree(cfg, setting, "", quiet)
     else:
-        root = dist.find_tree(setting, cfg.env)
+        root = dist.find_tree(setting)
     return dist.open_tree(root)
 
 

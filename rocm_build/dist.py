@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ROOT = Path("/opt/rocm")
 #: Variables of another ROCm or CUDA setup that would steer a build away from the chosen tree.
 LEAKY_PREFIXES = ("ROCM_", "HIP_", "CUDA_", "HSA_", "NVCC_")
-LEAKY_NAMES = frozenset({"CUDACXX", "CUDAHOSTCXX", "HIPCXX", "HIPFLAGS", "ROCM_BUILD_CACHE"})
+LEAKY_NAMES = frozenset({"CUDACXX", "CUDAHOSTCXX", "HIPCXX", "HIPFLAGS"})
 # Variables whose user value is kept and extended rather than replaced.
 EXTENDED_PATHS = ("PATH", "CMAKE_PREFIX_PATH", "LD_LIBRARY_PATH")
 EXTENDED_FLAGS = ("CFLAGS", "CXXFLAGS", "LDFLAGS")
@@ -121,10 +121,10 @@ def _sdk_devel_root(path: Path) -> Path | None:
     return None
 
 
-def find_tree(setting: str, env: Mapping[str, str]) -> Path:
-    """The tree folder from the resolved ``rocm`` setting (``--rocm``, ``ROCM_PATH``,
-    ``ROCM_HOME``, config), else ``/opt/rocm``. URLs are fetched by the caller first."""
-    del env  # ROCM_PATH/ROCM_HOME already arrive through the setting (config.ENV_ALIASES)
+def find_tree(setting: str) -> Path:
+    """The tree folder from the resolved ``rocm`` setting (``--rocm``, then ``ROCM_PATH`` /
+    ``ROCM_HOME`` through config's aliases, then the config file), else ``/opt/rocm``. URLs are
+    fetched by the caller first."""
     if setting:
         path = Path(setting).expanduser()
         if not path.exists():

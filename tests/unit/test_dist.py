@@ -73,7 +73,7 @@ def test_targets_from_dist_info_win_over_bitcode(tmp_path: Path) -> None:
 def test_sdk_devel_folder_is_found_in_site_packages(tmp_path: Path) -> None:
     site = tmp_path / "site-packages"
     make_tree(site / "_rocm_sdk_devel")
-    found = dist.find_tree(str(site), {})
+    found = dist.find_tree(str(site))
     assert found.name == "_rocm_sdk_devel"
     assert dist.open_tree(found).layout == "rocm-sdk-devel"
 
@@ -105,7 +105,7 @@ def test_complete_tree_is_valid(tmp_path: Path) -> None:
 
 def test_missing_tree_says_what_to_pass(tmp_path: Path) -> None:
     with pytest.raises(RocmTreeError, match="--rocm"):
-        dist.find_tree(str(tmp_path / "nope"), {})
+        dist.find_tree(str(tmp_path / "nope"))
 
 
 def test_environment_is_composed_and_extends_the_users(tmp_path: Path) -> None:

@@ -123,11 +123,18 @@ def test_cpu_only_build_is_refused(workspace: Workspace) -> None:
     assert not list(workspace.wheels.glob("torch-*.whl"))
 
 
-def test_missing_target_is_refused(workspace: Workspace) -> None:
-    workspace.configure(torch='build_env = ["PYTORCH_BUILD_NUMBER=1", "FIXTURE_DROP_ARCH=gfx1030"]')
+@pytest.mark.parametrize(
+    ("knob", "message"),
+    [
+        ("FIXTURE_DROP_ARCH=gfx1030", "missing gfx1030"),
+        ("FIXTURE_EXTRA_ARCH=gfx906", "unexpected target gfx906"),
+    ],
+)
+def test_wrong_targets_are_refused(workspace: Workspace, knob: str, message: str) -> None:
+    workspace.configure(torch=f'build_env = ["PYTORCH_BUILD_NUMBER=1", "{knob}"]')
     result = workspace.build("torch")
     assert result.returncode == 9, result.stderr
-    assert "missing gfx1030" in result.stderr
+    assert message in result.stderr
     assert not list(workspace.wheels.glob("torch-*.whl"))
 
 
