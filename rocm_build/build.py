@@ -188,6 +188,7 @@ class BuildPlan:
     work_dir: Path
     pip_args: tuple[str, ...]
     cache: str  # "ccache", "sccache" or "none"
+    force: bool = False  # rebuild projects whose inputs did not change
 
     @property
     def report_path(self) -> Path:
@@ -243,6 +244,7 @@ def plan_build(
     index_url: str = "",
     find_links: Sequence[str] = (),
     no_index: bool = False,
+    force: bool = False,
 ) -> BuildPlan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
@@ -340,6 +342,7 @@ def plan_build(
         work_dir=work_dir,
         pip_args=tuple(pip_args),
         cache=cache,
+        force=force,
     )
 
 
@@ -520,6 +523,8 @@ class ProjectResult:
     jobs: int
     retried_with: int | None = None
     pinned: tuple[str, ...] = ()
+    inputs: str = ""  # fingerprint of what the wheel was built from ("" = not reusable)
+    reused: bool = False  # inputs unchanged: the previous wheel was kept
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
@@ -533,6 +538,7 @@ class ProjectResult:
             "jobs": self.jobs,
             "retried_with_jobs": self.retried_with,
             "pinned": list(self.pinned),
+            "inputs": self.inputs,
         }
 
 
@@ -614,13 +620,7 @@ def _installed_version(plan: BuildPlan, step: ProjectStep, dist_name: str) -> st
 def _commit(source: Path, env: Mapping[str, str]) -> str:
     if not (source / ".git").exists():  # not its own repository (git would find a parent's)
         return ""
-    try:
-        result = proc.run(
-            ["git", "rev-parse", "HEAD"], cwd=source, env=env, capture=True, check=False
-        )
-    except ToolMissing:
-        return ""
-    return result.stdout.strip() if result.returncode == 0 else ""
+    return (_git(source, env, "rev-parse", "HEAD") or "").strip()
 
 
 def _sha256(path: Path) -> str:
@@ -720,16 +720,86 @@ def _write_report(plan: BuildPlan, results: Sequence[ProjectResult]) -> Path:
     return path
 
 
+# Settings that change how fast a wheel is built, not what is in it.
+_VOLATILE = re.compile(
+    r"^(MAX_JOBS|CMAKE_BUILD_PARALLEL_LEVEL|CCACHE_\w+|SCCACHE_\w+|CMAKE_\w+_COMPILER_LAUNCHER)$"
+)
+
+
+def _git(source: Path, env: Mapping[str, str], *args: str) -> str | None:
+    try:
+        result = proc.run(["git", *args], cwd=source, env=env, capture=True, check=False)
+    except ToolMissing:
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def _inputs_key(plan: BuildPlan, step: ProjectStep) -> str:
+    """What the wheel is made from: the commit, the build environment rocm-build sets, the
+    command, the targets and the tree. "" when that cannot be told (not a git checkout, or
+    uncommitted changes)."""
+    if not (step.source / ".git").exists():
+        return ""
+    head = _git(step.source, step.env, "rev-parse", "HEAD")
+    status = _git(step.source, step.env, "status", "--porcelain", "--untracked-files=no")
+    if not head or status is None or status.strip():
+        return ""
+    env = {k: step.env.get(k, "") for k in step.changed if not _VOLATILE.match(k)}
+    data = {
+        "commit": head.strip(),
+        "env": env,
+        "removed": list(step.removed),
+        "command": list(step.command),
+        "targets": list(plan.targets),
+        "rocm": [str(plan.tree.root), plan.tree.version],
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _previous(plan: BuildPlan) -> dict[str, Any]:
+    if not plan.report_path.is_file():
+        return {}
+    try:
+        data = json.loads(plan.report_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, OSError):
+        return {}
+    projects = data.get("projects", {}) if isinstance(data, dict) else {}
+    return projects if isinstance(projects, dict) else {}
+
+
+def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectResult | None:
+    """The previous result when its inputs equal ``key`` and its wheel is still there intact."""
+    if plan.force or not key or not isinstance(prev, dict) or prev.get("inputs") != key:
+        return None
+    wheel = plan.output_dir / str(prev.get("wheel", ""))
+    if not wheel.is_file() or _sha256(wheel) != prev.get("sha256"):
+        return None
+    if step.install_after and _installed_version(plan, step, step.name) != prev.get("version"):
+        _pip(plan, step, ["install", "--no-deps", "--force-reinstall", str(wheel)], "installing")
+    return ProjectResult(
+        name=step.name,
+        wheel=wheel,
+        version=str(prev["version"]),
+        commit=str(prev.get("commit", "")),
+        targets=tuple(prev.get("gfx_targets", ())),
+        sha256=str(prev["sha256"]),
+        seconds=float(prev.get("duration_seconds", 0.0)),
+        jobs=int(prev.get("jobs", step.jobs)),
+        retried_with=prev.get("retried_with_jobs"),
+        pinned=tuple(prev.get("pinned", ())),
+        inputs=key,
+        reused=True,
+    )
+
+
 def execute(plan: BuildPlan) -> BuildResult:
     """Build every project of the plan in order; stop at the first failure."""
     _ensure_venv(plan)
     built: dict[str, str] = {}  # project -> version just built
     results: list[ProjectResult] = []
+    previous = _previous(plan)
     for step in plan.steps:
         started = time.monotonic()
-        step.log.parent.mkdir(parents=True, exist_ok=True)
-        step.log.write_text("", encoding="utf-8")
-        log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
         pins: dict[str, str] = {}
         env = dict(step.env)
         for dep in step.depends:
@@ -747,6 +817,20 @@ def execute(plan: BuildPlan) -> BuildResult:
                 raise ConfigError(msg)
             env[var] = pins[project]
         step = replace(step, env=env)
+        key = _inputs_key(plan, step)
+        kept = _reuse(plan, step, key, previous.get(step.name))
+        if kept is not None:
+            log.info(
+                "%s: unchanged since the last build; keeping %s (--force rebuilds)",
+                step.name,
+                kept.wheel.name,
+            )
+            built[step.name] = kept.version
+            results.append(kept)
+            continue
+        step.log.parent.mkdir(parents=True, exist_ok=True)
+        step.log.write_text("", encoding="utf-8")
+        log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
         _install_requirements(plan, step)
         shutil.rmtree(step.wheel_dir, ignore_errors=True)
         step, retried = _run_build(step)
@@ -787,6 +871,7 @@ def execute(plan: BuildPlan) -> BuildResult:
                 jobs=step.jobs,
                 retried_with=retried,
                 pinned=tuple(pinned),
+                inputs=key,
             )
         )
         log.info("%s %s: %s", step.name, facts.version, dest)

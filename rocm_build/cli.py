@@ -372,6 +372,9 @@ def _show_plan(plan: Any) -> None:
     default=None,
     help="Show per project the environment, command and folder; build nothing.",
 )
+@click.option(
+    "--force", is_flag=True, default=None, help="Rebuild even when nothing changed since the last."
+)
 @pass_state
 def build_cmd(
     state: State,
@@ -390,6 +393,7 @@ def build_cmd(
     find_links: tuple[str, ...],
     no_index: bool | None,
     dry_run: bool | None,
+    force: bool | None,
 ) -> None:
     """Build wheels of PROJECTS (default: the release train's) against a ROCm tree.
 
@@ -420,6 +424,7 @@ def build_cmd(
             "build.find_links": list(find_links) or None,
             "build.no_index": no_index,
             "build.dry_run": dry_run,
+            "build.force": force,
         }
     )
     specs = cfg.selected_projects(projects)
@@ -458,6 +463,7 @@ def build_cmd(
         index_url=str(cfg["build.index_url"]),
         find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
         no_index=bool(cfg["build.no_index"]),
+        force=bool(cfg["build.force"]),
     )
     if cfg["build.dry_run"]:
         if state.json:
@@ -472,7 +478,12 @@ def build_cmd(
         state.emit(
             {
                 "projects": [
-                    {"name": p.name, **p.as_json(tree.version), "wheel": str(p.wheel)}
+                    {
+                        "name": p.name,
+                        **p.as_json(tree.version),
+                        "wheel": str(p.wheel),
+                        "reused": p.reused,
+                    }
                     for p in result.projects
                 ],
                 "report": str(result.report),
@@ -482,8 +493,9 @@ def build_cmd(
         return
     for p in result.projects:
         retry = f", retried with {p.retried_with} jobs" if p.retried_with else ""
+        took = "unchanged, not rebuilt" if p.reused else f"{p.seconds:.0f}s{retry}"
         out_console.print(
-            f"{p.name} {p.version}: {p.wheel} ({';'.join(p.targets)}, {p.seconds:.0f}s{retry})",
+            f"{p.name} {p.version}: {p.wheel} ({';'.join(p.targets)}, {took})",
             markup=False,
             soft_wrap=True,
         )
