@@ -431,12 +431,12 @@ def build_cmd(
     targets, origin = arch_mod.resolve_targets(
         cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
     )
-    if not state.json:
+    if not state.json and not state.quiet:
         err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
     tree = _open_tree(cfg, state.quiet or state.json)
     check = dist.validate(tree, specs, targets)
     for warning in check.warnings:
-        err_console.print(f"rocm-build: warning: {warning}", markup=False)
+        err_console.print(f"rocm-build: warning: {warning}", markup=False, soft_wrap=True)
     dist.require_valid(check)
     compiler_cache = cache_mod.resolve_cache(
         str(cfg["build.cache"]), str(cfg["build.cache_url"]), cfg.env, base_dir=cfg.path("src_dir")
