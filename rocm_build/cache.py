@@ -82,6 +82,8 @@ class ToolInfo:
 
     version: tuple[int, ...]
     features: frozenset[str] = frozenset()
+    # URL schemes served by storage helper programs (ccache-storage-<scheme>, ccache 4.13+).
+    helpers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -136,22 +138,28 @@ def parse_sccache_version(text: str) -> ToolInfo:
     return ToolInfo(tuple(int(p) for p in match.group(1).split(".")))
 
 
-def tool_info(kind: str, program: Path, env: Mapping[str, str]) -> ToolInfo:
-    """Ask the installed program for its version (and, for ccache, its storage backends)."""
+def tool_info(kind: str, program: Path, env: Mapping[str, str], url: str = "") -> ToolInfo:
+    """Ask the installed program for its version (and, for ccache, its storage backends and
+    the storage helpers on PATH for the schemes in ``url``)."""
     result = proc.run([program, "--version"], env=env, capture=True, what=f"{kind} --version")
-    if kind == "ccache":
-        return parse_ccache_version(result.stdout)
-    return parse_sccache_version(result.stdout)
+    if kind != "ccache":
+        return parse_sccache_version(result.stdout)
+    info = parse_ccache_version(result.stdout)
+    if "crsh-storage" not in info.features:
+        return info
+    schemes = {_scheme_of(u) for u in url.split()} - {""}
+    helpers = {s for s in schemes if _find(f"ccache-storage-{s}", env) is not None}
+    return ToolInfo(info.version, info.features, frozenset(helpers))
 
 
 def _ccache_schemes(info: ToolInfo) -> tuple[str, ...]:
     if info.features:
-        schemes = [
-            s for feat in sorted(info.features) for s in CCACHE_BACKEND_SCHEMES.get(feat, ())
-        ]
-        return tuple(schemes)
-    # Versions that do not list features: the backends ccache 4.4 shipped with.
-    return ("file", "http", "redis")
+        features = sorted(info.features)
+        builtin = [s for feat in features for s in CCACHE_BACKEND_SCHEMES.get(feat, ())]
+    else:
+        # Versions that do not list features: the backends ccache 4.4 shipped with.
+        builtin = ["file", "http", "redis"]
+    return tuple(dict.fromkeys([*builtin, *sorted(info.helpers)]))
 
 
 def _scheme_of(url: str) -> str:
@@ -193,6 +201,8 @@ def _ccache_env(
             scheme = _scheme_of(spec)
             if scheme not in allowed:
                 other = " (sccache can: pass --cache sccache)" if scheme in SCCACHE_SCHEMES else ""
+                if "crsh-storage" in info.features and scheme:
+                    other += f" (or install the storage helper ccache-storage-{scheme})"
                 msg = (
                     f"--cache-url '{_mask(spec)}': ccache cannot use '{scheme or spec}' storage"
                     f"{other}; ccache here supports {', '.join(s + '://' for s in allowed)}"
@@ -343,7 +353,7 @@ def resolve_cache(
     program = _find(kind, env)
     if program is None:
         raise ToolMissing(f"'{kind}' was not found on PATH: {INSTALL_HINT[kind]}")
-    info = tool_info(kind, program, env)
+    info = tool_info(kind, program, env, url)
     cache = plan_cache(kind, program, info, url, cache_dir, base_dir=base_dir)
     log.info("compiler cache: %s", cache.describe())
     return cache

@@ -73,6 +73,8 @@ class ElfInfo:
     #: Symbol versions required from other objects, e.g. ("GLIBC_2.14", "GLIBCXX_3.4.21").
     version_needs: tuple[str, ...]
     has_fatbin: bool
+    #: (library, versions) pairs from .gnu.version_r, e.g. ("libc.so.6", ("GLIBC_2.14",)).
+    versions_by_library: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def is_host(self) -> bool:
@@ -164,6 +166,7 @@ def read_elf(path: Path | str) -> ElfInfo:
         rpath: list[str] = []
         runpath: list[str] = []
         versions: set[str] = set()
+        by_library: list[tuple[str, tuple[str, ...]]] = []
         has_fatbin = False
         for section in elf.iter_sections():
             if section.name == FATBIN_SECTION and section["sh_type"] != "SHT_NOBITS":
@@ -180,9 +183,10 @@ def read_elf(path: Path | str) -> ElfInfo:
                     elif kind == "DT_RUNPATH":
                         runpath.extend(_split_path(_tag_text(tag, "runpath")))
             elif isinstance(section, GNUVerNeedSection):
-                for _verneed, auxiliaries in section.iter_versions():
-                    for aux in auxiliaries:
-                        versions.add(str(aux.name))
+                for verneed, auxiliaries in section.iter_versions():
+                    names = tuple(str(aux.name) for aux in auxiliaries)
+                    versions.update(names)
+                    by_library.append((str(verneed.name), names))
         return ElfInfo(
             path=str(path),
             machine=str(elf["e_machine"]),
@@ -194,6 +198,7 @@ def read_elf(path: Path | str) -> ElfInfo:
             runpath=tuple(runpath),
             version_needs=tuple(sorted(versions, key=_version_sort_key)),
             has_fatbin=has_fatbin,
+            versions_by_library=tuple(by_library),
         )
 
 

@@ -55,6 +55,7 @@ class Job:
     rocm: str  # ROCm tree folder or tarball URL; "" = the build machine's ROCM_PATH, /opt/rocm
     artifact: str
     gpu_runs_on: tuple[str, ...]
+    version_suffix: str  # build --version-suffix; "" = the build's default (+rocm<version>)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -161,6 +162,7 @@ def plan_matrix(cfg: Config) -> tuple[Job, ...]:
         raise ConfigError(msg)
     rocm_template = str(cfg["matrix.rocm"]) or str(cfg["rocm"])
     labels = split_list(cfg["matrix.gpu_labels"])
+    suffix_template = str(cfg["matrix.version_suffix"])
     jobs: list[Job] = []
     for train in trains:
         for group in groups:
@@ -182,6 +184,7 @@ def plan_matrix(cfg: Config) -> tuple[Job, ...]:
                         rocm=_fill(rocm_template, values),
                         artifact=f"wheels-{name}",
                         gpu_runs_on=tuple(_dedupe(_fill(label, values) for label in labels)),
+                        version_suffix=_fill(suffix_template, values),
                     )
                 )
     return tuple(jobs)

@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, Protocol
 
 from packaging.tags import Tag
 from packaging.utils import (
@@ -73,6 +73,10 @@ _CENTRAL = struct.Struct("<4s6H3L5H2L")  # 46 bytes
 _EOCD = struct.Struct("<4s4H2LH")
 _EOCD64 = struct.Struct("<4sQ2H2L4Q")
 _EOCD64_LOC = struct.Struct("<4sLQL")
+
+
+class Readable(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
 
 
 def record_hash(digest: bytes) -> str:
@@ -408,12 +412,13 @@ class WheelWriter:
     def add_file(self, arcname: str, path: Path, mode: int | None = None) -> None:
         st = path.stat()
         with path.open("rb") as fh:
-            self._add_stream(arcname, fh, st.st_size, mode if mode is not None else st.st_mode)
+            self.add_stream(arcname, fh, st.st_size, mode if mode is not None else st.st_mode)
 
     def add_bytes(self, arcname: str, data: bytes, mode: int = 0o644) -> None:
-        self._add_stream(arcname, io.BytesIO(data), len(data), mode)
+        self.add_stream(arcname, io.BytesIO(data), len(data), mode)
 
-    def _add_stream(self, arcname: str, src: BinaryIO, size: int, mode: int) -> None:
+    def add_stream(self, arcname: str, src: Readable, size: int, mode: int) -> None:
+        """Add ``size`` bytes read from ``src`` (deflated on the pool, hashed on the way)."""
         self._check_name(arcname)
         encoded = arcname.encode("utf-8")
         stored = self.level == 0

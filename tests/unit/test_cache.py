@@ -268,3 +268,18 @@ def test_stats_of_no_cache_are_empty() -> None:
     none = cache.CompilerCache("none")
     assert cache.cache_stats(none, {}) == {}
     cache.zero_stats(none, {})  # nothing to reset, and no process is started
+
+
+CCACHE_414 = (
+    "ccache version 4.14.2\nFeatures: avx2 crsh-storage file-storage http-storage "
+    "redis+unix-storage redis-storage remote-storage\n"
+)
+
+
+def test_ccache_storage_helpers_add_schemes() -> None:
+    info = ccache_info(CCACHE_414)
+    with pytest.raises(ConfigError, match="ccache-storage-https"):
+        cache.plan_cache("ccache", PROG, info, "https://cache.example/cc")
+    helped = cache.ToolInfo(info.version, info.features, frozenset({"https"}))
+    c = cache.plan_cache("ccache", PROG, helped, "https://cache.example/cc")
+    assert c.env["CCACHE_REMOTE_STORAGE"] == "https://cache.example/cc"

@@ -141,3 +141,17 @@ def test_split_list_keeps_semicolons_inside_a_group() -> None:
         "mi=gfx950",
     ]
     assert matrix.split_list(["a,b", "c"]) == ["a", "b", "c"]
+
+
+def test_version_suffix_per_group_keeps_wheel_names_apart(tmp_path: Path) -> None:
+    cfg = load(
+        tmp_path,
+        pythons=["3.12"],
+        arch_groups=["gfx94X", "gfx110X"],
+        version_suffix="+rocm7.0.{group}",
+    )
+    assert [j.version_suffix for j in matrix.plan_matrix(cfg)] == [
+        "+rocm7.0.gfx94X",
+        "+rocm7.0.gfx110X",
+    ]
+    assert {j.version_suffix for j in matrix.plan_matrix(load(tmp_path))} == {""}

