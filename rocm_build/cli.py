@@ -567,6 +567,7 @@ def _show_plan(plan: Any) -> None:
 @click.argument("projects", nargs=-1)
 @click.option("--rocm", metavar="DIR|URL", help="ROCm tree, or URL of a tarball of one.")
 @click.option("--arch", metavar="TARGETS", help="gfx targets or families: 'gfx90a;gfx1100'.")
+@click.option("--train", help="Release train whose projects to build (when none are named).")
 @click.option("--src-dir", type=click.Path(path_type=Path), help="Checkouts, one per project.")
 @click.option("--output-dir", type=click.Path(path_type=Path), help="Wheels go here (./wheels).")
 @click.option("--work-dir", type=click.Path(path_type=Path), help="Logs and the build venv.")
@@ -602,6 +603,7 @@ def build_cmd(
     projects: tuple[str, ...],
     rocm: str | None,
     arch: str | None,
+    train: str | None,
     src_dir: Path | None,
     output_dir: Path | None,
     work_dir: Path | None,
@@ -633,6 +635,7 @@ def build_cmd(
         {
             "rocm": rocm,
             "arch": arch,
+            "train": train,
             "src_dir": src_dir,
             "output_dir": output_dir,
             "work_dir": work_dir,
