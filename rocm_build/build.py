@@ -24,7 +24,7 @@ import time
 import tomllib
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
@@ -546,7 +546,6 @@ class ProjectResult:
 class BuildResult:
     projects: tuple[ProjectResult, ...]
     report: Path
-    notes: tuple[str, ...] = field(default=())
 
 
 def _killed_for_memory(log_file: Path, start: int, err: CommandFailed) -> bool:
@@ -734,7 +733,7 @@ def _git(source: Path, env: Mapping[str, str], *args: str) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
-def _inputs_key(plan: BuildPlan, step: ProjectStep) -> str:
+def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> str:
     """What the wheel is made from: the commit, the build environment rocm-build sets, the
     command, the targets and the tree. "" when that cannot be told (not a git checkout, or
     uncommitted changes)."""
@@ -752,6 +751,7 @@ def _inputs_key(plan: BuildPlan, step: ProjectStep) -> str:
         "command": list(step.command),
         "targets": list(plan.targets),
         "rocm": [str(plan.tree.root), plan.tree.version],
+        "depends": dict(deps),  # a rebuilt torch means its dependents are rebuilt too
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
@@ -796,6 +796,7 @@ def execute(plan: BuildPlan) -> BuildResult:
     """Build every project of the plan in order; stop at the first failure."""
     _ensure_venv(plan)
     built: dict[str, str] = {}  # project -> version just built
+    wheels: dict[str, str] = {}  # project -> sha256 of the wheel built (or kept) in this run
     results: list[ProjectResult] = []
     previous = _previous(plan)
     for step in plan.steps:
@@ -817,7 +818,8 @@ def execute(plan: BuildPlan) -> BuildResult:
                 raise ConfigError(msg)
             env[var] = pins[project]
         step = replace(step, env=env)
-        key = _inputs_key(plan, step)
+        deps = {d: wheels.get(d, pins[d]) for d in step.depends}
+        key = _inputs_key(plan, step, deps)
         kept = _reuse(plan, step, key, previous.get(step.name))
         if kept is not None:
             log.info(
@@ -826,6 +828,7 @@ def execute(plan: BuildPlan) -> BuildResult:
                 kept.wheel.name,
             )
             built[step.name] = kept.version
+            wheels[step.name] = kept.sha256
             results.append(kept)
             continue
         step.log.parent.mkdir(parents=True, exist_ok=True)
@@ -859,6 +862,7 @@ def execute(plan: BuildPlan) -> BuildResult:
                 f"installing {step.name}",
             )
         built[step.name] = facts.version
+        wheels[step.name] = _sha256(dest)
         results.append(
             ProjectResult(
                 name=step.name,
@@ -866,7 +870,7 @@ def execute(plan: BuildPlan) -> BuildResult:
                 version=facts.version,
                 commit=_commit(step.source, step.env),
                 targets=facts.targets,
-                sha256=_sha256(dest),
+                sha256=wheels[step.name],
                 seconds=time.monotonic() - started,
                 jobs=step.jobs,
                 retried_with=retried,
