@@ -821,6 +821,11 @@ def doctor_cmd(state: State, rocm: str | None, arch: str | None, projects: tuple
             _, report["rocm"]["clang_version"] = _tool_version(
                 str(tree.clang_dir / "clang"), cfg.env
             )
+        if tree.hipcc is not None:
+            # hipcc picks the NVIDIA platform when it finds CUDA, unless told otherwise.
+            _, report["rocm"]["hipcc_version"] = _tool_version(
+                str(tree.hipcc), {**cfg.env, "HIP_PLATFORM": "amd", "ROCM_PATH": str(tree.root)}
+            )
 
     memory = build_mod.memory_available()
     cores = build_mod.cpu_count()
@@ -868,7 +873,8 @@ def _show_doctor(report: Mapping[str, Any]) -> None:
         ok = not rocm["problems"]
         line("ROCm", f"{rocm['version'] or '?'} at {rocm['root']} ({rocm['layout']})", ok)
         line("clang", rocm.get("clang_version") or str(rocm["clang"]), bool(rocm["clang"]))
-        line("hipcc", str(rocm["hipcc"] or "not found"), True if rocm["hipcc"] else None)
+        hipcc = rocm.get("hipcc_version") or rocm["hipcc"] or "not found"
+        line("hipcc", str(hipcc), True if rocm["hipcc"] else None)
         line("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"]))
         line("tree targets", ", ".join(rocm["supported_targets"]) or "none", None)
         for text in rocm["problems"]:

@@ -111,13 +111,24 @@ class TreeCheck:
 
 
 def _sdk_devel_root(path: Path) -> Path | None:
-    """``path`` itself, or the ``_rocm_sdk_devel*`` folder inside a site-packages folder."""
+    """``path`` itself, or the ``_rocm_sdk_devel*`` folder inside a site-packages folder or a
+    virtual environment where the ``rocm[devel]`` wheel is installed."""
     if path.name.startswith(_SDK_DEVEL):
         return path
-    if path.is_dir():
-        found = sorted(p for p in path.glob(f"{_SDK_DEVEL}*") if p.is_dir())
+    if not path.is_dir():
+        return None
+    for pattern in (f"{_SDK_DEVEL}*", f"lib/python3*/site-packages/{_SDK_DEVEL}*"):
+        found = sorted(p for p in path.glob(pattern) if p.is_dir())
         if found:
             return found[0]
+    for pattern in ("rocm_sdk_devel", "lib/python3*/site-packages/rocm_sdk_devel"):
+        if any(p.is_dir() for p in path.glob(pattern)):
+            # The wheel ships the tree as an archive, expanded on first use.
+            msg = (
+                f"the rocm[devel] wheel in {path} is not expanded yet; run 'rocm-sdk path --root' "
+                "with that Python once, then pass --rocm again"
+            )
+            raise RocmTreeError(msg)
     return None
 
 

@@ -78,6 +78,16 @@ def test_sdk_devel_folder_is_found_in_site_packages(tmp_path: Path) -> None:
     assert dist.open_tree(found).layout == "rocm-sdk-devel"
 
 
+def test_sdk_devel_in_a_venv_and_not_yet_expanded(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.12" / "site-packages"
+    (site / "rocm_sdk_devel").mkdir(parents=True)
+    with pytest.raises(RocmTreeError, match="rocm-sdk path --root"):
+        dist.find_tree(str(venv))
+    make_tree(site / "_rocm_sdk_devel")
+    assert dist.find_tree(str(venv)) == site / "_rocm_sdk_devel"
+
+
 def test_validation_reports_every_problem_at_once(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "t")
     (root / "lib" / "llvm" / "bin" / "clang").unlink()
