@@ -567,7 +567,9 @@ def _show_plan(plan: Any) -> None:
 @click.argument("projects", nargs=-1)
 @click.option("--rocm", metavar="DIR|URL", help="ROCm tree, or URL of a tarball of one.")
 @click.option("--arch", metavar="TARGETS", help="gfx targets or families: 'gfx90a;gfx1100'.")
-@click.option("--train", help="Release train whose projects to build (when none are named).")
+@click.option(
+    "--train", metavar="NAME", help="Release train whose projects to build (when none are named)."
+)
 @click.option("--src-dir", type=click.Path(path_type=Path), help="Checkouts, one per project.")
 @click.option("--output-dir", type=click.Path(path_type=Path), help="Wheels go here (./wheels).")
 @click.option("--work-dir", type=click.Path(path_type=Path), help="Logs and the build venv.")
