@@ -830,6 +830,7 @@ def execute(plan: BuildPlan) -> BuildResult:
             built[step.name] = kept.version
             wheels[step.name] = kept.sha256
             results.append(kept)
+            _write_report(plan, results)
             continue
         step.log.parent.mkdir(parents=True, exist_ok=True)
         step.log.write_text("", encoding="utf-8")
@@ -879,5 +880,7 @@ def execute(plan: BuildPlan) -> BuildResult:
             )
         )
         log.info("%s %s: %s", step.name, facts.version, dest)
-    report = _write_report(plan, results)
+        # Written after every project, so a later failure keeps what was built.
+        _write_report(plan, results)
+    report = plan.report_path if results else _write_report(plan, results)
     return BuildResult(projects=tuple(results), report=report)
