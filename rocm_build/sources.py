@@ -558,7 +558,14 @@ def _hipify(p: ProjectPlan, plan_: CheckoutPlan, src: Path, upstream: str) -> No
     cmd = [a.replace("{python}", sys.executable) for a in p.hipify]
     log_file = plan_.log_dir / f"checkout-{p.name}-hipify.log"
     log.info("%s: hipify: %s (log: %s)", p.name, " ".join(cmd), log_file)
-    proc.run(cmd, cwd=src, log_file=log_file, what=f"hipify of {p.name}")
+    try:
+        proc.run(cmd, cwd=src, log_file=log_file, what=f"hipify of {p.name}")
+    except RocmBuildError:
+        # Leave no half-hipified files: the tree stays as the base series left it.
+        for _rel, path in _all_repos(src):
+            git.run(path, "reset", "-q", "--hard", "HEAD")
+            git.clean_untracked(path)
+        raise
     date = git.commit_date(src, upstream)
     # Children first: a parent's commit never includes submodule pointers anyway.
     for _rel, path in reversed(_all_repos(src)):

@@ -510,3 +510,24 @@ def test_works_without_a_git_identity(work: Path, upstream: Upstream, tmp_path: 
     commit_files(src, {"z.txt": "z\n"}, "by the test")
     res = run_without_identity(["save-patches", "proj"], cwd=work, home=home)
     assert res.returncode == 0, res.stderr
+
+
+def test_failing_hipify_leaves_no_partial_output(
+    rb: Runner, work: Path, upstream: Upstream
+) -> None:
+    script = "import pathlib, sys; pathlib.Path('src/partial.hip').write_text('x'); sys.exit(3)"
+    extra = (
+        f'\n[projects.broken]\norigin = "{upstream.proj_url}"\nref = "v1.1"\n'
+        f"hipify = [\"{{python}}\", \"-c\", \"{script}\"]\n"
+    )
+    write_config(work, upstream, extra=extra)
+    res = rb("checkout", "broken", ok=False)
+    assert res.returncode == 4
+    assert "hipify of broken failed with exit code 3" in res.stderr
+    assert "checkout-broken-hipify.log" in res.stderr
+    src = work / "src/broken"
+    assert not (src / "src/partial.hip").exists()
+    assert git(src, "status", "--porcelain", "--untracked-files=all") == ""
+    # The next run may redo it without --force (here without hipify).
+    rb("checkout", "broken", "--no-hipify")
+    assert head(src) == upstream.commits["v1.1"]
