@@ -518,7 +518,7 @@ def test_failing_hipify_leaves_no_partial_output(
     script = "import pathlib, sys; pathlib.Path('src/partial.hip').write_text('x'); sys.exit(3)"
     extra = (
         f'\n[projects.broken]\norigin = "{upstream.proj_url}"\nref = "v1.1"\n'
-        f"hipify = [\"{{python}}\", \"-c\", \"{script}\"]\n"
+        f'hipify = ["{{python}}", "-c", "{script}"]\n'
     )
     write_config(work, upstream, extra=extra)
     res = rb("checkout", "broken", ok=False)
