@@ -316,9 +316,6 @@ def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
     src = p.src
     if not src.exists() or (src.is_dir() and not any(src.iterdir())):
         return
-    if not git.is_repo(src):
-        msg = f"{src} exists and is not a git checkout; move it away or choose another --src-dir"
-        raise DirtyCheckout(msg)
     save_hint = f"run `rocm-build save-patches {p.name}` to keep them, or pass --force to discard"
     if entry is None:
         msg = (
@@ -456,6 +453,10 @@ def _checkout_project(
                 submodules=len(heads) - 1,
                 uncommitted=tuple(_uncommitted(p.src, list(heads))),
             )
+    if p.src.exists() and any(p.src.iterdir()) and not git.is_repo(p.src):
+        # Not even --force: this is not a checkout, it may be anything.
+        msg = f"{p.src} exists and is not a git checkout; move it away or choose another --src-dir"
+        raise DirtyCheckout(msg)
     if not plan_.force:
         _check_safe(p, entry)
     existed = git.is_repo(p.src)

@@ -531,3 +531,15 @@ def test_failing_hipify_leaves_no_partial_output(
     # The next run may redo it without --force (here without hipify).
     rb("checkout", "broken", "--no-hipify")
     assert head(src) == upstream.commits["v1.1"]
+
+
+def test_a_folder_that_is_not_a_checkout_is_never_overwritten(rb: Runner, work: Path) -> None:
+    mine = work / "src/proj/notes.txt"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("mine\n")
+    for extra in ((), ("--force",)):
+        res = rb("checkout", "proj", *extra, ok=False)
+        assert res.returncode == 6
+        assert "is not a git checkout" in res.stderr
+    assert mine.read_text() == "mine\n"
+    assert sorted(p.name for p in mine.parent.iterdir()) == ["notes.txt"]
