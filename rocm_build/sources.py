@@ -525,6 +525,14 @@ def _do_checkout(
         delay=plan_.retry_delay,
     )
     repos = _all_repos(src)
+    known = {rel for rel, _ in repos}
+    stray = sorted({s.repo for s in series} - known)
+    if stray:
+        msg = (
+            f"{p.patches_root} has patches for {', '.join(stray)}, which {p.name} at {ref.name} "
+            "has no submodule for; rename the folder to the submodule's path or remove it"
+        )
+        raise ConfigError(msg)
     for _rel, path in repos:
         git.set_tag(path, patches.UPSTREAM_TAG)
         if existed:

@@ -543,3 +543,21 @@ def test_a_folder_that_is_not_a_checkout_is_never_overwritten(rb: Runner, work: 
         assert "is not a git checkout" in res.stderr
     assert mine.read_text() == "mine\n"
     assert sorted(p.name for p in mine.parent.iterdir()) == ["notes.txt"]
+
+
+def test_series_for_a_missing_submodule_is_refused_before_any_patch(
+    rb: Runner, work: Path, upstream: Upstream
+) -> None:
+    root = _series(work, upstream)
+    stray = root / "libs/gone/base/0001-x.patch"
+    stray.parent.mkdir(parents=True)
+    shutil.copy(root / "libs/sub1/base/0001-sub1-returns-2.patch", stray)
+    res = rb("checkout", "proj", "--patchset", "test", ok=False)
+    assert res.returncode == 2
+    assert "has patches for libs/gone" in res.stderr
+    src = work / "src/proj"
+    assert head(src) == upstream.commits["v1.1"]  # nothing applied
+    assert head(src / "libs/sub1") == upstream.commits["sub1_2"]
+    # Once the folder is fixed, the next run redoes the project without --force.
+    shutil.rmtree(root / "libs/gone")
+    rb("checkout", "proj", "--patchset", "test")
