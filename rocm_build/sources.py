@@ -336,7 +336,7 @@ def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
     for rel, path in _all_repos(src):
         want = recorded.get(rel)
         if want and git.head(path) != want:
-            foreign.append(rel)
+            foreign.append(p.name if rel == "." else rel)
     if foreign:
         msg = (
             f"{src} has commits that are not from the patch series (in {', '.join(foreign)}); "
