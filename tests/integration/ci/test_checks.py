@@ -254,6 +254,7 @@ def rocm_build_calls(workflow: dict[str, Any]) -> list[list[str]]:
     return calls
 
 
+@pytest.mark.slow
 def test_workflow_calls_only_rocm_build_commands_and_flags_that_exist(
     run_cli: CliRunner, tmp_path: Path
 ) -> None:
