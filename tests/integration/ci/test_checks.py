@@ -220,6 +220,8 @@ def test_workflow_matrix_keys_exist_in_rocm_build_matrix_output(
             assert not missing, (
                 f"job {name} uses matrix.{sorted(missing)} that are not in the output"
             )
+            # Jobs pass --rocm "$ROCM": an empty value would hide the runner's ROCM_PATH.
+            assert entry["rocm"]
             # Inputs reach the jobs.
             if "pythons" in inputs:
                 assert entry["python"] in inputs["pythons"].split(",")
