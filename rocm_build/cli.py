@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
 from . import __version__, config
 from . import matrix as matrix_mod
@@ -83,7 +84,10 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 def fail(err: RocmBuildError, *, debug_traceback: bool = False) -> NoReturn:
     if debug_traceback:
         traceback.print_exception(err)
-    err_console.print(f"[bold red]rocm-build: error:[/] {err}", markup=True, soft_wrap=True)
+    # escape: messages quote config sections like [projects.apex], which are not markup.
+    err_console.print(
+        f"[bold red]rocm-build: error:[/] {escape(str(err))}", markup=True, soft_wrap=True
+    )
     tail = getattr(err, "tail", ())
     if tail:
         err_console.print("[dim]last lines of the output:[/]", markup=True)
