@@ -939,9 +939,6 @@ def bundle_wheel(
         }
         output_dir.mkdir(parents=True, exist_ok=True)
         apply_plan(plan, reader, extracted, level=level, provenance=provenance)
-        for stale in output_dir.glob(f"{wheel.name.split('-')[0]}-{version}-*.whl"):
-            if stale.name != out.name and stale.resolve() != wheel:
-                log.debug("older output %s kept", stale.name)
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary())
 
 
