@@ -896,9 +896,10 @@ def bundle_wheel(
                 str(wheel), str(out), "unchanged", time.monotonic() - start, plan.summary()
             )
         log.info(
-            "bundling %s: %d libraries, %d data files (%d left out for other targets), %d "
-            "search paths",
+            "bundling %s (planned in %.1f s): %d libraries, %d data files (%d left out for "
+            "other targets), %d search paths",
             wheel.name,
+            time.monotonic() - start,
             len(plan.libraries),
             len(plan.data),
             plan.data_skipped,
