@@ -165,6 +165,35 @@ def config_cmd(state: State) -> None:
         out_console.print(f"  {name}: {spec.origin} {spec.ref or ref or '(no ref in train)'}")
 
 
+@cli.group("rocm")
+def rocm_group() -> None:
+    """Get a ROCm tree to build against."""
+
+
+@rocm_group.command("debian")
+@click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--cache",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the downloaded .debs are kept (default: ~/.cache/rocm-build/debian).",
+)
+@pass_state
+def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:
+    """Assemble a real ROCm 5.2.3 tree (TheRock layout) in DEST from Debian's packages.
+
+    The packages are downloaded with apt-get and unpacked, never installed. Enough to compile
+    HIP code for gfx803-gfx90a and gfx1010-gfx1036 and to try every rocm-build stage without a
+    ROCm install or a GPU.
+    """
+    from . import debtree
+
+    tree = debtree.assemble(dest, cache=cache)
+    if state.json:
+        state.emit({"rocm": str(tree), "version": debtree.ROCM_VERSION})
+    else:
+        out_console.print(f"ROCm {debtree.ROCM_VERSION} tree: {tree}")
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="rocm-build", standalone_mode=True)

@@ -74,3 +74,24 @@ def run_cli() -> CliRunner:
         return result
 
     return run
+
+
+def _test_cache() -> Path:
+    return Path(os.environ.get("RB_TEST_CACHE") or Path.home() / ".cache" / "rocm-build-tests")
+
+
+@pytest.fixture(scope="session")
+def rocm_tree() -> Path:
+    """A real ROCm 5.2.3 tree (TheRock layout) from Debian's packages, cached between runs."""
+    from rocm_build import debtree
+
+    cache = _test_cache()
+    return debtree.assemble(cache / "rocm-debian", cache=cache)
+
+
+@pytest.fixture(scope="session")
+def clang19_bin() -> Path:
+    """Debian's clang 19 ``bin`` folder: gfx942/gfx1100 targets and compressed offload bundles."""
+    from rocm_build import debtree
+
+    return debtree.assemble_clang19(cache=_test_cache())
