@@ -194,6 +194,118 @@ def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:
         out_console.print(f"ROCm {debtree.ROCM_VERSION} tree: {tree}")
 
 
+@cli.command("smoke")
+@click.argument("wheels", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--python", "python", help="Interpreter for the fresh environment (default: this one)."
+)
+@click.option(
+    "--junit", type=click.Path(path_type=Path, dir_okay=False), help="Write JUnit XML here."
+)
+@click.option(
+    "--offline",
+    is_flag=True,
+    default=None,
+    help="Install pytest and dependencies only from --find-links.",
+)
+@click.option(
+    "--find-links",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Local folder of wheels for dependencies and pytest (repeatable).",
+)
+@click.option(
+    "--upstream-tests",
+    "upstream_tests",
+    metavar="PATTERN",
+    help="Also run PyTorch's own test files matching PATTERN (in src/torch/test).",
+)
+@click.option("--arch", help="The gfx targets the wheels were built for (';' or ',').")
+@click.option(
+    "--rocm",
+    type=click.Path(path_type=Path),
+    help="The ROCm tree used to build: nothing may load from it.",
+)
+@click.option(
+    "--src-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Checkouts (default ./src): nothing may load from them.",
+)
+@pass_state
+def smoke_cmd(
+    state: State,
+    wheels: tuple[Path, ...],
+    python: str | None,
+    junit: Path | None,
+    offline: bool | None,
+    find_links: tuple[Path, ...],
+    upstream_tests: str | None,
+    arch: str | None,
+    rocm: Path | None,
+    src_dir: Path | None,
+) -> None:
+    """Install WHEELs into a fresh environment with no ROCm in reach and run the smoke suite.
+
+    Library provenance, search paths, code-object targets and the HIP runtime are checked for
+    any package; torch, torchvision and torchaudio get their own checks, and GPU checks run when
+    a GPU is visible. Exit code 12 when a check fails.
+    """
+    from . import smoke
+
+    cfg = state.resolve(
+        {
+            "smoke.python": python,
+            "smoke.offline": offline,
+            "smoke.find_links": [str(p) for p in find_links] or None,
+            "smoke.upstream_tests": upstream_tests,
+            "arch": arch,
+            "rocm": str(rocm) if rocm else None,
+            "src_dir": str(src_dir) if src_dir else None,
+        }
+    )
+    plan = smoke.plan(cfg, wheels, junit=junit)
+    result = smoke.run(plan)
+    if state.json:
+        state.emit(result.as_json())
+    elif not state.quiet:
+        show_smoke(result)
+    smoke.check(result)
+
+
+def show_smoke(result: Any) -> None:
+    """Human summary of a smoke run (a ``smoke.SmokeResult``)."""
+    status = "[bold green]passed[/]" if result.ok else "[bold red]FAILED[/]"
+    out_console.print(
+        f"smoke {status}: {result.count('passed')} passed, {result.count('failed')} failed, "
+        f"{result.count('error')} errors, {result.count('skipped')} skipped "
+        f"in {result.seconds:.0f}s ({', '.join(result.plan.packages)})",
+        markup=True,
+    )
+    for failure in result.failures:
+        out_console.print(
+            f"  [red]{failure.outcome}[/] {failure.name}: {failure.message}", markup=True
+        )
+    for probe in result.facts.get("probes", {}).values():
+        hip = probe.get("hip") or {}
+        if hip.get("loaded") and "rc" in hip:
+            out_console.print(f"  HIP runtime: {hip['path']} (hipGetDeviceCount -> {hip['rc']})")
+            break
+    for pkg, found in result.facts.get("found_targets", {}).items():
+        out_console.print(f"  code objects in {pkg}: {';'.join(found)}")
+    devices = result.facts.get("devices", [])
+    for dev in devices:
+        out_console.print(
+            f"  device {dev['index']}: {dev['name']} {dev['gfx']} "
+            f"{dev['memory_gib']:.1f} GiB {dev['compute_units']} CUs"
+        )
+    if not devices:
+        out_console.print("  no GPU visible: GPU checks skipped")
+    if result.upstream is not None:
+        for line in result.upstream.lines():
+            out_console.print(f"  {line}", markup=False)
+    out_console.print(f"  log: {result.log_file}", markup=False)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="rocm-build", standalone_mode=True)

@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import smoke_support  # noqa: E402
+import smoke_support
 
 CONFIG: smoke_support.SmokeConfig | None = None
 
@@ -40,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global CONFIG  # noqa: PLW0603 - one configuration per run, shared by hooks and fixtures
+    global CONFIG
     env = os.environ
     CONFIG = smoke_support.make_config(
         packages=config.getoption("--packages") or env.get("SMOKE_PACKAGES"),

@@ -13,12 +13,13 @@ import importlib
 import json
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 
 def mapped_files() -> list[str]:
     seen: dict[str, None] = {}
-    with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+    with Path("/proc/self/maps").open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             parts = line.split(None, 5)
             if len(parts) == 6 and parts[5].startswith("/"):
@@ -70,7 +71,7 @@ def main(packages: list[str]) -> dict[str, Any]:
     for name in packages:
         try:
             module = importlib.import_module(name)
-        except BaseException:  # noqa: BLE001 - an import may fail any way; report it
+        except BaseException:
             out["import_error"] = {"package": name, "traceback": traceback.format_exc()}
             break
         out["imported"][name] = getattr(module, "__file__", None)

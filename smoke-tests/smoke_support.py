@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import smoke_elf
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 import smoke_support as sup
 from smoke_support import SmokeConfig
 
@@ -16,7 +15,8 @@ from smoke_support import SmokeConfig
 def test_imports(smoke: SmokeConfig, package: str) -> None:
     result = sup.imported(smoke, package)
     where = result["imported"][package]
-    assert where and smoke.in_site(where), f"{package} imported from {where}, not site-packages"
+    assert where, f"{package} has no __file__: a namespace package, not the wheel's?"
+    assert smoke.in_site(where), f"{package} imported from {where}, not site-packages"
 
 
 def test_rocm_libraries_come_from_the_environment(smoke: SmokeConfig, package: str) -> None:
@@ -44,7 +44,7 @@ def test_rocm_libraries_come_from_the_environment(smoke: SmokeConfig, package: s
 
 def _escapes(origin_dir: Path, entry: str, smoke: SmokeConfig) -> str | None:
     """Why a search-path entry is unacceptable, or None."""
-    if not (entry.startswith("$ORIGIN") or entry.startswith("${ORIGIN}")):
+    if not entry.startswith(("$ORIGIN", "${ORIGIN}")):
         return "not $ORIGIN-relative"
     rest = entry.removeprefix("${ORIGIN}").removeprefix("$ORIGIN")
     resolved = Path(os.path.normpath(str(origin_dir) + rest))

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import smoke_support as sup
 from smoke_support import SmokeConfig
 

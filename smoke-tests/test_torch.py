@@ -5,15 +5,14 @@ Skipped as a whole, with the reason, when torch is not among the packages under 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 import smoke_support as sup
 from smoke_support import SmokeConfig
+
 
 @pytest.fixture(autouse=True)
 def _torch_under_test(smoke: SmokeConfig) -> None:
@@ -27,7 +26,9 @@ def _base(target: str) -> str:
 
 def test_torch_is_a_rocm_build(smoke: SmokeConfig) -> None:
     facts = sup.imported(smoke, "torch")["torch"]
-    assert facts["hip"], f"torch.version.hip is not set: torch {facts['version']} is not a ROCm build"
+    assert facts["hip"], (
+        f"torch.version.hip is not set: torch {facts['version']} is not a ROCm build"
+    )
 
 
 def test_arch_flags_equal_requested_targets(smoke: SmokeConfig) -> None:
@@ -73,7 +74,9 @@ def test_torchvision_nms_is_registered(smoke: SmokeConfig) -> None:
 def _torch_library_dirs(maps: list[str]) -> set[str]:
     names = ("libtorch", "libc10", "libtorch_hip", "libc10_hip")
     return {
-        str(Path(p).parent) for p in maps if Path(p).name.startswith(names) and ".so" in Path(p).name
+        str(Path(p).parent)
+        for p in maps
+        if Path(p).name.startswith(names) and ".so" in Path(p).name
     }
 
 
@@ -87,8 +90,6 @@ def test_extension_uses_the_same_torch(smoke: SmokeConfig, extension: str) -> No
     assert dirs == _torch_library_dirs(alone["maps"]), (
         f"import {extension} loaded torch libraries from {sorted(dirs)}"
     )
-    assert os.path.dirname(both["imported"]["torch"]) == os.path.dirname(
-        alone["imported"]["torch"]
-    )
+    assert Path(both["imported"]["torch"]).parent == Path(alone["imported"]["torch"]).parent
     rocm_outside = [p for p in both["maps"] if sup.is_rocm_library(p) and not smoke.in_site(p)]
     assert not rocm_outside, f"{extension} pulled ROCm libraries from outside: {rocm_outside}"
