@@ -280,15 +280,19 @@ def show_smoke(result: Any) -> None:
         f"{result.count('error')} errors, {result.count('skipped')} skipped "
         f"in {result.seconds:.0f}s ({', '.join(result.plan.packages)})",
         markup=True,
+        soft_wrap=True,
     )
     for failure in result.failures:
         out_console.print(
-            f"  [red]{failure.outcome}[/] {failure.name}: {failure.message}", markup=True
+            f"  [red]{failure.outcome}[/] {failure.name}: {failure.headline}", markup=True
         )
     for probe in result.facts.get("probes", {}).values():
         hip = probe.get("hip") or {}
         if hip.get("loaded") and "rc" in hip:
-            out_console.print(f"  HIP runtime: {hip['path']} (hipGetDeviceCount -> {hip['rc']})")
+            out_console.print(
+                f"  HIP runtime: {hip['path']} (hipGetDeviceCount -> {hip['rc']})",
+                soft_wrap=True,
+            )
             break
     for pkg, found in result.facts.get("found_targets", {}).items():
         out_console.print(f"  code objects in {pkg}: {';'.join(found)}")
@@ -303,7 +307,7 @@ def show_smoke(result: Any) -> None:
     if result.upstream is not None:
         for line in result.upstream.lines():
             out_console.print(f"  {line}", markup=False)
-    out_console.print(f"  log: {result.log_file}", markup=False)
+    out_console.print(f"  log: {result.log_file}", markup=False, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> None:

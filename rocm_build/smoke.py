@@ -113,6 +113,10 @@ class TestOutcome:
     outcome: str  # passed | failed | error | skipped
     message: str = ""
 
+    @property
+    def headline(self) -> str:
+        return self.message.splitlines()[0] if self.message else ""
+
 
 @dataclass(frozen=True)
 class SmokeResult:
@@ -294,13 +298,10 @@ def plan(
 
 
 def _pip_install(plan: SmokePlan, requirements: Sequence[str | Path], log_file: Path) -> None:
-    cmd: list[str | Path] = [
-        plan.venv_python,
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-    ]
+    # This interpreter's pip installs into the venv (pip --python): a venv without its own pip is
+    # made in a fraction of the time, with the same result.
+    cmd: list[str | Path] = [sys.executable, "-m", "pip", "--python", plan.venv_python]
+    cmd += ["install", "--disable-pip-version-check"]
     if plan.offline:
         cmd.append("--no-index")
     for folder in plan.find_links:
@@ -331,7 +332,7 @@ def parse_junit(path: Path) -> tuple[TestOutcome, ...]:
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
                 message = (child.get("message") or child.text or "").strip()
                 break
-        outcomes.append(TestOutcome(name, outcome, message.splitlines()[0] if message else ""))
+        outcomes.append(TestOutcome(name, outcome, message[:4000]))
     return tuple(outcomes)
 
 
@@ -350,7 +351,12 @@ def run(plan: SmokePlan) -> SmokeResult:
     plan.run_dir.mkdir(parents=True)
     log_file = plan.run_dir / "smoke.log"
     log.info("creating a fresh environment %s (%s)", plan.venv, plan.python)
-    proc.run([plan.python, "-m", "venv", plan.venv], env=plan.env, log_file=log_file, what="venv")
+    proc.run(
+        [plan.python, "-m", "venv", "--without-pip", plan.venv],
+        env=plan.env,
+        log_file=log_file,
+        what="venv",
+    )
     extra = list(UPSTREAM_DEPS) if plan.upstream_pattern else []
     log.info("installing %s", ", ".join(w.name for w in plan.wheels))
     _pip_install(plan, [*plan.wheels, "pytest", *extra], log_file)
@@ -407,7 +413,7 @@ def check(result: SmokeResult) -> None:
     failures = result.failures
     if failures:
         first = failures[0]
-        what = f"{len(failures)} failed, first {first.name}: {first.message}"
+        what = f"{len(failures)} failed, first {first.name}: {first.headline}"
     elif not result.outcomes:
         what = f"pytest exited {result.returncode} before running tests"
     else:

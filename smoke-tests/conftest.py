@@ -51,6 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ],
         report=config.getoption("--smoke-report") or env.get("SMOKE_REPORT"),
     )
+    smoke_support.CONFIG = CONFIG
 
 
 @pytest.fixture(scope="session")

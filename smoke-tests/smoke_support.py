@@ -80,6 +80,15 @@ def make_config(
     return cfg
 
 
+#: The run's configuration, set by conftest.py before collection.
+CONFIG: SmokeConfig | None = None
+
+
+def current() -> SmokeConfig:
+    assert CONFIG is not None, "smoke_support.CONFIG is set by conftest.py"
+    return CONFIG
+
+
 _PROBES: dict[tuple[str, ...], dict[str, Any]] = {}
 
 
@@ -110,7 +119,8 @@ def imported(smoke: SmokeConfig, *packages: str) -> dict[str, Any]:
     result = probe(smoke, *packages)
     err = result.get("import_error")
     if err:
-        pytest.fail(f"import {err['package']} failed:\n{err['traceback']}", pytrace=False)
+        last = err["traceback"].strip().splitlines()[-1]
+        pytest.fail(f"import {err['package']} failed: {last}\n{err['traceback']}", pytrace=False)
     return result
 
 

@@ -22,13 +22,14 @@ from smoke_support import SmokeConfig
 
 pytestmark = pytest.mark.gpu
 
+if "torch" not in sup.current().packages:
+    pytest.skip("the GPU checks use torch, which is not under test", allow_module_level=True)
+
 CHECK_SCRIPT = Path(__file__).resolve().parent / "smoke_gpu_check.py"
 
 
 @pytest.fixture(scope="module")
 def torch(smoke: SmokeConfig) -> Any:
-    if "torch" not in smoke.packages:
-        pytest.skip("GPU checks use torch, which is not under test")
     try:
         import torch
     except ImportError as exc:

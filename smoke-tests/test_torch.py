@@ -13,11 +13,11 @@ import pytest
 import smoke_support as sup
 from smoke_support import SmokeConfig
 
-
-@pytest.fixture(autouse=True)
-def _torch_under_test(smoke: SmokeConfig) -> None:
-    if "torch" not in smoke.packages:
-        pytest.skip(f"torch is not under test (packages: {', '.join(smoke.packages) or 'none'})")
+if "torch" not in sup.current().packages:
+    pytest.skip(
+        f"torch is not under test (packages: {', '.join(sup.current().packages) or 'none'})",
+        allow_module_level=True,
+    )
 
 
 def _base(target: str) -> str:

@@ -29,19 +29,34 @@ class BuildHip(build_ext):
         clang = next((d / "clang++" for d in candidates if (d / "clang++").exists()), None)
         if clang is None:
             raise SystemExit(f"vecadd: no clang++ in {', '.join(map(str, candidates))}")
-        archs = [a for a in os.environ.get("PYTORCH_ROCM_ARCH", "").replace(",", ";").split(";") if a]
+        archs = [
+            a for a in os.environ.get("PYTORCH_ROCM_ARCH", "").replace(",", ";").split(";") if a
+        ]
         if not archs:
-            raise SystemExit("vecadd: set PYTORCH_ROCM_ARCH to the gfx targets (e.g. gfx90a;gfx1030)")
+            raise SystemExit(
+                "vecadd: set PYTORCH_ROCM_ARCH to the gfx targets (e.g. gfx90a;gfx1030)"
+            )
         cuda = [s for s in ext.sources if s.endswith(".cu")]
         if cuda:
             raise SystemExit(f"vecadd: {cuda} are CUDA sources; run tools/hipify.py first")
         out = Path(self.get_ext_fullpath(ext.name))
         out.parent.mkdir(parents=True, exist_ok=True)
         cmd = [
-            str(clang), "-x", "hip", *(f"--offload-arch={a}" for a in archs),
-            f"--rocm-path={rocm}", "-O2", "-fPIC", "-shared", "-std=c++17",
-            f"-I{sysconfig.get_paths()['include']}", *ext.sources,
-            f"-L{rocm / 'lib'}", "-lamdhip64", "-o", str(out),
+            str(clang),
+            "-x",
+            "hip",
+            *(f"--offload-arch={a}" for a in archs),
+            f"--rocm-path={rocm}",
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-std=c++17",
+            f"-I{sysconfig.get_paths()['include']}",
+            *ext.sources,
+            f"-L{rocm / 'lib'}",
+            "-lamdhip64",
+            "-o",
+            str(out),
         ]
         print(" ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)

@@ -30,8 +30,18 @@ def main() -> int:
     found = sorted(wheels.glob(f"torch-{args.torch_version}*.whl"))
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-             "-d", str(wheels), f"torch=={args.torch_version}"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "-d",
+                str(wheels),
+                f"torch=={args.torch_version}",
+            ],
             check=True,
         )
         found = sorted(wheels.glob(f"torch-{args.torch_version}*.whl"))
