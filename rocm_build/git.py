@@ -1,0 +1,449 @@
+"""Git operations the stages need, on top of GitPython's command runner.
+
+Every command runs with ``LC_ALL=C`` (GitPython sets it) so messages can be parsed, with
+``protocol.file.allow=always`` so ``file://`` submodules work, and, for commands that make
+commits, with rocm-build's own identity so a machine without ``user.name`` works.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import git as gitpython
+
+from .errors import CommandFailed, ConfigError, FetchError, PatchConflict, ToolMissing
+
+__all__ = [
+    "IDENTITY",
+    "Ref",
+    "Submodule",
+    "am",
+    "changed_paths",
+    "checkout_detached",
+    "commit_all",
+    "fetch",
+    "format_patch",
+    "git_dir",
+    "head",
+    "init",
+    "is_repo",
+    "log_range",
+    "resolve_ref",
+    "run",
+    "set_tag",
+    "submodules",
+    "tag_commit",
+    "tree_hash",
+    "update_submodules",
+]
+
+log = logging.getLogger(__name__)
+
+#: Identity for the commits rocm-build makes (hipify results; committer of applied patches).
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "rocm-build",
+    "GIT_AUTHOR_EMAIL": "rocm-build@localhost.invalid",
+    "GIT_COMMITTER_NAME": "rocm-build",
+    "GIT_COMMITTER_EMAIL": "rocm-build@localhost.invalid",
+}
+# Never wait for a password prompt: a fetch that needs credentials fails and is reported.
+_NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
+_BASE_OPTIONS = ("-c", "protocol.file.allow=always", "-c", "advice.detachedHead=false")
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class GitResult:
+    status: int
+    stdout: str
+    stderr: str
+
+
+def run(
+    repo: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    quiet: bool = True,
+) -> GitResult:
+    """``git ARGS`` in ``repo``; raises ``gitpython.GitCommandError`` on failure if ``check``."""
+    cmd = ["git", *_BASE_OPTIONS, *args]
+    (log.debug if quiet else log.info)("+ git %s  (in %s)", shlex.join(args), repo)
+    try:
+        status, out, err = gitpython.Git(str(repo)).execute(
+            cmd,
+            with_extended_output=True,
+            with_exceptions=check,
+            env=dict(env or {}),
+            strip_newline_in_stdout=False,
+        )
+    except gitpython.GitCommandNotFound as exc:
+        msg = "'git' was not found on PATH: install git (Debian: apt-get install git)"
+        raise ToolMissing(msg) from exc
+    except gitpython.GitCommandError as exc:
+        lines = [ln.strip() for ln in str(exc.stderr or "").splitlines() if ln.strip()]
+        last = lines[-1].strip("'") if lines else f"exit code {exc.status}"
+        sub = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        msg = f"git {sub} failed in {repo}: {last}"
+        raise CommandFailed(
+            msg,
+            returncode=exc.status if isinstance(exc.status, int) else 1,
+            tail=tuple(lines[-20:]),
+        ) from exc
+    return GitResult(int(status or 0), str(out), str(err))
+
+
+def is_repo(path: Path) -> bool:
+    return (path / ".git").exists()
+
+
+def git_dir(repo: Path) -> Path:
+    out = run(repo, "rev-parse", "--absolute-git-dir").stdout.strip()
+    return Path(out)
+
+
+def head(repo: Path) -> str:
+    return run(repo, "rev-parse", "HEAD").stdout.strip()
+
+
+def tree_hash(repo: Path, rev: str = "HEAD") -> str:
+    return run(repo, "rev-parse", f"{rev}^{{tree}}").stdout.strip()
+
+
+def tag_commit(repo: Path, tag: str) -> str | None:
+    res = run(repo, "rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}", check=False)
+    return res.stdout.strip() or None
+
+
+def set_tag(repo: Path, tag: str, rev: str = "HEAD") -> None:
+    # Lightweight tags: no identity needed, and they never reach a remote we do not push to.
+    run(repo, "tag", "-f", tag, rev)
+
+
+def init(repo: Path, origin: str) -> None:
+    repo.mkdir(parents=True, exist_ok=True)
+    run(repo, "init", "-q")
+    set_origin(repo, origin)
+
+
+def set_origin(repo: Path, origin: str) -> None:
+    if run(repo, "remote", "get-url", "origin", check=False).status == 0:
+        run(repo, "remote", "set-url", "origin", origin)
+    else:
+        run(repo, "remote", "add", "origin", origin)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A ref resolved on the remote: ``kind`` is branch, tag or commit."""
+
+    name: str
+    kind: str
+    commit: str
+    refspec: str
+
+
+def _network(
+    repo: Path,
+    args: Sequence[str],
+    *,
+    url: str,
+    what: str,
+    retries: int,
+    delay: float,
+) -> GitResult:
+    """A git command that talks to a remote: retried with back-off, then one-line FetchError."""
+    attempts = max(1, retries)
+    last = ""
+    for attempt in range(1, attempts + 1):
+        res = run(repo, *args, env=_NO_PROMPT, check=False, quiet=False)
+        if res.status == 0:
+            return res
+        lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+        last = (errors or lines or [f"exit code {res.status}"])[-1]
+        if attempt < attempts:
+            wait = delay * 2 ** (attempt - 1)
+            log.warning("%s failed (%s); retry %d/%d in %.0fs", what, last, attempt, attempts, wait)
+            time.sleep(wait)
+    msg = f"{what} from {url} failed after {attempts} attempt(s): {last}; check the URL and network"
+    raise FetchError(msg)
+
+
+def resolve_ref(repo: Path, url: str, ref: str, *, retries: int = 3, delay: float = 2.0) -> Ref:
+    """Find ``ref`` on the remote ``origin`` of ``repo``: a full SHA, a tag, or a branch."""
+    if SHA_RE.match(ref):
+        return Ref(ref, "commit", ref, ref)
+    candidates = [ref] if ref.startswith("refs/") else [f"refs/tags/{ref}", f"refs/heads/{ref}"]
+    res = _network(
+        repo,
+        ["ls-remote", url, *candidates, *(c + "^{}" for c in candidates)],
+        url=url,
+        what=f"listing ref '{ref}'",
+        retries=retries,
+        delay=delay,
+    )
+    found: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        sha, _, name = line.partition("\t")
+        found[name.strip()] = sha.strip()
+    for cand in candidates:
+        peeled = found.get(cand + "^{}") or found.get(cand)
+        if peeled:
+            kind = "tag" if cand.startswith("refs/tags/") else "branch"
+            return Ref(ref, kind, peeled, f"+{cand}:{cand}" if kind == "tag" else cand)
+    msg = (
+        f"ref '{ref}' is not a branch, tag or full commit SHA on {url}; "
+        "check --ref (abbreviated SHAs are not accepted)"
+    )
+    raise ConfigError(msg)
+
+
+def fetch(
+    repo: Path,
+    url: str,
+    ref: Ref,
+    *,
+    depth: int = 0,
+    retries: int = 3,
+    delay: float = 2.0,
+) -> str:
+    """Fetch exactly ``ref`` (and no other branches or tags); return its commit.
+
+    A tag or SHA whose commit is already here is not fetched again."""
+    have = run(repo, "cat-file", "-e", f"{ref.commit}^{{commit}}", check=False).status == 0
+    if have and ref.kind in ("tag", "commit"):
+        return ref.commit
+    args = ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet"]
+    if depth > 0:
+        args.append(f"--depth={depth}")
+    args += ["origin", ref.refspec]
+    if ref.kind == "branch":
+        args[-1] = f"+{ref.refspec}:refs/remotes/origin/{ref.refspec.removeprefix('refs/heads/')}"
+    if ref.kind == "commit":
+        # A SHA has nowhere to be stored; keep it reachable by a private ref.
+        args[-1] = f"{ref.commit}:refs/rocm-build/fetched"
+    _network(repo, args, url=url, what=f"fetching {ref.name}", retries=retries, delay=delay)
+    return run(repo, "rev-parse", f"{ref.commit}^{{commit}}").stdout.strip()
+
+
+def checkout_detached(repo: Path, commit: str, *, force: bool = False) -> None:
+    run(repo, "checkout", "-q", *(["-f"] if force else []), "--detach", commit)
+
+
+def clean_untracked(repo: Path) -> None:
+    """Remove untracked files that are not ignored (ignored ones are build caches: kept), and
+    the folders of submodules the new commit does not have."""
+    run(repo, "clean", "-q", "-ff", "-d")
+
+
+@dataclass(frozen=True)
+class Submodule:
+    path: str  # relative to the project's root, '/'-separated
+    commit: str
+
+
+def submodules(repo: Path) -> tuple[Submodule, ...]:
+    """Every checked-out submodule, recursively, parents before children; ``commit`` is its
+    HEAD. Read from each ``.gitmodules`` (cheaper than ``git submodule status --recursive``)."""
+    subs: list[Submodule] = []
+
+    def walk(parent: Path, prefix: str) -> None:
+        for rel in direct_submodule_paths(parent):
+            path = parent / rel
+            if not is_repo(path):
+                continue  # not initialised
+            full = f"{prefix}{rel}"
+            subs.append(Submodule(full, head(path)))
+            walk(path, full + "/")
+
+    walk(repo, "")
+    return tuple(subs)
+
+
+def update_submodules(
+    repo: Path,
+    url: str,
+    *,
+    depth: int = 0,
+    jobs: int = 8,
+    retries: int = 3,
+    delay: float = 2.0,
+) -> None:
+    """Init, sync and update every submodule recursively (in parallel), forcing the recorded
+    commit so earlier local commits in a submodule are dropped."""
+    if not (repo / ".gitmodules").exists():
+        return
+    run(repo, "submodule", "sync", "--quiet", "--recursive")
+    args = ["submodule", "update", "--init", "--recursive", "--force", "--quiet"]
+    args.append(f"--jobs={max(1, jobs)}")
+    if depth > 0:
+        args.append(f"--depth={depth}")
+    _network(repo, args, url=url, what="updating submodules", retries=retries, delay=delay)
+    ignore_submodule_pointers(repo)
+
+
+def ignore_submodule_pointers(repo: Path) -> None:
+    """Make ``status``/``commit -a``/``diff`` in each repo ignore its submodules' pointers.
+
+    Patches and hipify commits move submodule HEADs away from the commit the parent records;
+    that is expected and must not look like a change of the parent (nor be committed into it).
+    """
+    for sub_repo in [repo, *(repo / s.path for s in submodules(repo))]:
+        if not (sub_repo / ".gitmodules").exists():
+            continue
+        res = run(
+            sub_repo,
+            "config",
+            "-f",
+            ".gitmodules",
+            "--get-regexp",
+            r"^submodule\..*\.path$",
+            check=False,
+        )
+        for line in res.stdout.splitlines():
+            key = line.split(" ", 1)[0]
+            name = key[len("submodule.") : -len(".path")]
+            run(sub_repo, "config", f"submodule.{name}.ignore", "all")
+
+
+def direct_submodule_paths(repo: Path) -> list[str]:
+    if not (repo / ".gitmodules").exists():
+        return []
+    res = run(
+        repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False
+    )
+    return [line.split(" ", 1)[1].strip() for line in res.stdout.splitlines() if " " in line]
+
+
+def changed_paths(repo: Path) -> list[str]:
+    """Uncommitted changes (staged, unstaged, untracked; not ignored), submodules excluded."""
+    # No optional locks: a read-only question must not rewrite the index (re-runs touch nothing).
+    res = run(
+        repo,
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--ignore-submodules=all",
+        "--untracked-files=all",
+    )
+    return [line[3:] for line in res.stdout.splitlines() if line.strip()]
+
+
+def log_range(repo: Path, rev_range: str) -> list[str]:
+    out = run(repo, "rev-list", "--reverse", rev_range).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def commit_subject(repo: Path, rev: str) -> str:
+    return run(repo, "log", "-1", "--format=%s", rev).stdout.strip()
+
+
+def commit_all(repo: Path, message: str, *, date: str) -> bool:
+    """Commit every change in ``repo`` (not its submodule pointers) as rocm-build; ``date`` makes
+    the commit reproducible. Returns whether there was anything to commit."""
+    run(repo, "add", "-A")
+    subs = direct_submodule_paths(repo)
+    if subs:
+        run(repo, "reset", "-q", "--", *subs)
+    if run(repo, "diff", "--cached", "--quiet", check=False).status == 0:
+        return False
+    env = {**IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    run(repo, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", message, env=env)
+    return True
+
+
+def commit_date(repo: Path, rev: str = "HEAD") -> str:
+    return run(repo, "log", "-1", "--format=%cI", rev).stdout.strip()
+
+
+_FAILED_PATH_RES = tuple(
+    re.compile(p, re.MULTILINE)
+    for p in (
+        r"^error: patch failed: (.+?):\d+$",
+        r"^error: (.+?): does not exist in index$",
+        r"^error: (.+?): patch does not apply$",
+        r"sha1 information is lacking or useless \((.+?)\)",
+        r"^CONFLICT \([^)]*\): .*? in (\S+)$",
+    )
+)
+
+
+@dataclass(frozen=True)
+class AmFailure:
+    index: int  # 0-based position in the series of the patch that failed
+    paths: tuple[str, ...]
+    detail: str
+
+
+def am(repo: Path, patches: Sequence[Path]) -> AmFailure | None:
+    """Apply ``patches`` as commits (``git am --3way``). On failure the series is aborted and
+    the repo reset to where it was; the failure says which patch and which paths."""
+    if not patches:
+        return None
+    before = head(repo)
+    gdir = git_dir(repo)
+    env = {**IDENTITY}
+    for key in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"):
+        env.pop(key)  # the author comes from the patch
+    res = run(
+        repo,
+        "-c", "commit.gpgsign=false",
+        "-c", "am.keepcr=false",
+        "-c", "am.threeWay=true",
+        "am", "--3way", "--quiet", "--committer-date-is-author-date", "--no-gpg-sign",
+        *(str(p) for p in patches),
+        env=env,
+        check=False,
+    )  # fmt: skip
+    if res.status == 0:
+        return None
+    index = 0
+    next_file = gdir / "rebase-apply" / "next"
+    if next_file.is_file():
+        index = int(next_file.read_text().strip() or "1") - 1
+    unmerged = run(repo, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()
+    found = [m for pattern in _FAILED_PATH_RES for m in pattern.findall(res.stderr)]
+    paths = tuple(dict.fromkeys([*unmerged, *found]))
+    run(repo, "am", "--abort", check=False)
+    run(repo, "reset", "-q", "--hard", before)
+    if (gdir / "rebase-apply").exists():
+        shutil.rmtree(gdir / "rebase-apply")
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith(("error:", "fatal:"))]
+    return AmFailure(index, paths, lines[0] if lines else res.stderr.strip()[:200])
+
+
+def format_patch(repo: Path, rev_range: str, out_dir: Path) -> list[Path]:
+    """Write the commits of ``rev_range`` as ``NNNN-*.patch`` into ``out_dir``: byte-identical
+    for the same commits (no git version, no commit ids, no user config, full blob ids)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not log_range(repo, rev_range):
+        return []
+    env = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    res = run(
+        repo,
+        "format-patch", "--quiet", "--no-signature", "--zero-commit", "--full-index",
+        "--no-numbered", "--binary", "--ignore-submodules=all", "--no-stat", "--start-number=1",
+        "--no-cover-letter", "--no-thread", "--output-directory", str(out_dir), rev_range,
+        env=env,
+    )  # fmt: skip
+    del res
+    return sorted(out_dir.glob("*.patch"))
+
+
+def conflict(patch: Path, where: str, failure: AmFailure) -> PatchConflict:
+    paths = ", ".join(failure.paths) if failure.paths else "(see: " + failure.detail + ")"
+    msg = (
+        f"patch {patch} does not apply to {where}: conflicts in {paths}; "
+        "the repository was left as before the series: refresh the patch "
+        "(check out with --no-patches, apply by hand, commit, save-patches)"
+    )
+    return PatchConflict(msg)

@@ -1,0 +1,200 @@
+"""The build matrix for CI: one job per Python version x release train x group of gfx targets.
+
+Jobs are plain data so a CI system's own fan-out runs them (GitHub Actions ``strategy.matrix``);
+rocm-build itself never schedules machines. Each job names the ROCm tree it builds against (a
+folder or a tarball URL, which ``build --rocm`` and ``rocm fetch`` accept) and the runner labels of
+its GPU smoke test.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .config import Config
+from .errors import ConfigError
+
+__all__ = [
+    "JOB_KEYS",
+    "MAX_JOBS",
+    "ArchGroup",
+    "Job",
+    "as_github_output",
+    "as_json",
+    "parse_arch_group",
+    "plan_matrix",
+    "split_list",
+]
+
+#: GitHub Actions refuses a matrix with more jobs than this.
+MAX_JOBS = 256
+
+PYTHON_RE = re.compile(r"^3\.\d{1,2}t?$")
+MEMBER_SEPARATORS = re.compile(r"[;+\s]+")
+
+
+@dataclass(frozen=True)
+class ArchGroup:
+    name: str
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One CI job. Field names are the matrix keys the workflow uses (``matrix.arch``, ...)."""
+
+    name: str
+    python: str
+    train: str
+    arch_group: str
+    arch: str  # ';'-separated gfx targets, as --arch and PYTORCH_ROCM_ARCH take them
+    rocm: str  # ROCm tree folder or tarball URL; "" = the build machine's ROCM_PATH, /opt/rocm
+    artifact: str
+    gpu_runs_on: tuple[str, ...]
+    version_suffix: str  # build --version-suffix; "" = the build's default (+rocm<version>)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["gpu_runs_on"] = list(self.gpu_runs_on)
+        return data
+
+
+JOB_KEYS = tuple(Job.__dataclass_fields__)
+
+
+def split_list(value: str | Sequence[str]) -> list[str]:
+    """Groups from a flag or setting: ``,`` or whitespace between items (``;`` stays inside an
+    item, since it separates the targets of one group)."""
+    items = [value] if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        out.extend(p.strip() for p in re.split(r"[,\s]+", item) if p.strip())
+    return out
+
+
+def _expand(member: str, cfg: Config) -> tuple[str, ...]:
+    families = {k.lower(): v for k, v in cfg.target_families.items()}
+    if member.lower() in families:
+        return tuple(families[member.lower()])
+    if member in cfg.known_targets:
+        return (member,)
+    names = [*cfg.known_targets, *cfg.target_families]
+    close = difflib.get_close_matches(member, names, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    msg = (
+        f"unknown gfx target or family '{member}' in --arch-groups{hint} "
+        "(families: targets.families in the config; `rocm-build config --json` lists them)"
+    )
+    raise ConfigError(msg)
+
+
+def parse_arch_group(spec: str, cfg: Config) -> ArchGroup:
+    """``gfx94X`` (a family), ``gfx90a;gfx942`` or ``gfx90a+gfx942`` (explicit targets), or
+    ``NAME=gfx90a;gfx942`` (explicit targets with a name for artifacts and runner labels)."""
+    name, sep, members_text = spec.partition("=")
+    if not sep:
+        members_text, name = spec, ""
+    members = [m for m in MEMBER_SEPARATORS.split(members_text.strip()) if m]
+    name = name.strip()
+    if not members or (sep and not name):
+        msg = f"arch group '{spec}' is empty; give a family (gfx94X) or targets (gfx90a;gfx942)"
+        raise ConfigError(msg)
+    if name and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        msg = f"arch group name '{name}' may only use letters, digits, '.', '_' and '-'"
+        raise ConfigError(msg)
+    targets = tuple(dict.fromkeys(t for m in members for t in _expand(m, cfg)))
+    if not name:
+        name = members[0] if len(members) == 1 else "-".join(members)
+    return ArchGroup(name, targets)
+
+
+def _check_python(version: str) -> str:
+    if not PYTHON_RE.match(version):
+        msg = f"Python version '{version}' is not MAJOR.MINOR like 3.12 (3.13t: free-threaded)"
+        raise ConfigError(msg)
+    return version
+
+
+def _check_train(train: str, cfg: Config) -> str:
+    if train not in cfg.trains:
+        close = difflib.get_close_matches(train, list(cfg.trains), n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        msg = f"unknown release train '{train}'; {hint}known: {', '.join(sorted(cfg.trains))}"
+        raise ConfigError(msg)
+    return train
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str:
+    """Replace ``{python}``, ``{train}``, ``{group}``, ``{arch}``; other braces are kept."""
+    out = template
+    for key, value in values.items():
+        out = out.replace("{" + key + "}", value)
+    return out
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def plan_matrix(cfg: Config) -> tuple[Job, ...]:
+    """Every job of the matrix from the ``[matrix]`` settings, in a stable order."""
+    pythons = _dedupe(_check_python(p) for p in split_list(cfg["matrix.pythons"]))
+    trains = _dedupe(
+        _check_train(t, cfg) for t in (split_list(cfg["matrix.trains"]) or [str(cfg["train"])])
+    )
+    groups = [parse_arch_group(g, cfg) for g in split_list(cfg["matrix.arch_groups"])]
+    names = [g.name for g in groups]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        msg = f"arch group {duplicated[0]!r} is given twice; name groups with NAME=targets"
+        raise ConfigError(msg)
+    for what, items in (("--python", pythons), ("--train", trains), ("--arch-groups", groups)):
+        if not items:
+            msg = f"the matrix has no jobs: {what} is empty; give at least one value"
+            raise ConfigError(msg)
+    count = len(pythons) * len(trains) * len(groups)
+    if count > MAX_JOBS:
+        msg = f"the matrix has {count} jobs, more than GitHub's {MAX_JOBS}; split it up"
+        raise ConfigError(msg)
+    rocm_template = str(cfg["matrix.rocm"]) or str(cfg["rocm"])
+    labels = split_list(cfg["matrix.gpu_labels"])
+    suffix_template = str(cfg["matrix.version_suffix"])
+    jobs: list[Job] = []
+    for train in trains:
+        for group in groups:
+            for python in pythons:
+                values = {
+                    "python": python,
+                    "train": train,
+                    "group": group.name,
+                    "arch": ";".join(group.targets),
+                }
+                name = f"py{python}-{train}-{group.name}"
+                jobs.append(
+                    Job(
+                        name=name,
+                        python=python,
+                        train=train,
+                        arch_group=group.name,
+                        arch=values["arch"],
+                        rocm=_fill(rocm_template, values),
+                        artifact=f"wheels-{name}",
+                        gpu_runs_on=tuple(_dedupe(_fill(label, values) for label in labels)),
+                        version_suffix=_fill(suffix_template, values),
+                    )
+                )
+    return tuple(jobs)
+
+
+def as_json(jobs: Sequence[Job]) -> dict[str, Any]:
+    """The matrix as GitHub's ``strategy.matrix`` takes it: ``{"include": [job, ...]}``."""
+    return {"include": [job.as_dict() for job in jobs]}
+
+
+def as_github_output(jobs: Sequence[Job]) -> str:
+    """``matrix=<json>`` on one line, for ``>> "$GITHUB_OUTPUT"``."""
+    return "matrix=" + json.dumps(as_json(jobs), separators=(",", ":"), sort_keys=True)

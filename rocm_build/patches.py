@@ -1,0 +1,223 @@
+"""Patch series: layout, apply (with a conflict report), save (deterministic, all or nothing).
+
+Layout under ``<patches-dir>/<patchset>/<project-subfolder>/``::
+
+    base/0001-*.patch                      the project's own repository, before hipify
+    hipified/0001-*.patch                  ... after hipify
+    <submodule-path>/base/0001-*.patch     a submodule (path as in the project's tree)
+    <submodule-path>/hipified/0001-*.patch
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import git
+from .errors import ConfigError, RocmBuildError
+
+__all__ = [
+    "HIPIFY_SUBJECT",
+    "HIPIFY_TAG",
+    "STAGES",
+    "UPSTREAM_TAG",
+    "PatchFile",
+    "SaveResult",
+    "apply_series",
+    "list_series",
+    "save",
+    "series_root",
+]
+
+log = logging.getLogger(__name__)
+
+STAGES = ("base", "hipified")
+UPSTREAM_TAG = "ROCM_BUILD_UPSTREAM"
+HIPIFY_TAG = "ROCM_BUILD_HIPIFY"
+HIPIFY_SUBJECT = "rocm-build: hipify result (generated; do not submit)"
+
+
+@dataclass(frozen=True, order=True)
+class PatchFile:
+    repo: str  # "." for the project's own repository, else the submodule path
+    stage: str
+    path: Path
+    sha256: str
+
+    @property
+    def rel(self) -> str:
+        parts = [] if self.repo == "." else [self.repo]
+        return "/".join([*parts, self.stage, self.path.name])
+
+    def as_json(self) -> dict[str, str]:
+        return {"repo": self.repo, "stage": self.stage, "file": self.rel, "sha256": self.sha256}
+
+
+def series_root(patches_dir: Path, patchset: str, subfolder: str) -> Path:
+    return patches_dir / patchset / subfolder
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def list_series(root: Path) -> tuple[PatchFile, ...]:
+    """Every patch under ``root``, in application order within each (repo, stage)."""
+    if not root.is_dir():
+        return ()
+    found: list[PatchFile] = []
+    for path in sorted(root.rglob("*.patch")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue  # staging folders of an interrupted save
+        stage = path.parent.name
+        if stage not in STAGES:
+            msg = (
+                f"patch {path} is not in a base/ or hipified/ folder; move it to "
+                f"{root}/[<submodule-path>/]base/ or .../hipified/"
+            )
+            raise ConfigError(msg)
+        repo_rel = path.parent.parent.relative_to(root).as_posix()
+        found.append(PatchFile(repo_rel or ".", stage, path, sha256_file(path)))
+    return tuple(sorted(found, key=lambda p: (p.repo != ".", p.repo, p.stage, p.path.name)))
+
+
+def by_repo(series: Sequence[PatchFile], stage: str) -> dict[str, list[PatchFile]]:
+    out: dict[str, list[PatchFile]] = {}
+    for patch in series:
+        if patch.stage == stage:
+            out.setdefault(patch.repo, []).append(patch)
+    return out
+
+
+def apply_series(src: Path, project: str, repo: str, patches: Sequence[PatchFile]) -> None:
+    """Apply one repo's series as commits, or raise ``PatchConflict`` with the repo restored."""
+    target = src if repo == "." else src / repo
+    where = f"{project}" if repo == "." else f"submodule {repo} of {project}"
+    if not git.is_repo(target):
+        msg = (
+            f"patches for {where} ({patches[0].path.parent}) but {target} is not a checked-out "
+            "submodule; fix the folder name or remove the series"
+        )
+        raise ConfigError(msg)
+    failure = git.am(target, [p.path for p in patches])
+    if failure is not None:
+        raise git.conflict(patches[failure.index].path, where, failure)
+    log.info("applied %d patch(es) to %s", len(patches), where)
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    root: Path
+    changed: bool
+    counts: Mapping[str, int] = field(default_factory=dict)  # "<repo>/<stage>" -> patches
+    removed: bool = False
+
+
+def _ranges(repo: Path) -> list[tuple[str, str]]:
+    """(stage, rev range) pairs to save for one repository."""
+    upstream = git.tag_commit(repo, UPSTREAM_TAG)
+    if upstream is None:
+        return []
+    hipify = git.tag_commit(repo, HIPIFY_TAG)
+    if hipify is None:
+        return [("base", f"{upstream}..HEAD")]
+    if git.run(repo, "merge-base", "--is-ancestor", hipify, "HEAD", check=False).status != 0:
+        msg = (
+            f"{repo}: HEAD no longer contains the {HIPIFY_TAG} commit (rebased?); "
+            "put your commits back on top of it, or check out again with --force"
+        )
+        raise RocmBuildError(msg)
+    base_end = hipify
+    if hipify != upstream and git.commit_subject(repo, hipify) == HIPIFY_SUBJECT:
+        base_end = f"{hipify}~1"
+    return [("base", f"{upstream}..{base_end}"), ("hipified", f"{hipify}..HEAD")]
+
+
+def _read_tree(root: Path) -> dict[str, bytes]:
+    if not root.is_dir():
+        return {}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and not any(s.startswith(".") for s in p.relative_to(root).parts)
+    }
+
+
+def _is_series_file(rel: str) -> bool:
+    parts = rel.split("/")
+    return len(parts) >= 2 and parts[-2] in STAGES and parts[-1].endswith(".patch")
+
+
+def save(src: Path, repos: Sequence[str], root: Path) -> SaveResult:
+    """Write the series of ``src`` (``"."`` and each submodule path in ``repos``) to ``root``.
+
+    The new series is built in a staging folder beside ``root``; if it equals what is there,
+    nothing is touched; otherwise it is swapped in, so a failure leaves the old series."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    staging = root.parent / f".{root.name}.new-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        counts: dict[str, int] = {}
+        for repo in repos:
+            target = src if repo == "." else src / repo
+            for stage, rev_range in _ranges(target):
+                _warn_pointer_changes(target, rev_range)
+                out = staging if repo == "." else staging / repo
+                written = git.format_patch(target, rev_range, out / stage)
+                if written:
+                    counts[f"{repo}/{stage}"] = len(written)
+        new = _read_tree(staging)
+        old = _read_tree(root)
+        old_series = {k: v for k, v in old.items() if _is_series_file(k)}
+        if new == old_series:
+            shutil.rmtree(staging, ignore_errors=True)
+            return SaveResult(root, changed=False, counts=counts)
+        # Keep the user's other files (notes, READMEs) and unchanged patches' timestamps.
+        for rel, data in old.items():
+            dest = staging / rel
+            if not _is_series_file(rel) or new.get(rel) == data:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(root / rel, dest)
+        _prune_empty(staging)
+        empty = not any(staging.rglob("*"))
+        if root.exists():
+            old_dir = root.parent / f".{root.name}.old-{os.getpid()}"
+            shutil.rmtree(old_dir, ignore_errors=True)
+            root.rename(old_dir)
+            if not empty:
+                staging.rename(root)
+            shutil.rmtree(old_dir)
+        elif not empty:
+            staging.rename(root)
+        shutil.rmtree(staging, ignore_errors=True)
+        return SaveResult(root, changed=True, counts=counts, removed=empty)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _warn_pointer_changes(repo: Path, rev_range: str) -> None:
+    raw = git.run(repo, "log", "--format=", "--raw", "--no-renames", rev_range).stdout
+    moved = sorted({ln.split("\t", 1)[1] for ln in raw.splitlines() if ln.startswith(":160000")})
+    if moved:
+        log.warning(
+            "%s: commits in %s move submodule pointers (%s); pointers are not saved (the "
+            "submodules' own commits are): commit with `git commit -a` or name the files",
+            repo,
+            rev_range,
+            ", ".join(moved),
+        )
+
+
+def _prune_empty(top: Path) -> None:
+    if not top.is_dir():
+        return
+    for path in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True):
+        if not any(path.iterdir()):
+            path.rmdir()

@@ -1,0 +1,216 @@
+"""inspect: what a wheel carries, as data (for --json) and as text lines (for people).
+
+Reads the wheel as a stream: ELF members are extracted one at a time to a scratch folder,
+read (headers and ``.hip_fatbin`` through mmap) and deleted again.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import bundle, elf
+from .config import Config
+from .errors import RequirementNotMet
+from .wheelfile import WheelReader
+
+__all__ = ["InspectResult", "inspect_wheel", "render"]
+
+PYPI_LIMIT = 1 << 30
+
+
+@dataclass(frozen=True)
+class InspectResult:
+    data: dict[str, Any]
+    missing: tuple[str, ...]
+
+    def check(self) -> None:
+        if self.missing:
+            raise RequirementNotMet(
+                f"no device code for {', '.join(self.missing)} in {self.data['wheel']}; rebuild "
+                "with those targets in --arch (PYTORCH_ROCM_ARCH)"
+            )
+
+
+def _component(name: str, lib_dir: str, libs: set[str]) -> str:
+    if name in libs:
+        return "library: " + posixpath.basename(name)
+    parts = name.split("/")
+    if ".dist-info" in parts[0]:
+        return "metadata"
+    if lib_dir and name.startswith(lib_dir + "/"):
+        rest = name[len(lib_dir) + 1 :].split("/")
+        if len(rest) > 1:
+            return "data: " + "/".join(rest[:2])
+    top = posixpath.dirname(lib_dir) if lib_dir else parts[0]
+    if top and name.startswith(top + "/share/"):
+        return "data: " + "/".join(name[len(top) + 1 :].split("/")[:3])
+    if name.endswith((".py", ".pyi", ".pyc")):
+        return "python"
+    return "other"
+
+
+def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -> InspectResult:
+    requested = bundle.parse_targets(require_arch or "", cfg.known_targets, cfg.target_families)
+    elves: dict[str, elf.ElfInfo] = {}
+    bundles: dict[str, tuple[elf.OffloadBundle, ...]] = {}
+    with (
+        WheelReader(path) as reader,
+        tempfile.TemporaryDirectory(prefix="rocm-build-inspect-") as t,
+    ):
+        members = [m for m in reader.members if not m.is_dir]
+        prov: dict[str, Any] = {}
+        for m in members:
+            if m.name.endswith(bundle.PROVENANCE):
+                prov = json.loads(reader.read_bytes(m.name))
+        for m in members:
+            if m.file_size < 64 or not bundle._may_be_elf(m.name):
+                continue
+            if reader.head(m.name, 4) != elf.ELF_MAGIC:
+                continue
+            dest = reader.extract(m.name, Path(t) / "x")
+            try:
+                info = elf.read_elf(dest)
+                if info.is_host:
+                    elves[m.name] = info
+                    if info.has_fatbin:
+                        bundles[m.name] = elf.offload_bundles(dest)
+            except elf.NotElfError:
+                pass
+            finally:
+                dest.unlink()
+        name = reader.name
+    provided = {posixpath.basename(a) for a in elves} | {
+        i.soname for i in elves.values() if i.soname
+    }
+    whitelist = bundle.policy_whitelist("auto")
+    lib_dir = str(prov.get("lib_dir", ""))
+    from_torch = set(prov.get("from_torch", []))
+    rows: list[dict[str, Any]] = []
+    external: set[str] = set()
+    for arc, info in sorted(elves.items()):
+        here = posixpath.dirname(arc)
+        escaping = [e for e in info.rpath + info.runpath if not bundle._inside(here, e)]
+        unresolved = [
+            n
+            for n in info.needed
+            if n not in provided
+            and n not in whitelist
+            and not bundle._is_loader(n)
+            and n not in from_torch
+        ]
+        external |= {n for n in info.needed if n not in provided and n not in from_torch}
+        found = bundles.get(arc, ())
+        targets = sorted(set().union(*(b.targets for b in found))) if found else []
+        rows.append(
+            {
+                "path": arc,
+                "needed": list(info.needed),
+                "rpath": list(info.rpath),
+                "runpath": list(info.runpath),
+                "escaping": escaping,
+                "unresolved": unresolved,
+                "offload_bundles": len(found),
+                "compressed_bundles": sum(1 for b in found if b.compressed),
+                "targets": targets,
+            }
+        )
+    code_targets = sorted({t for r in rows for t in r["targets"]})
+    data_targets: dict[str, set[str]] = defaultdict(set)
+    sizes: dict[str, int] = defaultdict(int)
+    for m in members:
+        comp = _component(m.name, lib_dir, set(elves))
+        sizes[comp] += m.file_size
+        if comp.startswith("data: "):
+            for tok in bundle.gfx_tokens(m.name):
+                data_targets[tok].add(comp[len("data: ") :])
+    wanted = list(requested) or list(prov.get("targets", []))
+    coverage = [
+        {
+            "target": t,
+            "code": [r["path"] for r in rows if t in r["targets"]],
+            "data": sorted(data_targets.get(t, ())),
+        }
+        for t in sorted(set(wanted) | set(code_targets))
+    ]
+    machine = next(iter(elves.values())).machine if elves else "EM_X86_64"
+    tag = bundle.platform_tag(elves.values(), external, machine) if elves else name.platform_tag
+    size = path.stat().st_size
+    data = {
+        "wheel": path.name,
+        "size": size,
+        "over_pypi_limit": size > PYPI_LIMIT,
+        "file_platform_tag": name.platform_tag,
+        "platform_tag": tag,
+        "elf_files": rows,
+        "bundled": prov.get("libraries", []),
+        "bundle": {k: v for k, v in prov.items() if k not in ("libraries", "sources")},
+        "code_targets": code_targets,
+        "requested_targets": wanted,
+        "coverage": coverage,
+        "sizes": dict(sorted(sizes.items(), key=lambda kv: -kv[1])),
+    }
+    have = set(code_targets)
+    missing = tuple(t for t in requested if t not in have)
+    return InspectResult(data, missing)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def render(data: dict[str, Any]) -> Iterator[str]:
+    yield f"{data['wheel']}  ({_mb(data['size'])})"
+    tag_note = (
+        ""
+        if data["platform_tag"].split(".")[0] in data["file_platform_tag"]
+        else (f"  (file name says {data['file_platform_tag']})")
+    )
+    yield f"platform tag satisfied: {data['platform_tag']}{tag_note}"
+    if data["over_pypi_limit"]:
+        yield "note: larger than PyPI's 1 GiB per-file limit: host it on your own index"
+    yield ""
+    yield "ELF files:"
+    for row in data["elf_files"]:
+        path = ":".join(row["rpath"]) or "-"
+        run = f"  RUNPATH={':'.join(row['runpath'])}" if row["runpath"] else ""
+        yield f"  {row['path']}  RPATH={path}{run}"
+        yield f"    NEEDED: {', '.join(row['needed']) or '-'}"
+        if row["escaping"]:
+            yield f"    ESCAPES THE WHEEL: {', '.join(row['escaping'])}"
+        if row["unresolved"]:
+            yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
+        if row["offload_bundles"]:
+            yield (
+                f"    device code: {', '.join(row['targets'])}  ({row['offload_bundles']} bundles,"
+                f" {row['compressed_bundles']} compressed)"
+            )
+    if data["bundled"]:
+        yield ""
+        yield "bundled libraries:"
+        for lib in data["bundled"]:
+            why = (
+                "dlopen"
+                if lib["reason"] == "dlopen"
+                else "needed by " + ", ".join(posixpath.basename(n) for n in lib["needed_by"])
+            )
+            yield f"  {lib['name']}  from {lib['origin']}: {lib['source']}  ({why})"
+    if data["coverage"]:
+        yield ""
+        yield "gfx coverage (requested vs present):"
+        req = set(data["requested_targets"])
+        for row in data["coverage"]:
+            mark = "requested" if row["target"] in req else "extra"
+            code = f"code in {len(row['code'])} files" if row["code"] else "NO CODE"
+            data_note = ", data: " + ", ".join(row["data"]) if row["data"] else ""
+            yield f"  {row['target']:<9} {mark:<9} {code}{data_note}"
+    yield ""
+    yield "size by component (uncompressed):"
+    for comp, n in list(data["sizes"].items())[:20]:
+        yield f"  {_mb(n):>12}  {comp}"

@@ -1,0 +1,688 @@
+"""The checkout stage: fetch, pin, tag, patch, hipify; and save-patches.
+
+``plan`` turns the Config (and an optional manifest to replay) into a frozen ``CheckoutPlan``;
+``execute`` walks it. Each project's inputs (origin, ref -> commit, patch hashes, hipify command,
+flags) are hashed into a stamp kept in ``<src-dir>/rocm-build-sources.json``; a re-run whose stamp
+and checkout state match does nothing.
+
+Moving branches: a tag or full SHA is taken as immutable, so a re-run needs no network. A branch
+is re-checked with one ``git ls-remote`` (no objects are fetched): if it moved, the project is
+checked out again at the new commit; if not, it is up to date.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import config as config_mod
+from . import git, patches, proc
+from .errors import ConfigError, DirtyCheckout, RocmBuildError
+
+__all__ = [
+    "MANIFEST_NAME",
+    "CheckoutPlan",
+    "CheckoutResult",
+    "ProjectPlan",
+    "ProjectResult",
+    "execute",
+    "parse_related_commits",
+    "plan",
+    "read_manifest",
+    "save_patches",
+]
+
+log = logging.getLogger(__name__)
+
+MANIFEST_NAME = "rocm-build-sources.json"
+MANIFEST_FORMAT = 1
+RELATED_COMMITS = "related_commits"
+
+
+@dataclass(frozen=True)
+class ProjectPlan:
+    name: str
+    origin: str
+    ref: str  # "" = not known yet (may come from another project's related_commits)
+    src: Path
+    patches_root: Path
+    patchset: str
+    hipify: tuple[str, ...]  # the command template ("{python}" kept); () = no hipify
+    apply_patches: bool
+    ref_given: bool = False  # the user's own ref: related_commits do not override it
+    origin_given: bool = False
+    pin_commit: str = ""  # --manifest replay: exactly this commit
+    expect_patches: tuple[tuple[str, str], ...] | None = None  # (file, sha256) to replay
+
+
+@dataclass(frozen=True)
+class CheckoutPlan:
+    src_dir: Path
+    manifest_path: Path
+    log_dir: Path
+    projects: tuple[ProjectPlan, ...]
+    depth: int = 0
+    jobs: int = 8
+    force: bool = False
+    retries: int = 3
+    retry_delay: float = 2.0
+
+
+@dataclass(frozen=True)
+class ProjectResult:
+    name: str
+    action: str  # "checked out", "updated", "up to date"
+    origin: str
+    ref: str
+    commit: str
+    head: str
+    patches: Mapping[str, int] = field(default_factory=dict)  # "<repo>/<stage>" -> count
+    hipify: bool = False
+    submodules: int = 0
+    uncommitted: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "origin": self.origin,
+            "ref": self.ref,
+            "commit": self.commit,
+            "head": self.head,
+            "patches": dict(self.patches),
+            "hipify": self.hipify,
+            "submodules": self.submodules,
+            "uncommitted": list(self.uncommitted),
+        }
+
+
+@dataclass(frozen=True)
+class CheckoutResult:
+    manifest: Path
+    projects: tuple[ProjectResult, ...]
+
+    @property
+    def up_to_date(self) -> bool:
+        return all(p.action == "up to date" for p in self.projects)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "manifest": str(self.manifest),
+            "up_to_date": self.up_to_date,
+            "projects": [p.as_json() for p in self.projects],
+        }
+
+
+# --- planning (pure) -----------------------------------------------------------------------------
+
+
+def plan(
+    cfg: config_mod.Config,
+    names: Sequence[str] = (),
+    *,
+    manifest: Mapping[str, Any] | None = None,
+    builtin_origins: Mapping[str, str] | None = None,
+) -> CheckoutPlan:
+    """What to check out. ``manifest`` (a parsed source manifest) replays its commits and
+    patches; ``builtin_origins`` tells which origins the user changed (they win over
+    related_commits)."""
+    src_dir = cfg.path("src_dir")
+    patches_dir = cfg.path("patches_dir")
+    do_hipify = bool(cfg["checkout.hipify"])
+    do_patches = bool(cfg["checkout.patches"])
+    builtin = builtin_origins or {}
+    projects: list[ProjectPlan] = []
+    if manifest is not None:
+        entries = manifest.get("projects", {})
+        chosen = list(names) or list(entries)
+        for name in chosen:
+            if name not in entries:
+                raise ConfigError(config_mod._unknown("project in the manifest", name, entries))
+        for spec in cfg.selected_projects(chosen):
+            entry = entries[spec.name]
+            projects.append(
+                ProjectPlan(
+                    name=spec.name,
+                    origin=str(entry["origin"]),
+                    ref=str(entry["ref"]),
+                    src=src_dir / spec.name,
+                    patches_root=patches.series_root(
+                        patches_dir, str(entry["patchset"]), spec.patches
+                    ),
+                    patchset=str(entry["patchset"]),
+                    hipify=tuple(entry.get("hipify_command") or ()) if entry["hipify"] else (),
+                    apply_patches=bool(entry.get("apply_patches", True)),
+                    ref_given=True,
+                    origin_given=True,
+                    pin_commit=str(entry["commit"]),
+                    expect_patches=tuple(
+                        (str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])
+                    ),
+                )
+            )
+    else:
+        specs = cfg.selected_projects(names)
+        train = cfg.trains.get(str(cfg["train"]), {})
+        for spec in specs:
+            projects.append(
+                ProjectPlan(
+                    name=spec.name,
+                    origin=spec.origin,
+                    ref=spec.ref or train.get(spec.name, ""),
+                    src=src_dir / spec.name,
+                    patches_root=patches.series_root(patches_dir, cfg.patchset, spec.patches),
+                    patchset=cfg.patchset,
+                    hipify=spec.hipify if do_hipify else (),
+                    apply_patches=do_patches,
+                    ref_given=bool(spec.ref),
+                    origin_given=spec.origin != builtin.get(spec.name, ""),
+                )
+            )
+    return CheckoutPlan(
+        src_dir=src_dir,
+        manifest_path=src_dir / MANIFEST_NAME,
+        log_dir=cfg.path("work_dir") / "logs",
+        projects=tuple(projects),
+        depth=int(cfg["checkout.depth"]),
+        jobs=int(cfg["checkout.jobs"]),
+        force=bool(cfg["checkout.force"]),
+        retries=int(cfg["checkout.retries"]),
+        retry_delay=float(cfg["checkout.retry_delay"]),
+    )
+
+
+@dataclass(frozen=True)
+class RelatedCommit:
+    project: str
+    branch: str
+    commit: str
+    origin: str
+
+
+def parse_related_commits(text: str) -> dict[str, RelatedCommit]:
+    """``os|source|project|branch|commit|origin`` lines; the first line per project wins."""
+    out: dict[str, RelatedCommit] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split("|")]
+        if len(fields) != 6 or not git.SHA_RE.match(fields[4]):
+            log.warning("related_commits: ignoring malformed line %r", line)
+            continue
+        _os, _source, project, branch, commit, origin = fields
+        out.setdefault(project, RelatedCommit(project, branch, commit, origin))
+    return out
+
+
+def stamp(
+    *,
+    origin: str,
+    ref: str,
+    commit: str,
+    patchset: str,
+    series: Sequence[tuple[str, str]],
+    hipify: Sequence[str],
+    apply_patches: bool,
+) -> str:
+    """A hash of everything that decides a checkout's content."""
+    data = {
+        "format": MANIFEST_FORMAT,
+        "origin": origin,
+        "ref": ref,
+        "commit": commit,
+        "patchset": patchset,
+        "series": [list(p) for p in series],
+        "hipify": list(hipify),
+        "apply_patches": apply_patches,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+# --- manifest ------------------------------------------------------------------------------------
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {"format": MANIFEST_FORMAT, "projects": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        msg = f"{path} is not a readable source manifest ({exc}); fix or remove it"
+        raise ConfigError(msg) from None
+    if not isinstance(data, dict) or not isinstance(data.get("projects"), dict):
+        msg = f"{path} is not a rocm-build source manifest; fix or remove it"
+        raise ConfigError(msg)
+    return data
+
+
+def write_manifest(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- execution -----------------------------------------------------------------------------------
+
+
+def _all_repos(src: Path) -> list[tuple[str, Path]]:
+    return [(".", src), *((s.path, src / s.path) for s in git.submodules(src))]
+
+
+def _state_heads(src: Path) -> dict[str, str]:
+    return {".": git.head(src), **{s.path: s.commit for s in git.submodules(src)}}
+
+
+def _recorded_heads(entry: Mapping[str, Any]) -> dict[str, str]:
+    heads = {".": str(entry.get("head", ""))}
+    for sub in entry.get("submodules", []):
+        heads[str(sub["path"])] = str(sub.get("head", sub.get("commit", "")))
+    return heads
+
+
+def _uncommitted(src: Path, repos: Sequence[str] | None = None) -> list[str]:
+    rels = list(repos) if repos is not None else [r for r, _ in _all_repos(src)]
+
+    def one(rel: str) -> list[str]:
+        prefix = "" if rel == "." else rel + "/"
+        return [prefix + p for p in git.changed_paths(src if rel == "." else src / rel)]
+
+    # Independent read-only questions: ask them in parallel (most of a re-run's time).
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return [path for paths in pool.map(one, rels) for path in paths]
+
+
+def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
+    """Refuse to overwrite work in an existing checkout (unless --force)."""
+    src = p.src
+    if not src.exists() or (src.is_dir() and not any(src.iterdir())):
+        return
+    if not git.is_repo(src):
+        msg = f"{src} exists and is not a git checkout; move it away or choose another --src-dir"
+        raise DirtyCheckout(msg)
+    save_hint = f"run `rocm-build save-patches {p.name}` to keep them, or pass --force to discard"
+    if entry is None:
+        msg = (
+            f"{src} is a git checkout that rocm-build did not make (not in {MANIFEST_NAME}); "
+            "move it away, or pass --force to reuse it and discard its changes"
+        )
+        raise DirtyCheckout(msg)
+    dirty = _uncommitted(src)
+    if dirty:
+        more = f" and {len(dirty) - 3} more" if len(dirty) > 3 else ""
+        msg = (
+            f"{src} has uncommitted changes ({', '.join(dirty[:3])}{more}); commit them and "
+            + save_hint
+        )
+        raise DirtyCheckout(msg)
+    recorded = _recorded_heads(entry)
+    foreign: list[str] = []
+    for rel, path in _all_repos(src):
+        want = recorded.get(rel)
+        if want and git.head(path) != want:
+            foreign.append(rel)
+    if foreign:
+        msg = (
+            f"{src} has commits that are not from the patch series (in {', '.join(foreign)}); "
+            + save_hint
+        )
+        raise DirtyCheckout(msg)
+
+
+def _resolve(p: ProjectPlan, entry: Mapping[str, Any] | None, plan_: CheckoutPlan) -> git.Ref:
+    if p.pin_commit:
+        return git.Ref(p.ref, "commit", p.pin_commit, p.pin_commit)
+    if not p.ref:
+        msg = (
+            f"no ref for project '{p.name}' in train and no related_commits pin; "
+            f"pass --ref {p.name}=REF"
+        )
+        raise ConfigError(msg)
+    if (
+        entry is not None
+        and entry.get("origin") == p.origin
+        and entry.get("ref") == p.ref
+        and entry.get("ref_kind") in ("tag", "commit")
+        and entry.get("commit")
+    ):
+        # Tags and SHAs do not move: no network on a re-run.
+        kind = str(entry["ref_kind"])
+        commit = str(entry["commit"])
+        refspec = commit if kind == "commit" else f"+refs/tags/{p.ref}:refs/tags/{p.ref}"
+        return git.Ref(p.ref, kind, commit, refspec)
+    cwd = p.src if git.is_repo(p.src) else plan_.src_dir
+    cwd.mkdir(parents=True, exist_ok=True)
+    return git.resolve_ref(cwd, p.origin, p.ref, retries=plan_.retries, delay=plan_.retry_delay)
+
+
+def _series(p: ProjectPlan) -> tuple[patches.PatchFile, ...]:
+    if not p.apply_patches:
+        return ()
+    series = patches.list_series(p.patches_root)
+    if p.expect_patches is not None:
+        have = tuple((s.rel, s.sha256) for s in series)
+        if have != p.expect_patches:
+            want = {f for f, _ in p.expect_patches}
+            differ = sorted({f for f, _ in have} ^ want) or [
+                f for (f, h), (_, g) in zip(have, p.expect_patches, strict=False) if h != g
+            ]
+            msg = (
+                f"the patch series in {p.patches_root} differs from the manifest "
+                f"({', '.join(differ[:3]) or 'order'}); restore the patches it was made with"
+            )
+            raise ConfigError(msg)
+    return series
+
+
+def execute(plan_: CheckoutPlan) -> CheckoutResult:
+    manifest = read_manifest(plan_.manifest_path)
+    entries: dict[str, Any] = manifest.setdefault("projects", {})
+    manifest["format"] = MANIFEST_FORMAT
+    pins: dict[str, RelatedCommit] = {}
+    selected = {p.name for p in plan_.projects}
+    for name in entries:
+        if name not in selected:
+            pins.update(_related(plan_.src_dir / name))
+    results: list[ProjectResult] = []
+    for p in plan_.projects:
+        pin = pins.get(p.name)
+        if pin is not None and not p.ref_given and not p.pin_commit:
+            log.info("%s: pinned to %s by related_commits", p.name, pin.commit[:12])
+            p = replace(p, ref=pin.commit, origin=p.origin if p.origin_given else pin.origin)
+        results.append(_checkout_project(p, plan_, entries))
+        pins.update(_related(p.src))
+    return CheckoutResult(plan_.manifest_path, tuple(results))
+
+
+def _related(src: Path) -> dict[str, RelatedCommit]:
+    path = src / RELATED_COMMITS
+    if not path.is_file():
+        return {}
+    return parse_related_commits(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def _checkout_project(
+    p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any]
+) -> ProjectResult:
+    entry = entries.get(p.name)
+    series = _series(p)
+    ref = _resolve(p, entry, plan_)
+    hipify_template = p.hipify
+    new_stamp = stamp(
+        origin=p.origin,
+        ref=p.ref,
+        commit=ref.commit,
+        patchset=p.patchset,
+        series=[(s.rel, s.sha256) for s in series],
+        hipify=hipify_template,
+        apply_patches=p.apply_patches,
+    )
+    if (
+        entry is not None
+        and entry.get("complete")
+        and entry.get("stamp") == new_stamp
+        and git.is_repo(p.src)
+    ):
+        heads = _state_heads(p.src)
+        if heads == _recorded_heads(entry):
+            return ProjectResult(
+                name=p.name,
+                action="up to date",
+                origin=p.origin,
+                ref=p.ref,
+                commit=ref.commit,
+                head=heads["."],
+                patches=_counts(series),
+                hipify=bool(entry.get("hipify")),
+                submodules=len(heads) - 1,
+                uncommitted=tuple(_uncommitted(p.src, list(heads))),
+            )
+    if not plan_.force:
+        _check_safe(p, entry)
+    existed = git.is_repo(p.src)
+    created = not p.src.exists()
+    try:
+        return _do_checkout(p, plan_, entries, ref, series, new_stamp, existed=existed)
+    except BaseException:
+        if created and (not git.is_repo(p.src) or not _has_commit(p.src)):
+            shutil.rmtree(p.src, ignore_errors=True)
+        elif git.is_repo(p.src) and _has_commit(p.src):
+            # Record what is there now, so the next run may redo it without --force.
+            try:
+                entries[p.name] = _entry(p, ref, series=(), stamp_="", complete=False)
+                write_manifest(plan_.manifest_path, _with_entries(entries))
+            except RocmBuildError:
+                log.debug("could not record the interrupted checkout of %s", p.name)
+        raise
+
+
+def _has_commit(src: Path) -> bool:
+    return git.run(src, "rev-parse", "-q", "--verify", "HEAD", check=False).status == 0
+
+
+def _with_entries(entries: Mapping[str, Any]) -> dict[str, Any]:
+    return {"format": MANIFEST_FORMAT, "projects": dict(entries)}
+
+
+def _counts(series: Sequence[patches.PatchFile]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in series:
+        key = f"{s.repo}/{s.stage}"
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _do_checkout(
+    p: ProjectPlan,
+    plan_: CheckoutPlan,
+    entries: dict[str, Any],
+    ref: git.Ref,
+    series: Sequence[patches.PatchFile],
+    new_stamp: str,
+    *,
+    existed: bool,
+) -> ProjectResult:
+    src = p.src
+    if not existed:
+        git.init(src, p.origin)
+    else:
+        git.set_origin(src, p.origin)
+    log.info("%s: fetching %s %s from %s", p.name, ref.kind, ref.name, p.origin)
+    commit = git.fetch(
+        src, p.origin, ref, depth=plan_.depth, retries=plan_.retries, delay=plan_.retry_delay
+    )
+    for _rel, path in reversed(_all_repos(src)) if existed else []:
+        git.run(path, "tag", "-d", patches.HIPIFY_TAG, check=False)
+    git.checkout_detached(src, commit, force=existed)
+    if existed:
+        git.clean_untracked(src)
+    git.update_submodules(
+        src,
+        p.origin,
+        depth=plan_.depth,
+        jobs=plan_.jobs,
+        retries=plan_.retries,
+        delay=plan_.retry_delay,
+    )
+    repos = _all_repos(src)
+    for _rel, path in repos:
+        git.set_tag(path, patches.UPSTREAM_TAG)
+        if existed:
+            git.clean_untracked(path)
+    for repo_rel, files in patches.by_repo(series, "base").items():
+        patches.apply_series(src, p.name, repo_rel, files)
+    ran_hipify = False
+    if p.hipify:
+        _hipify(p, plan_, src, commit)
+        ran_hipify = True
+    for repo_rel, files in patches.by_repo(series, "hipified").items():
+        patches.apply_series(src, p.name, repo_rel, files)
+    entries[p.name] = _entry(
+        p, ref, series=series, stamp_=new_stamp, complete=True, ran_hipify=ran_hipify
+    )
+    write_manifest(plan_.manifest_path, _with_entries(entries))
+    heads = _state_heads(src)
+    return ProjectResult(
+        name=p.name,
+        action="updated" if existed else "checked out",
+        origin=p.origin,
+        ref=p.ref,
+        commit=commit,
+        head=heads["."],
+        patches=_counts(series),
+        hipify=ran_hipify,
+        submodules=len(heads) - 1,
+    )
+
+
+def _hipify(p: ProjectPlan, plan_: CheckoutPlan, src: Path, upstream: str) -> None:
+    cmd = [a.replace("{python}", sys.executable) for a in p.hipify]
+    log_file = plan_.log_dir / f"checkout-{p.name}-hipify.log"
+    log.info("%s: hipify: %s (log: %s)", p.name, " ".join(cmd), log_file)
+    proc.run(cmd, cwd=src, log_file=log_file, what=f"hipify of {p.name}")
+    date = git.commit_date(src, upstream)
+    # Children first: a parent's commit never includes submodule pointers anyway.
+    for _rel, path in reversed(_all_repos(src)):
+        git.commit_all(path, patches.HIPIFY_SUBJECT, date=date)
+        git.set_tag(path, patches.HIPIFY_TAG)
+
+
+def _entry(
+    p: ProjectPlan,
+    ref: git.Ref,
+    *,
+    series: Sequence[patches.PatchFile],
+    stamp_: str,
+    complete: bool,
+    ran_hipify: bool = False,
+) -> dict[str, Any]:
+    src = p.src
+    subs = git.submodules(src)
+    return {
+        "origin": p.origin,
+        "ref": p.ref,
+        "ref_kind": ref.kind,
+        "commit": git.tag_commit(src, patches.UPSTREAM_TAG) or ref.commit,
+        "head": git.head(src),
+        "submodules": [
+            {
+                "path": s.path,
+                "commit": git.tag_commit(src / s.path, patches.UPSTREAM_TAG) or s.commit,
+                "head": git.head(src / s.path),
+            }
+            for s in subs
+        ],
+        "patchset": p.patchset,
+        "patches_dir": str(p.patches_root),
+        "patches": [s.as_json() for s in series],
+        "apply_patches": p.apply_patches,
+        "hipify": ran_hipify,
+        "hipify_command": list(p.hipify),
+        "stamp": stamp_,
+        "complete": complete,
+    }
+
+
+# --- save-patches --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SavedProject:
+    name: str
+    root: Path
+    changed: bool
+    removed: bool
+    counts: Mapping[str, int]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "patches": str(self.root),
+            "changed": self.changed,
+            "removed": self.removed,
+            "counts": dict(self.counts),
+        }
+
+
+def save_patches(cfg: config_mod.Config, names: Sequence[str] = ()) -> tuple[SavedProject, ...]:
+    """Write each project's commits on top of the checkout into its patch series."""
+    src_dir = cfg.path("src_dir")
+    manifest_path = src_dir / MANIFEST_NAME
+    manifest = read_manifest(manifest_path)
+    entries: dict[str, Any] = manifest["projects"]
+    chosen = list(names) or [n for n in entries if n in cfg.projects]
+    if not chosen:
+        msg = f"no checkouts in {src_dir}; run `rocm-build checkout` first or pass --src-dir"
+        raise ConfigError(msg)
+    patchset_given = cfg.sources["patchset"] != config_mod.Source.DEFAULT
+    out: list[SavedProject] = []
+    for spec in cfg.selected_projects(chosen):
+        src = src_dir / spec.name
+        entry = entries.get(spec.name)
+        if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
+            msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {spec.name}`"
+            raise ConfigError(msg)
+        dirty = _uncommitted(src)
+        if dirty:
+            msg = (
+                f"{src} has uncommitted changes ({', '.join(dirty[:3])}); commit them "
+                "(in the submodule for submodule files) and run save-patches again"
+            )
+            raise DirtyCheckout(msg)
+        patchset = (
+            cfg.patchset
+            if patchset_given or entry is None
+            else str(entry.get("patchset") or cfg.patchset)
+        )
+        root = patches.series_root(cfg.path("patches_dir"), patchset, spec.patches)
+        repos = [rel for rel, _ in _all_repos(src)]
+        result = patches.save(src, repos, root)
+        out.append(SavedProject(spec.name, root, result.changed, result.removed, result.counts))
+        if entry is not None:
+            _after_save(entry, src, root, patchset)
+            write_manifest(manifest_path, _with_entries(entries))
+    return tuple(out)
+
+
+def _after_save(entry: dict[str, Any], src: Path, root: Path, patchset: str) -> None:
+    """The checkout now equals upstream + the saved series: record that, so a checkout with the
+    same inputs is up to date and a changed one may redo the project without --force."""
+    series = patches.list_series(root)
+    entry["patchset"] = patchset
+    entry["patches_dir"] = str(root)
+    entry["patches"] = [s.as_json() for s in series]
+    entry["apply_patches"] = True
+    entry["head"] = git.head(src)
+    for sub in entry.get("submodules", []):
+        path = src / str(sub["path"])
+        if git.is_repo(path):
+            sub["head"] = git.head(path)
+    if entry.get("complete"):
+        entry["stamp"] = stamp(
+            origin=str(entry["origin"]),
+            ref=str(entry["ref"]),
+            commit=str(entry["commit"]),
+            patchset=patchset,
+            series=[(s.rel, s.sha256) for s in series],
+            hipify=list(entry.get("hipify_command") or []) if entry.get("hipify") else [],
+            apply_patches=True,
+        )

@@ -1,0 +1,137 @@
+"""Builds a real HIP shared library with the ROCm tree's clang, the way a ROCm torch build does:
+for the targets in PYTORCH_ROCM_ARCH, with MAX_JOBS parallel compiles, through the compiler
+launcher CMake would use (CMAKE_*_COMPILER_LAUNCHER). Records the environment it saw.
+
+Knobs a test sets through the project's build_env in rocm-build.toml (each mimics a real failure):
+FIXTURE_CPU_ONLY=1 (the build silently falls back to CPU), FIXTURE_DROP_ARCH=gfxN (a part of the
+build ignores one target), FIXTURE_KILL_WHEN_PARALLEL=1 (a compile job is SIGKILLed while more
+than one job runs, as the OOM killer does), FIXTURE_FAIL=1 (a compile error).
+"""
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+
+
+def version():
+    if os.environ.get("PYTORCH_BUILD_VERSION"):
+        # Like PyTorch: a build version needs a build number.
+        if not os.environ.get("PYTORCH_BUILD_NUMBER"):
+            sys.exit("PYTORCH_BUILD_VERSION is set but PYTORCH_BUILD_NUMBER is not")
+        return os.environ["PYTORCH_BUILD_VERSION"]
+    return (HERE / "version.txt").read_text().strip()
+
+
+def run(cmd):
+    print("+", shlex.join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def compile_library(out_dir):
+    env = os.environ
+    rocm = env["ROCM_PATH"]
+    clang = str(Path(env["HIP_CLANG_PATH"]) / "clang++")
+    jobs = int(env.get("MAX_JOBS") or 1)
+    launcher = shlex.split(env.get("CMAKE_HIP_COMPILER_LAUNCHER", ""))
+    targets = [t for t in env.get("PYTORCH_ROCM_ARCH", "").split(";") if t]
+    targets = [t for t in targets if t != env.get("FIXTURE_DROP_ARCH")]
+    if env.get("FIXTURE_FAIL") == "1":
+        print("csrc/ops.hip:3:1: error: fixture compile error on purpose", flush=True)
+        sys.exit(1)
+    if env.get("FIXTURE_KILL_WHEN_PARALLEL") == "1" and jobs > 1:
+        # One compile job dies from SIGKILL, as under the kernel's OOM killer.
+        child = subprocess.run(
+            [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+        )
+        assert child.returncode == -signal.SIGKILL, child.returncode
+        print("clang++: error: unable to execute command: Killed", flush=True)
+        print("clang++: fatal error: Killed signal terminated program clang", flush=True)
+        sys.exit(1)
+    build = HERE / "build" / "objects"
+    build.mkdir(parents=True, exist_ok=True)
+    cpu_only = env.get("FIXTURE_CPU_ONLY") == "1"
+    common = ["-fPIC", "-O1", f"-I{HERE / 'csrc'}", *shlex.split(env.get("CXXFLAGS", ""))]
+    hip = [
+        *launcher,
+        clang,
+        "-x",
+        "hip",
+        f"--rocm-path={rocm}",
+        *(f"--offload-arch={t}" for t in targets),
+    ]
+    jobs_list = [
+        [
+            *launcher,
+            clang,
+            *common,
+            "-c",
+            str(HERE / "csrc" / "host.cpp"),
+            "-o",
+            str(build / "host.o"),
+        ]
+    ]
+    objects = [build / "host.o"]
+    if not cpu_only:
+        jobs_list[0][len(launcher) + 1 : len(launcher) + 1] = [
+            "-DFIXTURE_WITH_HIP",
+            f"-I{rocm}/include",
+            "-D__HIP_PLATFORM_AMD__",
+        ]
+        jobs_list.append(
+            [*hip, *common, "-c", str(HERE / "csrc" / "ops.hip"), "-o", str(build / "ops.o")]
+        )
+        objects.append(build / "ops.o")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(run, jobs_list))
+    lib = out_dir / "libtorch_fixture_hip.so"
+    link = [
+        clang,
+        "-shared",
+        "-Wl,-soname,libtorch_fixture_hip.so",
+        *map(str, objects),
+        "-o",
+        str(lib),
+    ]
+    if not cpu_only:
+        link += [f"-L{rocm}/lib", "-lamdhip64"]
+    link += shlex.split(env.get("LDFLAGS", ""))
+    run(link)
+
+
+class BuildWithHip(build_py):
+    def run(self):
+        super().run()
+        pkg = Path(self.build_lib) / "torch"
+        (pkg / "lib").mkdir(parents=True, exist_ok=True)
+        (pkg / "include").mkdir(parents=True, exist_ok=True)
+        compile_library(pkg / "lib")
+        (pkg / "include" / "fixture_torch.h").write_text(
+            (HERE / "csrc" / "fixture_torch.h").read_text()
+        )
+        (pkg / "version.py").write_text(f"__version__ = {version()!r}\n")
+        (pkg / "_build_env.json").write_text(json.dumps(dict(os.environ), indent=1, sort_keys=True))
+
+
+class BinaryDistribution(Distribution):
+    def has_ext_modules(self):
+        return True
+
+
+setup(
+    name="torch",
+    version=version(),
+    packages=["torch"],
+    cmdclass={"build_py": BuildWithHip},
+    distclass=BinaryDistribution,
+    zip_safe=False,
+)

@@ -1,0 +1,1 @@
+"""A torchvision-shaped fixture: a HIP extension built against the installed torch fixture."""

@@ -1,0 +1,44 @@
+"""rocm-build doctor against the real ROCm tree (no GPU on the test machine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import CliRunner
+
+WIDE = {"COLUMNS": "300"}
+
+
+def test_doctor_reports_and_passes(rocm_tree: Path, tmp_path: Path, run_cli: CliRunner) -> None:
+    (tmp_path / "rocm-build.toml").write_text('[projects.torch]\ncmake_packages = ["hip"]\n')
+    args = ["doctor", "torch", "--rocm", str(rocm_tree), "--arch", "gfx90a;gfx1030"]
+    result = run_cli(args, cwd=tmp_path, env=WIDE)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "5.2.3" in out
+    assert "clang version 15" in out
+    assert "gfx90a;gfx1030" in out
+    assert "suggested jobs" in out
+    data = json.loads(run_cli(["--json", *args], cwd=tmp_path, env=WIDE).stdout)
+    assert data["rocm"]["version"] == "5.2.3"
+    assert "gfx1030" in data["rocm"]["supported_targets"]
+    assert data["gpus"] == []  # no GPU here: nothing faked
+    assert data["machine"]["suggested_jobs"]["torch"] >= 1
+    assert data["tools"]["git"]["path"]
+    assert data["blockers"] == []
+
+
+def test_doctor_fails_on_what_blocks_a_build(
+    rocm_tree: Path, tmp_path: Path, run_cli: CliRunner
+) -> None:
+    # The default torch project needs rocBLAS, MIOpen, ... which the Debian tree lacks.
+    result = run_cli(
+        ["doctor", "torch", "--rocm", str(rocm_tree), "--arch", "gfx1100"], cwd=tmp_path, env=WIDE
+    )
+    assert result.returncode == 8
+    assert "miopen" in result.stderr
+    assert "cannot target gfx1100" in result.stderr
+    result = run_cli(["doctor", "--rocm", str(rocm_tree)], cwd=tmp_path, env=WIDE)
+    assert result.returncode != 0
+    assert "pass --arch" in result.stderr

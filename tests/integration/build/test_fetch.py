@@ -1,0 +1,208 @@
+"""Downloading a ROCm tree from a real HTTP server on loopback: resume, sha256, safe unpacking,
+and ``--rocm URL`` / ``rocm-build rocm fetch``."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tarfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from rocm_build import dist
+from rocm_build.errors import FetchError
+from tests.conftest import CliRunner
+
+
+class Server:
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
+        self.cut_after: int | None = None  # stop a full download after this many bytes
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                rng = self.headers.get("Range")
+                server.requests.append((self.path, rng))
+                data = server.files.get(self.path)
+                if data is None:
+                    self.send_error(404)
+                    return
+                start = 0
+                match = re.fullmatch(r"bytes=(\d+)-", rng or "")
+                if match:
+                    start = int(match.group(1))
+                    if start >= len(data):
+                        self.send_response(416)
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                body = data[start:]
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if server.cut_after is not None and not match:
+                    # The connection drops mid-way, as on a flaky network.
+                    self.wfile.write(body[: server.cut_after])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.close()
+
+
+# Incompressible, so the download spans many network reads.
+PADDING = b"".join(hashlib.sha256(i.to_bytes(4, "little")).digest() for i in range(20000))
+
+
+def small_tree_tarball(top: str = "rocm-6.4.1", extra: dict[str, bytes] | None = None) -> bytes:
+    """A tarball of a small tree with the files validation looks at (plus some padding so that
+    a download has several chunks)."""
+    files = {
+        ".info/version": b"6.4.1\n",
+        "lib/llvm/bin/clang": b"#!/bin/sh\n",
+        "lib/libamdhip64.so.6": b"\x7fELF",
+        "lib/cmake/hip/hip-config.cmake": b"",
+        "lib/llvm/amdgcn/bitcode/ocml.bc": b"BC",
+        "lib/llvm/amdgcn/bitcode/oclc_isa_version_90a.bc": b"BC",
+        "share/padding.bin": PADDING,
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, data in (extra or {}).items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_fetch_unpacks_the_tree_and_reuses_it(server: Server, tmp_path: Path) -> None:
+    data = small_tree_tarball()
+    server.files["/rocm.tar.gz"] = data
+    seen: list[tuple[int, int | None]] = []
+    sha = hashlib.sha256(data).hexdigest()
+    tree = dist.fetch(
+        server.url("/rocm.tar.gz"),
+        cache_dir=tmp_path / "cache",
+        sha256=sha,
+        progress=lambda d, t: seen.append((d, t)),
+    )
+    assert (tree / ".info" / "version").read_text() == "6.4.1\n"
+    assert dist.open_tree(tree).version == "6.4.1"
+    assert seen[-1] == (len(data), len(data))
+    again = dist.fetch(server.url("/rocm.tar.gz"), cache_dir=tmp_path / "cache", sha256=sha)
+    assert again == tree
+    assert len(server.requests) == 1  # not downloaded again
+    assert not list((tmp_path / "cache").rglob("*.part"))
+
+
+def test_interrupted_download_resumes_with_range(server: Server, tmp_path: Path) -> None:
+    data = small_tree_tarball()
+    server.files["/rocm.tar.gz"] = data
+    server.cut_after = len(data) // 3
+    with pytest.raises(FetchError, match="run again to resume"):
+        dist.fetch(server.url("/rocm.tar.gz"), cache_dir=tmp_path / "cache")
+    (part,) = (tmp_path / "cache").rglob("*.part")
+    kept = part.stat().st_size
+    assert 0 < kept <= len(data) // 3
+    server.cut_after = None
+    tree = dist.fetch(
+        server.url("/rocm.tar.gz"),
+        cache_dir=tmp_path / "cache",
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+    assert server.requests[-1] == ("/rocm.tar.gz", f"bytes={kept}-")
+    assert (tree / "share" / "padding.bin").read_bytes() == PADDING
+
+
+def test_sha256_mismatch_is_refused_and_the_download_dropped(
+    server: Server, tmp_path: Path
+) -> None:
+    server.files["/rocm.tar.gz"] = small_tree_tarball()
+    with pytest.raises(FetchError, match="expected " + "0" * 64):
+        dist.fetch(server.url("/rocm.tar.gz"), cache_dir=tmp_path / "cache", sha256="0" * 64)
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+def test_member_escaping_the_target_is_refused(server: Server, tmp_path: Path) -> None:
+    server.files["/evil.tar.gz"] = small_tree_tarball(extra={"../../escaped.txt": b"gotcha"})
+    cache = tmp_path / "a" / "b" / "cache"
+    with pytest.raises(FetchError, match="unsafe"):
+        dist.fetch(server.url("/evil.tar.gz"), cache_dir=cache)
+    assert not list(tmp_path.rglob("escaped.txt"))
+    assert not list(cache.rglob("tree"))
+
+
+def test_missing_url_is_a_fetch_error(server: Server, tmp_path: Path) -> None:
+    with pytest.raises(FetchError, match="HTTP 404"):
+        dist.fetch(server.url("/nothing.tar.gz"), cache_dir=tmp_path / "cache")
+
+
+def test_cli_fetch_and_build_from_url(server: Server, tmp_path: Path, run_cli: CliRunner) -> None:
+    data = small_tree_tarball()
+    server.files["/rocm.tar.gz"] = data
+    sha = hashlib.sha256(data).hexdigest()
+    env = {"ROCM_BUILD_BUILD_ROCM_CACHE": str(tmp_path / "cache"), "COLUMNS": "300"}
+    fetched = run_cli(
+        ["rocm", "fetch", server.url("/rocm.tar.gz"), "--sha256", sha], cwd=tmp_path, env=env
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    tree = Path(fetched.stdout.strip())
+    assert (tree / "lib" / "libamdhip64.so.6").is_file()
+
+    bad = run_cli(
+        ["rocm", "fetch", server.url("/rocm.tar.gz"), "--sha256", "1" * 64], cwd=tmp_path, env=env
+    )
+    assert bad.returncode == 5
+    assert "expected " + "1" * 64 in bad.stderr
+
+    (tmp_path / "src" / "torchvision").mkdir(parents=True)
+    (tmp_path / "src" / "torchvision" / "version.txt").write_text("0.24.0\n")
+    planned = run_cli(
+        [
+            "build",
+            "torchvision",
+            "--dry-run",
+            "--arch",
+            "gfx90a",
+            "--rocm",
+            server.url("/rocm.tar.gz") + f"#sha256={sha}",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert planned.returncode == 0, planned.stderr
+    assert f"ROCM_PATH={tree}" in planned.stdout
+    assert "BUILD_VERSION=0.24.0+rocm6.4.1" in planned.stdout

@@ -1,0 +1,206 @@
+"""Build planning (pure), job counts, versions, requirements and wheel metadata pinning."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build import build, config, dist
+from rocm_build.errors import BuildFailed, ConfigError
+
+from .test_dist import make_tree
+
+GIB = 1 << 30
+
+
+def test_default_jobs_is_bounded_by_cores_and_memory() -> None:
+    assert build.default_jobs(16, 64 * GIB, 5.0) == 12
+    assert build.default_jobs(16, 24 * GIB, 5.0) == 4
+    assert build.default_jobs(2, 24 * GIB, 2.0) == 2
+    assert build.default_jobs(8, 1 * GIB, 5.0) == 1
+    assert build.default_jobs(8, None, 5.0) == 8
+
+
+def test_memory_available_reads_meminfo(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 100 kB\nMemFree: 10 kB\nMemAvailable:   2048 kB\n")
+    assert build.memory_available(meminfo) == 2048 * 1024
+    assert build.memory_available(tmp_path / "missing") is None
+
+
+def test_oom_patterns() -> None:
+    assert build._OOM.search("c++: fatal error: Killed signal terminated program cc1plus")
+    assert build._OOM.search("ninja: subcommand failed with exit code 137")
+    assert build._OOM.search("subprocess.CalledProcessError: returned non-zero exit status 137.")
+    assert not build._OOM.search("error: use of undeclared identifier 'x'\nexit code 1")
+
+
+def _projects(tmp_path: Path, toml: str = "") -> tuple[config.Config, Path]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "rocm-build.toml").write_text(toml)
+    cfg = config.load(cwd=tmp_path, env={})
+    src = tmp_path / "src"
+    for name, version in (("torch", "2.9.0"), ("torchvision", "0.24.0a0")):
+        (src / name).mkdir(parents=True)
+        (src / name / "version.txt").write_text(version + "\n")
+    (src / "torch" / "requirements.txt").write_text("-r requirements-build.txt\nnumpy  # c\n")
+    (src / "torch" / "requirements-build.txt").write_text("cmake\ntorch\n")
+    (src / "torchvision" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools", "torch>=2", "Wheel"]\n'
+    )
+    return cfg, src
+
+
+def _plan(cfg: config.Config, src: Path, tmp_path: Path, **kw: object) -> build.BuildPlan:
+    tree = dist.open_tree(make_tree(tmp_path / "rocm"))
+    args: dict[str, object] = {
+        "specs": cfg.selected_projects(["torchvision", "torch"]),
+        "src_dir": src,
+        "work_dir": tmp_path / "work",
+        "output_dir": tmp_path / "wheels",
+        "tree": tree,
+        "targets": ("gfx90a", "gfx1030"),
+        "env": {"PATH": "/usr/bin", "CUDA_HOME": "/cuda"},
+        "base_python": Path("/usr/bin/python3"),
+        "venv_setting": "create",
+        "cores": 8,
+        "memory": 16 * GIB,
+    }
+    args.update(kw)
+    return build.plan_build(**args)  # type: ignore[arg-type]
+
+
+def test_plan_orders_pins_and_composes(tmp_path: Path) -> None:
+    cfg, src = _projects(tmp_path)
+    plan = _plan(cfg, src, tmp_path)
+    torch, vision = plan.steps
+    assert (torch.name, vision.name) == ("torch", "torchvision")
+    assert torch.install_after
+    assert not vision.install_after
+    venv_python = str(tmp_path / "work" / "venv" / "bin" / "python")
+    assert torch.command[:5] == (venv_python, "-m", "pip", "wheel", "-v")
+    assert "--no-build-isolation" in torch.command
+    assert "--no-deps" in torch.command
+    assert vision.command[:3] == (venv_python, "setup.py", "bdist_wheel")
+    assert torch.jobs == 3  # 16 GiB / 5 GB per job
+    assert vision.jobs == 8
+    assert torch.env["MAX_JOBS"] == "3"
+    assert torch.version == "2.9.0+rocm6.4.1"
+    assert torch.env["PYTORCH_BUILD_VERSION"] == "2.9.0+rocm6.4.1"
+    assert torch.env["PYTORCH_BUILD_NUMBER"] == "1"
+    assert vision.env["BUILD_VERSION"] == "0.24.0a0+rocm6.4.1"
+    assert vision.pin_env == {"PYTORCH_VERSION": "torch"}
+    assert vision.env["PATH"].startswith(str(tmp_path / "work" / "venv" / "bin") + ":")
+    assert "CUDA_HOME" in vision.removed
+    assert "CUDA_HOME" not in vision.env
+    # torch is never a build requirement of its dependents: its fresh wheel is installed instead
+    assert vision.requires == ("setuptools", "Wheel")
+    assert torch.requirement_files == (src / "torch" / "requirements.txt",)
+    assert torch.log == tmp_path / "work" / "logs" / "build-torch.log"
+
+
+def test_plan_flags_win(tmp_path: Path) -> None:
+    cfg, src = _projects(tmp_path)
+    plan = _plan(
+        cfg,
+        src,
+        tmp_path,
+        jobs=2,
+        version_suffix="rocm6.4.1.mine",
+        venv_setting="current",
+        cache="ccache",
+        cache_env={"CMAKE_CXX_COMPILER_LAUNCHER": "/usr/bin/ccache"},
+    )
+    torch = plan.steps[0]
+    assert torch.jobs == 2
+    assert torch.env["CMAKE_BUILD_PARALLEL_LEVEL"] == "2"
+    assert torch.version == "2.9.0+rocm6.4.1.mine"
+    assert torch.command[0] == "/usr/bin/python3"
+    assert plan.venv is None
+    assert torch.env["CMAKE_CXX_COMPILER_LAUNCHER"] == "/usr/bin/ccache"
+
+
+def test_project_settings_from_the_config_file(tmp_path: Path) -> None:
+    cfg, src = _projects(
+        tmp_path,
+        '[projects.torch]\nbuild_env = ["FOO=bar"]\nbuild_tool = "setup.py"\nversion_file = ""\n',
+    )
+    torch = _plan(cfg, src, tmp_path).steps[0]
+    assert torch.env["FOO"] == "bar"
+    assert "PYTORCH_BUILD_NUMBER" not in torch.env
+    assert torch.command[1] == "setup.py"
+    assert torch.version == ""
+    assert "PYTORCH_BUILD_VERSION" not in torch.env
+
+
+def test_missing_checkout_and_bad_settings_are_errors(tmp_path: Path) -> None:
+    cfg, src = _projects(tmp_path)
+    with pytest.raises(ConfigError, match="rocm-build checkout"):
+        _plan(cfg, tmp_path / "elsewhere", tmp_path)
+    cfg, src = _projects(tmp_path / "b", '[projects.torch]\nbuild_env = ["NOEQUALS"]\n')
+    with pytest.raises(ConfigError, match="NAME=VALUE"):
+        _plan(cfg, src, tmp_path / "b")
+    with pytest.raises(ConfigError, match="not a valid version"):
+        _plan(cfg, src, tmp_path / "b", version_suffix="+bad label!")
+
+
+def test_requirement_files_drop_the_projects_we_build(tmp_path: Path) -> None:
+    _cfg, src = _projects(tmp_path)
+    lines = build._filtered_requirements(src / "torch" / "requirements.txt", {"torch"}, set())  # type: ignore[arg-type]
+    assert lines == ["cmake", "numpy"]
+
+
+def _wheel(path: Path, requires: list[str]) -> Path:
+    meta = "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.24.0\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires) + "\nLong description.\n"
+    files = {"torchvision/__init__.py": b"", "torchvision-0.24.0.dist-info/METADATA": meta.encode()}
+    rows = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{name},sha256={digest},{len(data)}")
+    rows.append("torchvision-0.24.0.dist-info/RECORD,,")
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr("torchvision-0.24.0.dist-info/RECORD", "\n".join(rows) + "\n")
+    return path
+
+
+def _record_ok(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as zf:
+        record = zf.read("torchvision-0.24.0.dist-info/RECORD").decode()
+        for row in csv.reader(io.StringIO(record)):
+            if row[1]:
+                data = zf.read(row[0])
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+                if row[1] != "sha256=" + digest.decode() or int(row[2]) != len(data):
+                    return False
+    return True
+
+
+def test_pin_is_added_when_the_build_did_not_pin(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path / "a.whl", ["torch", "numpy", 'torch[x]; extra == "full"'])
+    change = build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
+    assert change == "Requires-Dist torch==2.9.0+rocm6.4.1 (was torch)"
+    _, _, requires = build.wheel_metadata(wheel)
+    assert requires == ("numpy", 'torch[x]; extra == "full"', "torch==2.9.0+rocm6.4.1")
+    assert _record_ok(wheel)
+    with zipfile.ZipFile(wheel) as zf:
+        assert (
+            zf.read("torchvision-0.24.0.dist-info/METADATA")
+            .decode()
+            .endswith("\n\nLong description.\n")
+        )
+    assert build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1") is None
+
+
+def test_pin_conflict_is_a_failed_build(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path / "a.whl", ["torch==2.8.0"])
+    with pytest.raises(BuildFailed, match="wrong version"):
+        build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
