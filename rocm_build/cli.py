@@ -1006,6 +1006,130 @@ def rocm_fetch(state: State, url: str, sha256: str) -> None:
         out_console.print(str(tree), markup=False)
 
 
+@cli.command("all")
+@click.argument("projects", nargs=-1)
+@click.option("--rocm", metavar="DIR|URL", help="ROCm tree, or URL of a tarball of one.")
+@click.option("--arch", metavar="TARGETS", help="gfx targets or families: 'gfx90a;gfx1100'.")
+@click.option("--train", help="Release train whose refs to check out (e.g. 2.9).")
+@click.option("--ref", "refs", multiple=True, metavar="PROJECT=REF", help="Branch, tag or SHA.")
+@click.option("--origin", "origins", multiple=True, metavar="PROJECT=URL", help="Git URL.")
+@click.option("--patchset", help="Patch series name (default: the train).")
+@click.option("--patches-dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--src-dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--output-dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--work-dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
+@click.option("--cache", type=click.Choice(["auto", "ccache", "sccache", "none"]))
+@click.option(
+    "--find-links",
+    multiple=True,
+    metavar="DIR",
+    help="Local folder of wheels for build requirements and the smoke environment.",
+)
+@click.option("--offline", is_flag=True, default=None, help="Never use a package index.")
+@click.option("--python", "python", help="Interpreter for the smoke environment.")
+@click.option("--junit", type=click.Path(path_type=Path, dir_okay=False), help="Smoke JUnit XML.")
+@click.option("--redo", is_flag=True, help="Run every stage even when its stamp is current.")
+@click.option("--no-smoke", is_flag=True, help="Stop after bundle.")
+@pass_state
+def all_cmd(
+    state: State,
+    projects: tuple[str, ...],
+    rocm: str | None,
+    arch: str | None,
+    train: str | None,
+    refs: tuple[str, ...],
+    origins: tuple[str, ...],
+    patchset: str | None,
+    patches_dir: Path | None,
+    src_dir: Path | None,
+    output_dir: Path | None,
+    work_dir: Path | None,
+    jobs: int | None,
+    cache: str | None,
+    find_links: tuple[str, ...],
+    offline: bool | None,
+    python: str | None,
+    junit: Path | None,
+    redo: bool,
+    no_smoke: bool,
+) -> None:
+    """checkout, build, bundle and smoke PROJECTS with one configuration.
+
+    Stages whose outputs are up to date for their inputs are skipped (stamps in the work
+    folder), so after a failure or an interruption the same command resumes. Writes
+    run-report.json and run-report.md in the work folder.
+
+    \b
+    rocm-build all --rocm /opt/rocm --arch gfx1100
+    rocm-build all torch torchvision --train 2.9 --arch 'gfx90a;gfx942' --jobs 16
+    """
+    from . import pipeline
+
+    links = [str(p) for p in find_links] or None
+    flags: dict[str, Any] = {
+        "rocm": rocm,
+        "arch": arch,
+        "train": train,
+        "patchset": patchset,
+        "patches_dir": str(patches_dir) if patches_dir else None,
+        "src_dir": str(src_dir) if src_dir else None,
+        "output_dir": str(output_dir) if output_dir else None,
+        "work_dir": str(work_dir) if work_dir else None,
+        "jobs": jobs,
+        "build.cache": cache,
+        "build.find_links": links,
+        "build.no_index": offline,
+        "smoke.find_links": links,
+        "smoke.offline": offline,
+        "smoke.python": python,
+        **parse_pairs("--ref", refs, "ref"),
+        **parse_pairs("--origin", origins, "origin"),
+    }
+    cfg = state.resolve(flags)
+    show = not (state.quiet or state.json)
+    spinner: Any = None
+
+    def on_stage(stage: str, event: str, text: str) -> None:
+        nonlocal spinner
+        if not show:
+            return
+        step = f"[{pipeline.STAGES.index(stage) + 1}/{len(pipeline.STAGES)}] {stage}"
+        if spinner is not None:
+            spinner.stop()
+            spinner = None
+        if event == "start":
+            spinner = err_console.status(f"{step} ...")
+            spinner.start()
+            err_console.print(f"[bold]{step}[/]", markup=True)
+        elif event == "skip":
+            err_console.print(f"[bold]{step}[/]: skipped, {text}", markup=True, soft_wrap=True)
+        else:
+            err_console.print(f"[bold]{step}[/]: done in {text}", markup=True)
+
+    try:
+        report = pipeline.run_all(
+            cfg, projects, junit=junit, redo=redo, skip_smoke=no_smoke, on_stage=on_stage
+        )
+    finally:
+        if spinner is not None:
+            spinner.stop()
+    if state.json:
+        state.emit(
+            {**report.data, "report": str(report.json_path), "markdown": str(report.markdown)}
+        )
+        return
+    if state.quiet:
+        return
+    for stage in report.data["stages"]:
+        out_console.print(
+            f"{stage['stage']:>8}: {stage['status']} ({stage['seconds']} s)", markup=False
+        )
+    for wheel in report.data["wheels"]["bundled"]:
+        out_console.print(f"fat wheel: {wheel['path']}", markup=False, soft_wrap=True)
+    out_console.print(f"run report: {report.markdown} (JSON: {report.json_path})", soft_wrap=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="rocm-build", standalone_mode=True)

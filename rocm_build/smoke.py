@@ -266,7 +266,9 @@ def plan(
         if cfg.env.get(name):
             forbidden.append(Path(cfg.env[name]))
     find_links = tuple(
-        (cfg.cwd / p).resolve() for p in [*cfg["smoke.find_links"], *cfg["build.find_links"]]
+        dict.fromkeys(
+            (cfg.cwd / p).resolve() for p in [*cfg["smoke.find_links"], *cfg["build.find_links"]]
+        )
     )
     if cfg["smoke.offline"] and not find_links:
         msg = "--offline needs --find-links DIR: a folder with pytest and the wheels' dependencies"
