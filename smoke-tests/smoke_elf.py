@@ -9,6 +9,7 @@ objects), and the gfx targets of the HIP offload bundles in ``.hip_fatbin``.
 from __future__ import annotations
 
 import mmap
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,8 +137,9 @@ def target_of(bundle_id: str) -> str | None:
     kind, _, rest = bundle_id.partition("-")
     if not kind.startswith("hip") or "amdgcn" not in rest:
         return None
-    target_id = rest.rsplit("-", 1)[-1]
-    return target_id.split(":", 1)[0] or None
+    # The target ID follows the triple: "amdgcn-amd-amdhsa-" plus an empty environment field.
+    match = re.search(r"(gfx[0-9a-z]+)(?::|$)", rest)
+    return match.group(1) if match else None
 
 
 def parse_bundle(blob: bytes | mmap.mmap, start: int = 0) -> tuple[list[str], int]:
