@@ -1101,7 +1101,6 @@ def all_cmd(
         if event == "start":
             spinner = err_console.status(f"{step} ...")
             spinner.start()
-            err_console.print(f"[bold]{step}[/]", markup=True)
         elif event == "skip":
             err_console.print(f"[bold]{step}[/]: skipped, {text}", markup=True, soft_wrap=True)
         else:

@@ -147,7 +147,7 @@ def _checkout(run: _Run, names: Sequence[str]) -> dict[str, Any]:
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
     plan = sources.plan(run.cfg, names, builtin_origins=builtin)
     result = sources.execute(plan)
-    return {"up_to_date": result.up_to_date, **result.as_json()}
+    return {"nothing_done": "sources up to date" if result.up_to_date else "", **result.as_json()}
 
 
 def _manifest_entries(cfg: Config, names: Sequence[str]) -> dict[str, Any]:
@@ -226,8 +226,14 @@ def _stage(
     seconds = time.monotonic() - start
     if key is not None:
         _save_stamp(run, name, key, outputs, detail)
-    run.outcomes.append(StageOutcome(name, "ran", seconds))
-    run.on_stage(name, "done", f"{seconds:.0f}s")
+    nothing_done = str(detail.get("nothing_done", ""))
+    if nothing_done:
+        # The stage checked its own state and found nothing to do (checkout does this itself).
+        run.outcomes.append(StageOutcome(name, "skipped", seconds, nothing_done))
+        run.on_stage(name, "skip", nothing_done)
+    else:
+        run.outcomes.append(StageOutcome(name, "ran", seconds))
+        run.on_stage(name, "done", f"{seconds:.0f}s")
     return outputs, detail
 
 
@@ -256,13 +262,7 @@ def run_all(
         specs = cfg.selected_projects(names)
         project_names = [s.name for s in specs]
         facts["projects"] = project_names
-        _, detail = _stage(run, "checkout", None, lambda: ([], _checkout(run, project_names)))
-        if detail.get("up_to_date"):
-            # Sources were already at their commits and patches: nothing was done.
-            run.outcomes[-1] = StageOutcome(
-                "checkout", "skipped", run.outcomes[-1].seconds, "sources up to date"
-            )
-            run.on_stage("checkout", "skip", "sources up to date")
+        _stage(run, "checkout", None, lambda: ([], _checkout(run, project_names)))
         current = "build"
         cfg, tree, targets = _resolve(cfg)
         run.cfg = cfg
