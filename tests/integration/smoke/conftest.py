@@ -113,3 +113,13 @@ def graft(wheel: Path, rocm: Path, dest: Path, *, ext_rpath: str, package: str) 
     run([sys.executable, "-m", "wheel", "pack", "-d", out, root])
     (fat,) = out.glob("*.whl")
     return fat
+
+
+@pytest.fixture(scope="session")
+def minitorch_wheel(tmp_path_factory: pytest.TempPathFactory, rocm_tree: Path) -> Path:
+    """A 'torch' fixture (tests/data/minitorch) built for two targets and grafted by hand."""
+    work = tmp_path_factory.mktemp("minitorch")
+    src = work / "src"
+    shutil.copytree(REPO / "tests" / "data" / "minitorch", src)
+    wheel = build_project(src, work / "dist", rocm_tree, TARGETS, {})
+    return graft(wheel, rocm_tree, work / "fat", ext_rpath="$ORIGIN/lib", package="torch")

@@ -138,3 +138,26 @@ def test_code_objects_for_other_targets_fail(
     assert failed_tests(result.stdout) == {"test_code_object_targets"}
     (failure,) = data["failures"]
     assert "not requested gfx1030" in failure["message"]
+
+
+def test_torch_arch_flags_that_differ_fail(
+    run_cli: CliRunner, tmp_path: Path, minitorch_wheel: Path, offline_wheels: Path
+) -> None:
+    args = ["--offline", "--find-links", offline_wheels]
+    good = smoke(run_cli, tmp_path, minitorch_wheel, "--arch", TARGETS, *args)
+    assert good.returncode == 0, good.stdout + good.stderr
+    data = json.loads(good.stdout)
+    skips = {s["test"].rsplit("::", 1)[-1]: s["reason"] for s in data["skips"]}
+    # No GPU here: each GPU check is skipped with its reason.
+    assert "no GPU visible" in skips["test_matmul_matches_cpu"]
+    assert data["plan"]["packages"] == ["torch"]
+
+    bad = smoke(run_cli, tmp_path, minitorch_wheel, "--arch", "gfx90a", *args)
+    assert bad.returncode == 12
+    failures = {
+        f["test"].rsplit("::", 1)[-1]: f["message"] for f in json.loads(bad.stdout)["failures"]
+    }
+    assert (
+        "torch was compiled for gfx1030;gfx90a, requested gfx90a"
+        in (failures["test_arch_flags_equal_requested_targets"])
+    )
