@@ -1014,12 +1014,24 @@ def rocm_fetch(state: State, url: str, sha256: str) -> None:
 @click.option("--ref", "refs", multiple=True, metavar="PROJECT=REF", help="Branch, tag or SHA.")
 @click.option("--origin", "origins", multiple=True, metavar="PROJECT=URL", help="Git URL.")
 @click.option("--patchset", help="Patch series name (default: the train).")
-@click.option("--patches-dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--src-dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--output-dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--work-dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--patches-dir", type=click.Path(path_type=Path, file_okay=False), help="Patch series."
+)
+@click.option(
+    "--src-dir", type=click.Path(path_type=Path, file_okay=False), help="Checkouts (./src)."
+)
+@click.option(
+    "--output-dir", type=click.Path(path_type=Path, file_okay=False), help="Wheels (./wheels)."
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Logs, venvs, stamps, run report (./.rocm-build).",
+)
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
-@click.option("--cache", type=click.Choice(["auto", "ccache", "sccache", "none"]))
+@click.option(
+    "--cache", type=click.Choice(["auto", "ccache", "sccache", "none"]), help="Compiler cache."
+)
 @click.option(
     "--find-links",
     multiple=True,

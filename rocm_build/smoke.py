@@ -164,12 +164,13 @@ class SmokeResult:
 def suite_dir() -> Path:
     """The smoke suite shipped beside the package (a checkout or an editable install)."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "smoke-tests", here / "smoke-tests"):
+    installed = Path(sys.prefix) / "share" / "rocm-build" / "smoke-tests"
+    for candidate in (here.parent / "smoke-tests", installed):
         if (candidate / "conftest.py").is_file():
             return candidate
     msg = (
         "the smoke suite (smoke-tests/) is not beside rocm_build; "
-        "install rocm-build from a checkout (pip install -e .)"
+        f"nor in {installed}; reinstall rocm-build (pip install -e .)"
     )
     raise ConfigError(msg)
 
