@@ -1122,6 +1122,12 @@ def all_cmd(
         report = pipeline.run_all(
             cfg, projects, junit=junit, redo=redo, skip_smoke=no_smoke, on_stage=on_stage
         )
+    except RocmBuildError:
+        # --json still gets the run report (ok: false, failed_stage) on stdout.
+        written = cfg.path("work_dir") / "run-report.json"
+        if state.json and written.is_file():
+            state.emit(json.loads(written.read_text(encoding="utf-8")))
+        raise
     finally:
         if spinner is not None:
             spinner.stop()

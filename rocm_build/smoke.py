@@ -284,6 +284,11 @@ def plan(
                 "run rocm-build checkout torch"
             )
             raise ConfigError(msg)
+        if not any(upstream_dir.glob(pattern)):
+            msg = (
+                f"--upstream-tests '{pattern}' matches no file in {upstream_dir}; try 'test_nn.py'"
+            )
+            raise ConfigError(msg)
     return SmokePlan(
         wheels=resolved,
         packages=tuple(packages),
@@ -428,9 +433,6 @@ def check(result: SmokeResult) -> None:
 def _run_upstream(plan: SmokePlan) -> upstream.UpstreamSummary:
     assert plan.upstream_dir is not None
     files = sorted(plan.upstream_dir.glob(plan.upstream_pattern))
-    if not files:
-        msg = f"--upstream-tests '{plan.upstream_pattern}' matches no file in {plan.upstream_dir}"
-        raise ConfigError(msg)
     log_file = plan.run_dir / "upstream.log"
     env = dict(plan.env)
     env["PYTORCH_TEST_WITH_ROCM"] = "1"

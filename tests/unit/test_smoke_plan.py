@@ -122,6 +122,17 @@ def test_plan_rejects_bad_input(
         smoke.plan(cfg, [tmp_path / w for w in wheels])
 
 
+def test_upstream_pattern_must_match_a_test_file(tmp_path: Path) -> None:
+    make_wheel(tmp_path / "w.whl", {"w/__init__.py": ""})
+    (tmp_path / "src" / "torch" / "test").mkdir(parents=True)
+    (tmp_path / "src" / "torch" / "test" / "test_nn.py").write_text("")
+    cfg = config.load(cwd=tmp_path, env={}, flags={"smoke.upstream_tests": "test_jit*.py"})
+    with pytest.raises(ConfigError, match="matches no file"):
+        smoke.plan(cfg, [tmp_path / "w.whl"])
+    cfg = config.load(cwd=tmp_path, env={}, flags={"smoke.upstream_tests": "test_nn.py"})
+    assert smoke.plan(cfg, [tmp_path / "w.whl"]).upstream_dir == tmp_path / "src/torch/test"
+
+
 def test_parse_junit(tmp_path: Path) -> None:
     xml = tmp_path / "j.xml"
     xml.write_text(

@@ -161,3 +161,66 @@ def test_torch_arch_flags_that_differ_fail(
         "torch was compiled for gfx1030;gfx90a, requested gfx90a"
         in (failures["test_arch_flags_equal_requested_targets"])
     )
+
+
+UPSTREAM_TESTS = """
+import os
+
+import torch
+
+MISSING = (
+    "Could not run 'aten::_fft_c2c' with arguments from the 'CUDA' backend. This could be "
+    "because the operator doesn't exist for this backend."
+)
+
+
+def test_runs_with_rocm_flag():
+    assert os.environ["PYTORCH_TEST_WITH_ROCM"] == "1"
+
+
+def test_uses_the_installed_wheel():
+    assert "site-packages" in torch.__file__
+
+
+def test_fft_float32():
+    raise NotImplementedError(MISSING)
+
+
+def test_fft_float64():
+    raise NotImplementedError(MISSING)
+
+
+def test_addmm_complex_half():
+    raise RuntimeError("\\"addmm_cuda\\" not implemented for 'ComplexHalf'")
+"""
+
+
+def test_upstream_tests_are_run_and_summarized(
+    run_cli: CliRunner, tmp_path: Path, minitorch_wheel: Path, offline_wheels: Path
+) -> None:
+    # Stand-in for the torch checkout's own test folder; the wheel is the torch fixture.
+    tests = tmp_path / "src" / "torch" / "test"
+    tests.mkdir(parents=True)
+    (tests / "test_small_ops.py").write_text(UPSTREAM_TESTS)
+    result = run_cli(
+        [
+            "--json",
+            "smoke",
+            str(minitorch_wheel),
+            "--arch",
+            TARGETS,
+            "--upstream-tests",
+            "test_small_*.py",
+            "--find-links",
+            str(offline_wheels),
+        ],
+        cwd=tmp_path,
+    )
+    # Upstream failures are reported, not a smoke failure.
+    assert result.returncode == 0, result.stdout + result.stderr
+    upstream = json.loads(result.stdout)["upstream"]
+    assert upstream["totals"] == {"failed": 3, "passed": 2}
+    assert upstream["not_implemented"] == [
+        {"op": "aten::_fft_c2c", "on": "CUDA", "tests": 2},
+        {"op": "addmm_cuda", "on": "ComplexHalf", "tests": 1},
+    ]
