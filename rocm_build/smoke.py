@@ -184,8 +184,13 @@ def import_names(wheel: Path) -> tuple[str, ...]:
             if top:
                 text = zf.read(top[0]).decode()
                 found = [line.strip() for line in text.splitlines() if line.strip()]
+                # torch's wheel also installs functorch and torchgen: the package named like the
+                # distribution stands for the wheel (they share its files and libraries).
+                dist = wheel.name.split("-", 1)[0].lower()
+                if dist in found:
+                    return (dist,)
                 if found:
-                    return tuple(n for n in found if not n.startswith("_") or n == "_C")
+                    return tuple(n for n in found if not n.startswith("_"))
     except (zipfile.BadZipFile, OSError) as exc:
         msg = f"{wheel} is not a readable wheel ({exc}); pass a .whl file"
         raise ConfigError(msg) from None

@@ -28,7 +28,12 @@ def test_import_names_from_top_level_txt(tmp_path: Path) -> None:
             "torch-2.9.0.dist-info/top_level.txt": "functorch\ntorch\ntorchgen\n",
         },
     )
-    assert smoke.import_names(wheel) == ("functorch", "torch", "torchgen")
+    assert smoke.import_names(wheel) == ("torch",)
+    other = make_wheel(
+        tmp_path / "pytorch_triton_rocm-3.0.0-cp311-cp311-linux_x86_64.whl",
+        {"pytorch_triton_rocm-3.0.0.dist-info/top_level.txt": "triton\n_triton_helpers\n"},
+    )
+    assert smoke.import_names(other) == ("triton",)
 
 
 def test_import_names_from_record_layout(tmp_path: Path) -> None:
