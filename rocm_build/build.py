@@ -24,7 +24,7 @@ import time
 import tomllib
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,7 @@ class BuildPlan:
     work_dir: Path
     pip_args: tuple[str, ...]
     cache: str  # "ccache", "sccache" or "none"
+    force: bool = False  # rebuild projects whose inputs did not change
 
     @property
     def report_path(self) -> Path:
@@ -243,6 +244,7 @@ def plan_build(
     index_url: str = "",
     find_links: Sequence[str] = (),
     no_index: bool = False,
+    force: bool = False,
 ) -> BuildPlan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
@@ -340,6 +342,7 @@ def plan_build(
         work_dir=work_dir,
         pip_args=tuple(pip_args),
         cache=cache,
+        force=force,
     )
 
 
@@ -388,39 +391,29 @@ def _elf_members(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
 
 def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts:
     """Refuse a wheel that would not run on the requested GPUs: no HIP code objects or no HIP
-    runtime dependency ("built without ROCm"), or a file whose code objects miss a requested
-    target or carry one that was not requested."""
+    runtime dependency ("built without ROCm"), or code objects that miss a requested target or
+    carry one that was not requested. A single library covering only some of the targets is
+    reported (some sub-builds, such as aotriton, filter the list on purpose)."""
     name, version, requires = wheel_metadata(wheel)
     wanted = {arch.base_name(t) for t in targets}
-    found: set[str] = set()
+    per_file: dict[str, frozenset[str]] = {}
     runtime: list[str] = []
     with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
         for info in _elf_members(zf):
             path = Path(tmp) / "member"
             with zf.open(info) as src, path.open("wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-            facts = elf.read_elf(path)
+            try:
+                facts = elf.read_elf(path)
+                have = elf.offload_targets(path)
+            except elf.NotElfError:
+                log.warning("%s: %s looks like ELF but cannot be read", project, info.filename)
+                continue
             if any(_HIP_RUNTIME.match(n) for n in facts.needed):
                 runtime.append(info.filename)
-            have = set(elf.offload_targets(path))
-            if not have:
-                continue
-            found |= have
-            missing = sorted(wanted - have)
-            if missing:
-                msg = (
-                    f"{project}: {info.filename} is missing {', '.join(missing)} "
-                    f"(it has {', '.join(sorted(have))}); a part of the build ignored "
-                    "PYTORCH_ROCM_ARCH: see the build log"
-                )
-                raise BuildFailed(msg)
-            unexpected = sorted(have - wanted)
-            if unexpected:
-                msg = (
-                    f"{project}: {info.filename} has unexpected target "
-                    f"{', '.join(unexpected)} (requested {', '.join(sorted(wanted))})"
-                )
-                raise BuildFailed(msg)
+            if have:
+                per_file[info.filename] = have
+    found = set().union(*per_file.values()) if per_file else set()
     if not found or not runtime:
         why = "no HIP code objects" if not found else "no dependency on libamdhip64"
         msg = (
@@ -428,6 +421,27 @@ def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts
             "build log for a CPU-only fallback"
         )
         raise BuildFailed(msg)
+    missing = sorted(wanted - found)
+    if missing:
+        msg = (
+            f"{project}: the wheel's code objects are missing {', '.join(missing)} (they cover "
+            f"{', '.join(sorted(found))}); a part of the build ignored PYTORCH_ROCM_ARCH: see "
+            "the build log"
+        )
+        raise BuildFailed(msg)
+    unexpected = sorted(found - wanted)
+    if unexpected:
+        where = sorted(f for f, t in per_file.items() if t - wanted)
+        msg = (
+            f"{project}: unexpected target {', '.join(unexpected)} in {', '.join(where)} "
+            f"(requested {', '.join(sorted(wanted))})"
+        )
+        raise BuildFailed(msg)
+    for member, have in sorted(per_file.items()):
+        if have != wanted:
+            log.warning(
+                "%s: %s has code objects only for %s", project, member, ", ".join(sorted(have))
+            )
     return WheelFacts(name, version, requires, tuple(sorted(found)), tuple(runtime))
 
 
@@ -509,6 +523,8 @@ class ProjectResult:
     jobs: int
     retried_with: int | None = None
     pinned: tuple[str, ...] = ()
+    inputs: str = ""  # fingerprint of what the wheel was built from ("" = not reusable)
+    reused: bool = False  # inputs unchanged: the previous wheel was kept
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
@@ -522,6 +538,7 @@ class ProjectResult:
             "jobs": self.jobs,
             "retried_with_jobs": self.retried_with,
             "pinned": list(self.pinned),
+            "inputs": self.inputs,
         }
 
 
@@ -529,7 +546,6 @@ class ProjectResult:
 class BuildResult:
     projects: tuple[ProjectResult, ...]
     report: Path
-    notes: tuple[str, ...] = field(default=())
 
 
 def _killed_for_memory(log_file: Path, start: int, err: CommandFailed) -> bool:
@@ -603,13 +619,7 @@ def _installed_version(plan: BuildPlan, step: ProjectStep, dist_name: str) -> st
 def _commit(source: Path, env: Mapping[str, str]) -> str:
     if not (source / ".git").exists():  # not its own repository (git would find a parent's)
         return ""
-    try:
-        result = proc.run(
-            ["git", "rev-parse", "HEAD"], cwd=source, env=env, capture=True, check=False
-        )
-    except ToolMissing:
-        return ""
-    return result.stdout.strip() if result.returncode == 0 else ""
+    return (_git(source, env, "rev-parse", "HEAD") or "").strip()
 
 
 def _sha256(path: Path) -> str:
@@ -709,16 +719,88 @@ def _write_report(plan: BuildPlan, results: Sequence[ProjectResult]) -> Path:
     return path
 
 
+# Settings that change how fast a wheel is built, not what is in it.
+_VOLATILE = re.compile(
+    r"^(MAX_JOBS|CMAKE_BUILD_PARALLEL_LEVEL|CCACHE_\w+|SCCACHE_\w+|CMAKE_\w+_COMPILER_LAUNCHER)$"
+)
+
+
+def _git(source: Path, env: Mapping[str, str], *args: str) -> str | None:
+    try:
+        result = proc.run(["git", *args], cwd=source, env=env, capture=True, check=False)
+    except ToolMissing:
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> str:
+    """What the wheel is made from: the commit, the build environment rocm-build sets, the
+    command, the targets and the tree. "" when that cannot be told (not a git checkout, or
+    uncommitted changes)."""
+    if not (step.source / ".git").exists():
+        return ""
+    head = _git(step.source, step.env, "rev-parse", "HEAD")
+    status = _git(step.source, step.env, "status", "--porcelain", "--untracked-files=no")
+    if not head or status is None or status.strip():
+        return ""
+    env = {k: step.env.get(k, "") for k in step.changed if not _VOLATILE.match(k)}
+    data = {
+        "commit": head.strip(),
+        "env": env,
+        "removed": list(step.removed),
+        "command": list(step.command),
+        "targets": list(plan.targets),
+        "rocm": [str(plan.tree.root), plan.tree.version],
+        "depends": dict(deps),  # a rebuilt torch means its dependents are rebuilt too
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _previous(plan: BuildPlan) -> dict[str, Any]:
+    if not plan.report_path.is_file():
+        return {}
+    try:
+        data = json.loads(plan.report_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, OSError):
+        return {}
+    projects = data.get("projects", {}) if isinstance(data, dict) else {}
+    return projects if isinstance(projects, dict) else {}
+
+
+def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectResult | None:
+    """The previous result when its inputs equal ``key`` and its wheel is still there intact."""
+    if plan.force or not key or not isinstance(prev, dict) or prev.get("inputs") != key:
+        return None
+    wheel = plan.output_dir / str(prev.get("wheel", ""))
+    if not wheel.is_file() or _sha256(wheel) != prev.get("sha256"):
+        return None
+    if step.install_after and _installed_version(plan, step, step.name) != prev.get("version"):
+        _pip(plan, step, ["install", "--no-deps", "--force-reinstall", str(wheel)], "installing")
+    return ProjectResult(
+        name=step.name,
+        wheel=wheel,
+        version=str(prev["version"]),
+        commit=str(prev.get("commit", "")),
+        targets=tuple(prev.get("gfx_targets", ())),
+        sha256=str(prev["sha256"]),
+        seconds=float(prev.get("duration_seconds", 0.0)),
+        jobs=int(prev.get("jobs", step.jobs)),
+        retried_with=prev.get("retried_with_jobs"),
+        pinned=tuple(prev.get("pinned", ())),
+        inputs=key,
+        reused=True,
+    )
+
+
 def execute(plan: BuildPlan) -> BuildResult:
     """Build every project of the plan in order; stop at the first failure."""
     _ensure_venv(plan)
     built: dict[str, str] = {}  # project -> version just built
+    wheels: dict[str, str] = {}  # project -> sha256 of the wheel built (or kept) in this run
     results: list[ProjectResult] = []
+    previous = _previous(plan)
     for step in plan.steps:
         started = time.monotonic()
-        step.log.parent.mkdir(parents=True, exist_ok=True)
-        step.log.write_text("", encoding="utf-8")
-        log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
         pins: dict[str, str] = {}
         env = dict(step.env)
         for dep in step.depends:
@@ -736,6 +818,23 @@ def execute(plan: BuildPlan) -> BuildResult:
                 raise ConfigError(msg)
             env[var] = pins[project]
         step = replace(step, env=env)
+        deps = {d: wheels.get(d, pins[d]) for d in step.depends}
+        key = _inputs_key(plan, step, deps)
+        kept = _reuse(plan, step, key, previous.get(step.name))
+        if kept is not None:
+            log.info(
+                "%s: unchanged since the last build; keeping %s (--force rebuilds)",
+                step.name,
+                kept.wheel.name,
+            )
+            built[step.name] = kept.version
+            wheels[step.name] = kept.sha256
+            results.append(kept)
+            _write_report(plan, results)
+            continue
+        step.log.parent.mkdir(parents=True, exist_ok=True)
+        step.log.write_text("", encoding="utf-8")
+        log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
         _install_requirements(plan, step)
         shutil.rmtree(step.wheel_dir, ignore_errors=True)
         step, retried = _run_build(step)
@@ -764,6 +863,7 @@ def execute(plan: BuildPlan) -> BuildResult:
                 f"installing {step.name}",
             )
         built[step.name] = facts.version
+        wheels[step.name] = _sha256(dest)
         results.append(
             ProjectResult(
                 name=step.name,
@@ -771,13 +871,16 @@ def execute(plan: BuildPlan) -> BuildResult:
                 version=facts.version,
                 commit=_commit(step.source, step.env),
                 targets=facts.targets,
-                sha256=_sha256(dest),
+                sha256=wheels[step.name],
                 seconds=time.monotonic() - started,
                 jobs=step.jobs,
                 retried_with=retried,
                 pinned=tuple(pinned),
+                inputs=key,
             )
         )
         log.info("%s %s: %s", step.name, facts.version, dest)
-    report = _write_report(plan, results)
+        # Written after every project, so a later failure keeps what was built.
+        _write_report(plan, results)
+    report = plan.report_path if results else _write_report(plan, results)
     return BuildResult(projects=tuple(results), report=report)

@@ -36,11 +36,11 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from packaging.utils import canonicalize_name
 
-from . import __version__, elf, elfpatch, proc, wheelfile
+from . import __version__, arch, elf, elfpatch, proc, wheelfile
 from .config import Config, ProjectSpec
 from .errors import BundleError, ConfigError, RocmTreeError
 from .wheelfile import WheelName, WheelReader, WheelWriter
@@ -77,7 +77,7 @@ _NOT_ELF_SUFFIXES = (
     ".typed", ".cfg", ".toml", ".yaml", ".yml", ".html", ".csv", ".dat", ".co", ".hsaco",
     ".kdb", ".db", ".model", ".aks2", ".ids", ".pth", ".pt",
 )  # fmt: skip
-_GFX_RE = re.compile(r"(?<![0-9a-z])gfx\d{3,4}[a-z]?(?![0-9a-z])")
+_GFX_RE = re.compile(r"(?<![0-9a-z])gfx\d{2,4}[a-z]?(?![0-9a-z])")
 _MACHINE_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_PPC64": "ppc64le"}
 
 
@@ -232,6 +232,16 @@ def system_lib_dirs(machine: str = "EM_X86_64") -> list[Path]:
             seen.add(d)
             out.append(d)
     return out
+
+
+class Resolver(Protocol):
+    """What planning needs to find libraries (:class:`LibraryIndex` on a real machine)."""
+
+    def find(self, name: str, like: elf.ElfInfo) -> Candidate | None: ...
+
+    def in_tree(self, name: str) -> bool: ...
+
+    def dlopen_candidates(self, patterns: Sequence[str], like: elf.ElfInfo) -> list[Candidate]: ...
 
 
 @dataclass
@@ -426,7 +436,7 @@ def make_plan(
     metadata: str,
     members: Sequence[str],
     elves: Mapping[str, elf.ElfInfo],
-    index: LibraryIndex,
+    index: Resolver,
     lib_dir: str,
     targets: Sequence[str],
     dlopen_patterns: Sequence[str],
@@ -764,21 +774,9 @@ def project_lib_dir(
 def parse_targets(
     text: str, known: Sequence[str], families: Mapping[str, Sequence[str]]
 ) -> tuple[str, ...]:
-    out: list[str] = []
-    for raw in re.split(r"[;,\s]+", text or ""):
-        name = raw.strip()
-        if not name:
-            continue
-        if name in families:
-            out += families[name]
-        elif name in known:
-            out.append(name)
-        else:
-            raise ConfigError(
-                f"unknown gfx target '{name}'; known: {', '.join(known)} (families: "
-                f"{', '.join(families)})"
-            )
-    return tuple(dict.fromkeys(out))
+    """``"gfx90a;gfx110X"`` -> plain target names (families expanded, features dropped)."""
+    targets = arch.expand(arch.split_arch(text or ""), known=known, families=families)
+    return tuple(dict.fromkeys(arch.base_name(t) for t in targets))
 
 
 def _may_be_elf(name: str) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "CompilerCache",
     "ToolInfo",
     "cache_stats",
+    "mask_url",
     "parse_ccache_stats",
     "parse_ccache_version",
     "parse_sccache_stats",
@@ -86,10 +87,11 @@ class ToolInfo:
     helpers: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CompilerCache:
     """The compiler cache a build uses. ``env`` holds the variables to add to the build's
-    environment (empty for ``none``)."""
+    environment (empty for ``none``). ``str()`` and ``repr()`` mask passwords in URLs, so the
+    object can be shown and logged as it is."""
 
     kind: str
     program: Path | None = None
@@ -113,9 +115,24 @@ class CompilerCache:
         remote = f", remote {self.display_url}" if self.url else ", local only"
         return f"{self.kind} {version} ({self.program}){remote}"
 
+    def __str__(self) -> str:
+        return self.describe()
 
-def _mask(url: str) -> str:
-    return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", url)
+    def __repr__(self) -> str:
+        env = {k: _mask(v) for k, v in self.env.items()}
+        return (
+            f"CompilerCache(kind={self.kind!r}, program={self.program!r}, env={env!r}, "
+            f"url={self.display_url!r}, version={self.version!r})"
+        )
+
+
+def mask_url(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` masked: for showing a
+    build environment (dry runs, reports) that holds a cache URL."""
+    return re.sub(r"(://[^/@:\s]*:)[^@/\s]*@", r"\1***@", text)
+
+
+_mask = mask_url
 
 
 def parse_ccache_version(text: str) -> ToolInfo:

@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
 from . import __version__, config
 from . import matrix as matrix_mod
@@ -83,7 +84,10 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 def fail(err: RocmBuildError, *, debug_traceback: bool = False) -> NoReturn:
     if debug_traceback:
         traceback.print_exception(err)
-    err_console.print(f"[bold red]rocm-build: error:[/] {err}", markup=True, soft_wrap=True)
+    # escape: messages quote config sections like [projects.apex], which are not markup.
+    err_console.print(
+        f"[bold red]rocm-build: error:[/] {escape(str(err))}", markup=True, soft_wrap=True
+    )
     tail = getattr(err, "tail", ())
     if tail:
         err_console.print("[dim]last lines of the output:[/]", markup=True)
@@ -648,7 +652,7 @@ def _open_tree(cfg: config.Config, quiet: bool) -> Any:
     if setting and dist.is_url(setting):
         root = _fetch_tree(cfg, setting, "", quiet)
     else:
-        root = dist.find_tree(setting, cfg.env)
+        root = dist.find_tree(setting)
     return dist.open_tree(root)
 
 
@@ -683,6 +687,9 @@ def _show_plan(plan: Any) -> None:
 @click.argument("projects", nargs=-1)
 @click.option("--rocm", metavar="DIR|URL", help="ROCm tree, or URL of a tarball of one.")
 @click.option("--arch", metavar="TARGETS", help="gfx targets or families: 'gfx90a;gfx1100'.")
+@click.option(
+    "--train", metavar="NAME", help="Release train whose projects to build (when none are named)."
+)
 @click.option("--src-dir", type=click.Path(path_type=Path), help="Checkouts, one per project.")
 @click.option("--output-dir", type=click.Path(path_type=Path), help="Wheels go here (./wheels).")
 @click.option("--work-dir", type=click.Path(path_type=Path), help="Logs and the build venv.")
@@ -709,12 +716,16 @@ def _show_plan(plan: Any) -> None:
     default=None,
     help="Show per project the environment, command and folder; build nothing.",
 )
+@click.option(
+    "--force", is_flag=True, default=None, help="Rebuild even when nothing changed since the last."
+)
 @pass_state
 def build_cmd(
     state: State,
     projects: tuple[str, ...],
     rocm: str | None,
     arch: str | None,
+    train: str | None,
     src_dir: Path | None,
     output_dir: Path | None,
     work_dir: Path | None,
@@ -727,6 +738,7 @@ def build_cmd(
     find_links: tuple[str, ...],
     no_index: bool | None,
     dry_run: bool | None,
+    force: bool | None,
 ) -> None:
     """Build wheels of PROJECTS (default: the release train's) against a ROCm tree.
 
@@ -745,6 +757,7 @@ def build_cmd(
         {
             "rocm": rocm,
             "arch": arch,
+            "train": train,
             "src_dir": src_dir,
             "output_dir": output_dir,
             "work_dir": work_dir,
@@ -757,18 +770,19 @@ def build_cmd(
             "build.find_links": list(find_links) or None,
             "build.no_index": no_index,
             "build.dry_run": dry_run,
+            "build.force": force,
         }
     )
     specs = cfg.selected_projects(projects)
     targets, origin = arch_mod.resolve_targets(
         cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
     )
-    if not state.json:
+    if not state.json and not state.quiet:
         err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
     tree = _open_tree(cfg, state.quiet or state.json)
     check = dist.validate(tree, specs, targets)
     for warning in check.warnings:
-        err_console.print(f"rocm-build: warning: {warning}", markup=False)
+        err_console.print(f"rocm-build: warning: {warning}", markup=False, soft_wrap=True)
     dist.require_valid(check)
     compiler_cache = cache_mod.resolve_cache(
         str(cfg["build.cache"]), str(cfg["build.cache_url"]), cfg.env, base_dir=cfg.path("src_dir")
@@ -795,6 +809,7 @@ def build_cmd(
         index_url=str(cfg["build.index_url"]),
         find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
         no_index=bool(cfg["build.no_index"]),
+        force=bool(cfg["build.force"]),
     )
     if cfg["build.dry_run"]:
         if state.json:
@@ -809,7 +824,12 @@ def build_cmd(
         state.emit(
             {
                 "projects": [
-                    {"name": p.name, **p.as_json(tree.version), "wheel": str(p.wheel)}
+                    {
+                        "name": p.name,
+                        **p.as_json(tree.version),
+                        "wheel": str(p.wheel),
+                        "reused": p.reused,
+                    }
                     for p in result.projects
                 ],
                 "report": str(result.report),
@@ -819,8 +839,9 @@ def build_cmd(
         return
     for p in result.projects:
         retry = f", retried with {p.retried_with} jobs" if p.retried_with else ""
+        took = "unchanged, not rebuilt" if p.reused else f"{p.seconds:.0f}s{retry}"
         out_console.print(
-            f"{p.name} {p.version}: {p.wheel} ({';'.join(p.targets)}, {p.seconds:.0f}s{retry})",
+            f"{p.name} {p.version}: {p.wheel} ({';'.join(p.targets)}, {took})",
             markup=False,
             soft_wrap=True,
         )
@@ -922,6 +943,11 @@ def doctor_cmd(state: State, rocm: str | None, arch: str | None, projects: tuple
             _, report["rocm"]["clang_version"] = _tool_version(
                 str(tree.clang_dir / "clang"), cfg.env
             )
+        if tree.hipcc is not None:
+            # hipcc picks the NVIDIA platform when it finds CUDA, unless told otherwise.
+            _, report["rocm"]["hipcc_version"] = _tool_version(
+                str(tree.hipcc), {**cfg.env, "HIP_PLATFORM": "amd", "ROCM_PATH": str(tree.root)}
+            )
 
     memory = build_mod.memory_available()
     cores = build_mod.cpu_count()
@@ -969,7 +995,8 @@ def _show_doctor(report: Mapping[str, Any]) -> None:
         ok = not rocm["problems"]
         line("ROCm", f"{rocm['version'] or '?'} at {rocm['root']} ({rocm['layout']})", ok)
         line("clang", rocm.get("clang_version") or str(rocm["clang"]), bool(rocm["clang"]))
-        line("hipcc", str(rocm["hipcc"] or "not found"), True if rocm["hipcc"] else None)
+        hipcc = rocm.get("hipcc_version") or rocm["hipcc"] or "not found"
+        line("hipcc", str(hipcc), True if rocm["hipcc"] else None)
         line("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"]))
         line("tree targets", ", ".join(rocm["supported_targets"]) or "none", None)
         for text in rocm["problems"]:

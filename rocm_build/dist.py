@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ROOT = Path("/opt/rocm")
 #: Variables of another ROCm or CUDA setup that would steer a build away from the chosen tree.
 LEAKY_PREFIXES = ("ROCM_", "HIP_", "CUDA_", "HSA_", "NVCC_")
-LEAKY_NAMES = frozenset({"CUDACXX", "CUDAHOSTCXX", "HIPCXX", "HIPFLAGS", "ROCM_BUILD_CACHE"})
+LEAKY_NAMES = frozenset({"CUDACXX", "CUDAHOSTCXX", "HIPCXX", "HIPFLAGS"})
 # Variables whose user value is kept and extended rather than replaced.
 EXTENDED_PATHS = ("PATH", "CMAKE_PREFIX_PATH", "LD_LIBRARY_PATH")
 EXTENDED_FLAGS = ("CFLAGS", "CXXFLAGS", "LDFLAGS")
@@ -111,20 +111,31 @@ class TreeCheck:
 
 
 def _sdk_devel_root(path: Path) -> Path | None:
-    """``path`` itself, or the ``_rocm_sdk_devel*`` folder inside a site-packages folder."""
+    """``path`` itself, or the ``_rocm_sdk_devel*`` folder inside a site-packages folder or a
+    virtual environment where the ``rocm[devel]`` wheel is installed."""
     if path.name.startswith(_SDK_DEVEL):
         return path
-    if path.is_dir():
-        found = sorted(p for p in path.glob(f"{_SDK_DEVEL}*") if p.is_dir())
+    if not path.is_dir():
+        return None
+    for pattern in (f"{_SDK_DEVEL}*", f"lib/python3*/site-packages/{_SDK_DEVEL}*"):
+        found = sorted(p for p in path.glob(pattern) if p.is_dir())
         if found:
             return found[0]
+    for pattern in ("rocm_sdk_devel", "lib/python3*/site-packages/rocm_sdk_devel"):
+        if any(p.is_dir() for p in path.glob(pattern)):
+            # The wheel ships the tree as an archive, expanded on first use.
+            msg = (
+                f"the rocm[devel] wheel in {path} is not expanded yet; run 'rocm-sdk path --root' "
+                "with that Python once, then pass --rocm again"
+            )
+            raise RocmTreeError(msg)
     return None
 
 
-def find_tree(setting: str, env: Mapping[str, str]) -> Path:
-    """The tree folder from the resolved ``rocm`` setting (``--rocm``, ``ROCM_PATH``,
-    ``ROCM_HOME``, config), else ``/opt/rocm``. URLs are fetched by the caller first."""
-    del env  # ROCM_PATH/ROCM_HOME already arrive through the setting (config.ENV_ALIASES)
+def find_tree(setting: str) -> Path:
+    """The tree folder from the resolved ``rocm`` setting (``--rocm``, then ``ROCM_PATH`` /
+    ``ROCM_HOME`` through config's aliases, then the config file), else ``/opt/rocm``. URLs are
+    fetched by the caller first."""
     if setting:
         path = Path(setting).expanduser()
         if not path.exists():

@@ -24,12 +24,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerNeedSection
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 __all__ = [
     "ElfInfo",
@@ -139,6 +137,10 @@ def _mapped(path: Path | str) -> Iterator[mmap.mmap]:
 
 @contextmanager
 def _elf(path: Path | str) -> Iterator[tuple[ELFFile, mmap.mmap]]:
+    # pyelftools is imported on first use: it costs ~0.2 s, which the no-op check does not need.
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
     with _mapped(path) as mm:
         if mm[:4] != ELF_MAGIC:
             raise NotElfError(f"{path}: not an ELF file")
@@ -160,6 +162,9 @@ def _split_path(value: Any) -> tuple[str, ...]:
 
 def read_elf(path: Path | str) -> ElfInfo:
     """The dynamic-linking facts of ``path``; raises :class:`NotElfError` for anything else."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.gnuversions import GNUVerNeedSection
+
     with _elf(path) as (elf, _mm):
         soname: str | None = None
         needed: list[str] = []

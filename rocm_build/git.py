@@ -111,6 +111,21 @@ def git_dir(repo: Path) -> Path:
 
 
 def head(repo: Path) -> str:
+    """The commit checked out. A detached HEAD (how checkouts are left) is read from the file,
+    which keeps a re-run's many questions free of processes; anything else asks git."""
+    dotgit = repo / ".git"
+    gitdir: Path | None = dotgit if dotgit.is_dir() else None
+    if gitdir is None and dotgit.is_file():
+        text = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            gitdir = repo / text[len("gitdir:") :].strip()
+    if gitdir is not None:
+        try:
+            value = (gitdir / "HEAD").read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            value = ""
+        if SHA_RE.match(value):
+            return value
     return run(repo, "rev-parse", "HEAD").stdout.strip()
 
 

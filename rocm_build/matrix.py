@@ -30,6 +30,9 @@ __all__ = [
     "split_list",
 ]
 
+#: The tree a job uses when neither matrix.rocm nor rocm (ROCM_PATH, ROCM_HOME) names one.
+DEFAULT_ROCM = "/opt/rocm"
+
 #: GitHub Actions refuses a matrix with more jobs than this.
 MAX_JOBS = 256
 
@@ -52,7 +55,7 @@ class Job:
     train: str
     arch_group: str
     arch: str  # ';'-separated gfx targets, as --arch and PYTORCH_ROCM_ARCH take them
-    rocm: str  # ROCm tree folder or tarball URL; "" = the build machine's ROCM_PATH, /opt/rocm
+    rocm: str  # ROCm tree folder or tarball URL, never empty (a job names its tree)
     artifact: str
     gpu_runs_on: tuple[str, ...]
     version_suffix: str  # build --version-suffix; "" = the build's default (+rocm<version>)
@@ -160,7 +163,8 @@ def plan_matrix(cfg: Config) -> tuple[Job, ...]:
     if count > MAX_JOBS:
         msg = f"the matrix has {count} jobs, more than GitHub's {MAX_JOBS}; split it up"
         raise ConfigError(msg)
-    rocm_template = str(cfg["matrix.rocm"]) or str(cfg["rocm"])
+    # Never empty: an empty --rocm would hide the build machine's ROCM_PATH from some stages.
+    rocm_template = str(cfg["matrix.rocm"]) or str(cfg["rocm"]) or DEFAULT_ROCM
     labels = split_list(cfg["matrix.gpu_labels"])
     suffix_template = str(cfg["matrix.version_suffix"])
     jobs: list[Job] = []

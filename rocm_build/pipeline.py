@@ -126,7 +126,7 @@ def _resolve(cfg: Config) -> tuple[Config, dist.RocmTree, tuple[str, ...]]:
         )
         root = dist.fetch(setting, cache_dir=cache_dir)
     else:
-        root = dist.find_tree(setting, cfg.env)
+        root = dist.find_tree(str(cfg.cwd / Path(setting).expanduser()) if setting else "")
     tree = dist.open_tree(root)
     targets, origin = arch.resolve_targets(
         cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env

@@ -316,9 +316,6 @@ def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
     src = p.src
     if not src.exists() or (src.is_dir() and not any(src.iterdir())):
         return
-    if not git.is_repo(src):
-        msg = f"{src} exists and is not a git checkout; move it away or choose another --src-dir"
-        raise DirtyCheckout(msg)
     save_hint = f"run `rocm-build save-patches {p.name}` to keep them, or pass --force to discard"
     if entry is None:
         msg = (
@@ -339,7 +336,7 @@ def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
     for rel, path in _all_repos(src):
         want = recorded.get(rel)
         if want and git.head(path) != want:
-            foreign.append(rel)
+            foreign.append(p.name if rel == "." else rel)
     if foreign:
         msg = (
             f"{src} has commits that are not from the patch series (in {', '.join(foreign)}); "
@@ -456,6 +453,10 @@ def _checkout_project(
                 submodules=len(heads) - 1,
                 uncommitted=tuple(_uncommitted(p.src, list(heads))),
             )
+    if p.src.exists() and any(p.src.iterdir()) and not git.is_repo(p.src):
+        # Not even --force: this is not a checkout, it may be anything.
+        msg = f"{p.src} exists and is not a git checkout; move it away or choose another --src-dir"
+        raise DirtyCheckout(msg)
     if not plan_.force:
         _check_safe(p, entry)
     existed = git.is_repo(p.src)
@@ -524,6 +525,14 @@ def _do_checkout(
         delay=plan_.retry_delay,
     )
     repos = _all_repos(src)
+    known = {rel for rel, _ in repos}
+    stray = sorted({s.repo for s in series} - known)
+    if stray:
+        msg = (
+            f"{p.patches_root} has patches for {', '.join(stray)}, which {p.name} at {ref.name} "
+            "has no submodule for; rename the folder to the submodule's path or remove it"
+        )
+        raise ConfigError(msg)
     for _rel, path in repos:
         git.set_tag(path, patches.UPSTREAM_TAG)
         if existed:
@@ -558,7 +567,14 @@ def _hipify(p: ProjectPlan, plan_: CheckoutPlan, src: Path, upstream: str) -> No
     cmd = [a.replace("{python}", sys.executable) for a in p.hipify]
     log_file = plan_.log_dir / f"checkout-{p.name}-hipify.log"
     log.info("%s: hipify: %s (log: %s)", p.name, " ".join(cmd), log_file)
-    proc.run(cmd, cwd=src, log_file=log_file, what=f"hipify of {p.name}")
+    try:
+        proc.run(cmd, cwd=src, log_file=log_file, what=f"hipify of {p.name}")
+    except RocmBuildError:
+        # Leave no half-hipified files: the tree stays as the base series left it.
+        for _rel, path in _all_repos(src):
+            git.run(path, "reset", "-q", "--hard", "HEAD")
+            git.clean_untracked(path)
+        raise
     date = git.commit_date(src, upstream)
     # Children first: a parent's commit never includes submodule pointers anyway.
     for _rel, path in reversed(_all_repos(src)):

@@ -125,6 +125,11 @@ def test_passwords_are_masked_in_messages_and_descriptions() -> None:
     c = cache.plan_cache("ccache", PROG, ccache_info(), "redis://:hunter2@h:6379")
     assert "hunter2" not in c.describe()
     assert "***" in c.display_url
+    assert "hunter2" not in f"{c} {c!r}"
+    assert "CCACHE_REMOTE_STORAGE" in repr(c)
+    assert c.env["CCACHE_REMOTE_STORAGE"] == "redis://:hunter2@h:6379"  # the build gets it all
+    sc = cache.plan_cache("sccache", SCCACHE, cache.ToolInfo((0, 10)), "redis://u:hunter2@h:1")
+    assert "hunter2" not in repr(sc)
 
 
 def test_sccache_redis_by_version() -> None:
@@ -283,3 +288,8 @@ def test_ccache_storage_helpers_add_schemes() -> None:
     helped = cache.ToolInfo(info.version, info.features, frozenset({"https"}))
     c = cache.plan_cache("ccache", PROG, helped, "https://cache.example/cc")
     assert c.env["CCACHE_REMOTE_STORAGE"] == "https://cache.example/cc"
+
+
+def test_mask_url_for_showing_environments() -> None:
+    assert cache.mask_url("redis://:pw@h:1 http://u:pw2@h/x") == "redis://:***@h:1 http://u:***@h/x"
+    assert cache.mask_url("redis://h:6379") == "redis://h:6379"

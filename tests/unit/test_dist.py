@@ -73,9 +73,19 @@ def test_targets_from_dist_info_win_over_bitcode(tmp_path: Path) -> None:
 def test_sdk_devel_folder_is_found_in_site_packages(tmp_path: Path) -> None:
     site = tmp_path / "site-packages"
     make_tree(site / "_rocm_sdk_devel")
-    found = dist.find_tree(str(site), {})
+    found = dist.find_tree(str(site))
     assert found.name == "_rocm_sdk_devel"
     assert dist.open_tree(found).layout == "rocm-sdk-devel"
+
+
+def test_sdk_devel_in_a_venv_and_not_yet_expanded(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.12" / "site-packages"
+    (site / "rocm_sdk_devel").mkdir(parents=True)
+    with pytest.raises(RocmTreeError, match="rocm-sdk path --root"):
+        dist.find_tree(str(venv))
+    make_tree(site / "_rocm_sdk_devel")
+    assert dist.find_tree(str(venv)) == site / "_rocm_sdk_devel"
 
 
 def test_validation_reports_every_problem_at_once(tmp_path: Path) -> None:
@@ -105,7 +115,7 @@ def test_complete_tree_is_valid(tmp_path: Path) -> None:
 
 def test_missing_tree_says_what_to_pass(tmp_path: Path) -> None:
     with pytest.raises(RocmTreeError, match="--rocm"):
-        dist.find_tree(str(tmp_path / "nope"), {})
+        dist.find_tree(str(tmp_path / "nope"))
 
 
 def test_environment_is_composed_and_extends_the_users(tmp_path: Path) -> None:

@@ -75,6 +75,8 @@ def test_rocm_defaults_to_the_rocm_setting(tmp_path: Path) -> None:
     (job,) = matrix.plan_matrix(cfg)
     assert job.rocm == "/srv/rocm-7.0"
     assert job.arch == "gfx942"
+    bare = load(tmp_path, pythons=["3.12"], arch_groups=["gfx942"])
+    assert [j.rocm for j in matrix.plan_matrix(bare)] == ["/opt/rocm"]
 
 
 def test_settings_come_from_the_config_file_and_environment(tmp_path: Path) -> None:

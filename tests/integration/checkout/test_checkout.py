@@ -510,3 +510,54 @@ def test_works_without_a_git_identity(work: Path, upstream: Upstream, tmp_path: 
     commit_files(src, {"z.txt": "z\n"}, "by the test")
     res = run_without_identity(["save-patches", "proj"], cwd=work, home=home)
     assert res.returncode == 0, res.stderr
+
+
+def test_failing_hipify_leaves_no_partial_output(
+    rb: Runner, work: Path, upstream: Upstream
+) -> None:
+    script = "import pathlib, sys; pathlib.Path('src/partial.hip').write_text('x'); sys.exit(3)"
+    extra = (
+        f'\n[projects.broken]\norigin = "{upstream.proj_url}"\nref = "v1.1"\n'
+        f'hipify = ["{{python}}", "-c", "{script}"]\n'
+    )
+    write_config(work, upstream, extra=extra)
+    res = rb("checkout", "broken", ok=False)
+    assert res.returncode == 4
+    assert "hipify of broken failed with exit code 3" in res.stderr
+    assert "checkout-broken-hipify.log" in res.stderr
+    src = work / "src/broken"
+    assert not (src / "src/partial.hip").exists()
+    assert git(src, "status", "--porcelain", "--untracked-files=all") == ""
+    # The next run may redo it without --force (here without hipify).
+    rb("checkout", "broken", "--no-hipify")
+    assert head(src) == upstream.commits["v1.1"]
+
+
+def test_a_folder_that_is_not_a_checkout_is_never_overwritten(rb: Runner, work: Path) -> None:
+    mine = work / "src/proj/notes.txt"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("mine\n")
+    for extra in ((), ("--force",)):
+        res = rb("checkout", "proj", *extra, ok=False)
+        assert res.returncode == 6
+        assert "is not a git checkout" in res.stderr
+    assert mine.read_text() == "mine\n"
+    assert sorted(p.name for p in mine.parent.iterdir()) == ["notes.txt"]
+
+
+def test_series_for_a_missing_submodule_is_refused_before_any_patch(
+    rb: Runner, work: Path, upstream: Upstream
+) -> None:
+    root = _series(work, upstream)
+    stray = root / "libs/gone/base/0001-x.patch"
+    stray.parent.mkdir(parents=True)
+    shutil.copy(root / "libs/sub1/base/0001-sub1-returns-2.patch", stray)
+    res = rb("checkout", "proj", "--patchset", "test", ok=False)
+    assert res.returncode == 2
+    assert "has patches for libs/gone" in res.stderr
+    src = work / "src/proj"
+    assert head(src) == upstream.commits["v1.1"]  # nothing applied
+    assert head(src / "libs/sub1") == upstream.commits["sub1_2"]
+    # Once the folder is fixed, the next run redoes the project without --force.
+    shutil.rmtree(root / "libs/gone")
+    rb("checkout", "proj", "--patchset", "test")

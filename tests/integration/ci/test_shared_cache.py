@@ -15,10 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from rocm_build import cache
 
 FIXTURE = Path(__file__).parent / "cproject"
+HIP_FIXTURE = Path(__file__).parent / "hipproject"
 # Compile units in the fixture project; CMake's compiler checks add a few more through the launcher.
 SOURCES = 5
 
@@ -29,25 +31,20 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
 
 
+def _configure_and_build(project: Path, env: dict[str, str], *defines: str) -> Path:
+    build = project / "build"
+    configure = ["cmake", "-G", "Ninja", "-S", str(project), "-B", str(build), *defines]
+    for cmd in (configure, ["cmake", "--build", str(build)]):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"{cmd}:\n{done.stdout}\n{done.stderr}"
+    return build
+
+
 def _build(
     project: Path, compiler_cache: cache.CompilerCache, base_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {**(base_env or _env()), **compiler_cache.env}
-    build = project / "build"
-    for cmd in (
-        [
-            "cmake",
-            "-G",
-            "Ninja",
-            "-S",
-            str(project),
-            "-B",
-            str(build),
-            "-DCMAKE_BUILD_TYPE=Release",
-        ],
-        ["cmake", "--build", str(build)],
-    ):
-        subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    build = _configure_and_build(project, env, "-DCMAKE_BUILD_TYPE=Release")
     return subprocess.run(
         [str(build / "vecdemo")], env=env, check=True, capture_output=True, text=True
     )
@@ -158,3 +155,42 @@ def test_sccache_over_redis(tmp_path: Path, redis_url: str) -> None:
         subprocess.run(
             [str(c.program), "--stop-server"], env=build_env, capture_output=True, check=False
         )
+
+
+def _hip_build(project: Path, compiler_cache: cache.CompilerCache, rocm: Path) -> Path:
+    env = {**_env(), **compiler_cache.env}
+    build = _configure_and_build(
+        project,
+        env,
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DCMAKE_CXX_COMPILER={rocm / 'lib' / 'llvm' / 'bin' / 'clang++'}",
+        f"-DROCM_TREE={rocm}",
+        "-DGPU_TARGETS=gfx90a;gfx1030",
+    )
+    return build / "libaxpy.so"
+
+
+def _offload_section(library: Path) -> int:
+    with library.open("rb") as fh:
+        section = ELFFile(fh).get_section_by_name(".hip_fatbin")
+        return 0 if section is None else int(section["sh_size"])
+
+
+def test_hip_objects_from_the_rocm_compiler_are_shared(
+    tmp_path: Path, redis_url: str, rocm_tree: Path
+) -> None:
+    """The real use: HIP sources compiled by the ROCm tree's clang, through the launcher, in
+    two folders; the second gets its device code objects from Redis."""
+    first = _resolve(redis_url, tmp_path / "local-1", tmp_path)
+    cache.zero_stats(first, _env())
+    lib_a = _hip_build(shutil.copytree(HIP_FIXTURE, tmp_path / "a"), first, rocm_tree)
+    stats_first = cache.cache_stats(first, _env())
+    assert stats_first["misses"] >= 2, stats_first  # axpy.hip and host.cpp
+
+    second = _resolve(redis_url, tmp_path / "local-2", tmp_path)
+    cache.zero_stats(second, _env())
+    lib_b = _hip_build(shutil.copytree(HIP_FIXTURE, tmp_path / "b"), second, rocm_tree)
+    stats_second = cache.cache_stats(second, _env())
+    assert stats_second["remote_hits"] == stats_first["misses"], stats_second
+    assert stats_second["misses"] == 0, stats_second
+    assert _offload_section(lib_b) == _offload_section(lib_a) > 0

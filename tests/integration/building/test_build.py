@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import zipfile
 from email.parser import HeaderParser
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import elf
+from tests.conftest import GIT_IDENTITY
 
 from .conftest import Workspace, extract_member, read_member
 
@@ -123,11 +125,18 @@ def test_cpu_only_build_is_refused(workspace: Workspace) -> None:
     assert not list(workspace.wheels.glob("torch-*.whl"))
 
 
-def test_missing_target_is_refused(workspace: Workspace) -> None:
-    workspace.configure(torch='build_env = ["PYTORCH_BUILD_NUMBER=1", "FIXTURE_DROP_ARCH=gfx1030"]')
+@pytest.mark.parametrize(
+    ("knob", "message"),
+    [
+        ("FIXTURE_DROP_ARCH=gfx1030", "missing gfx1030"),
+        ("FIXTURE_EXTRA_ARCH=gfx906", "unexpected target gfx906"),
+    ],
+)
+def test_wrong_targets_are_refused(workspace: Workspace, knob: str, message: str) -> None:
+    workspace.configure(torch=f'build_env = ["PYTORCH_BUILD_NUMBER=1", "{knob}"]')
     result = workspace.build("torch")
     assert result.returncode == 9, result.stderr
-    assert "missing gfx1030" in result.stderr
+    assert message in result.stderr
     assert not list(workspace.wheels.glob("torch-*.whl"))
 
 
@@ -155,17 +164,40 @@ def test_failed_compile_shows_the_log_tail_and_is_not_retried(workspace: Workspa
     assert "build-torch.log" in result.stderr
 
 
-def test_second_build_hits_the_compiler_cache(workspace: Workspace, tmp_path: Path) -> None:
+def test_unchanged_inputs_are_not_rebuilt_and_rebuilds_hit_the_cache(
+    workspace: Workspace, tmp_path: Path
+) -> None:
     env = {"CCACHE_DIR": str(tmp_path / "fresh-ccache")}
     first = workspace.build("torch", "--cache", "ccache", env=env, as_json=True)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["cache"]["hits"] == 0
-    second = workspace.build("torch", "--cache", "ccache", env=env, as_json=True)
-    assert second.returncode == 0, second.stderr
-    stats = json.loads(second.stdout)["cache"]
+    wheel = workspace.wheel("torch")
+    built_at = wheel.stat().st_mtime_ns
+
+    again = workspace.build("torch", "--cache", "ccache", env=env)
+    assert again.returncode == 0, again.stderr
+    assert "unchanged since the last build" in again.stderr
+    assert "unchanged, not rebuilt" in again.stdout
+    assert "ccache: 0 hits, 0 misses" in again.stdout
+    assert wheel.stat().st_mtime_ns == built_at
+
+    # A new commit (not touching the compiled files) is a new input: rebuilt, from the cache.
+    src = workspace.root / "src" / "torch"
+    (src / "NOTES.md").write_text("a change\n")
+    subprocess.run(["git", "add", "-A"], cwd=src, check=True, env={**os.environ, **GIT_IDENTITY})
+    subprocess.run(
+        ["git", "commit", "-qm", "notes"], cwd=src, check=True, env={**os.environ, **GIT_IDENTITY}
+    )
+    third = workspace.build("torch", "--cache", "ccache", env=env, as_json=True)
+    assert third.returncode == 0, third.stderr
+    data = json.loads(third.stdout)
+    assert data["projects"][0]["reused"] is False
+    stats = data["cache"]
     assert stats["kind"] == "ccache"
     assert stats["hits"] >= 2
     assert stats["misses"] == 0
+    forced = workspace.build("torch", "--force", "--dry-run")
+    assert forced.returncode == 0, forced.stderr
 
 
 def test_dry_run_shows_env_command_and_folder(workspace: Workspace) -> None:

@@ -4,8 +4,9 @@ launcher CMake would use (CMAKE_*_COMPILER_LAUNCHER). Records the environment it
 
 Knobs a test sets through the project's build_env in rocm-build.toml (each mimics a real failure):
 FIXTURE_CPU_ONLY=1 (the build silently falls back to CPU), FIXTURE_DROP_ARCH=gfxN (a part of the
-build ignores one target), FIXTURE_KILL_WHEN_PARALLEL=1 (a compile job is SIGKILLed while more
-than one job runs, as the OOM killer does), FIXTURE_FAIL=1 (a compile error).
+build ignores one target), FIXTURE_EXTRA_ARCH=gfxN (a part builds for a target of its own),
+FIXTURE_KILL_WHEN_PARALLEL=1 (a compile job is SIGKILLed while more than one job runs, as the OOM
+killer does), FIXTURE_FAIL=1 (a compile error).
 """
 
 import json
@@ -45,6 +46,7 @@ def compile_library(out_dir):
     launcher = shlex.split(env.get("CMAKE_HIP_COMPILER_LAUNCHER", ""))
     targets = [t for t in env.get("PYTORCH_ROCM_ARCH", "").split(";") if t]
     targets = [t for t in targets if t != env.get("FIXTURE_DROP_ARCH")]
+    targets += [env["FIXTURE_EXTRA_ARCH"]] if env.get("FIXTURE_EXTRA_ARCH") else []
     if env.get("FIXTURE_FAIL") == "1":
         print("csrc/ops.hip:3:1: error: fixture compile error on purpose", flush=True)
         sys.exit(1)

@@ -1,0 +1,164 @@
+"""bundle rules on the real ROCm tree plus gcc-built libraries: missing libraries stop it, data
+trees follow the targets, a vision-like wheel uses the torch fat wheel's libraries."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build import elf
+
+from .conftest import make_venv, pip_install
+from .helpers import cc_shared, make_wheel, versioned_lib
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
+
+
+def _bundle(run_cli, cwd: Path, *args: str):  # type: ignore[no-untyped-def]
+    return run_cli(["--json", "bundle", "-z", "1", *args], cwd=cwd, env=SMALL)
+
+
+def test_unresolvable_needed_stops(run_cli, tree_copy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    gone = versioned_lib(tmp_path / "elsewhere", "nothere", "3.1", "int nothere(void){return 1;}\n")
+    ext = cc_shared(
+        tmp_path / "build" / "_x.so",
+        "int nothere(void);\nint x(void){return nothere();}\n",
+        libs=[gone],
+    )
+    shutil.rmtree(tmp_path / "elsewhere")
+    wheel = make_wheel(tmp_path / "dist", "needy", "1.0", {"needy/_x.so": ext})
+    out = tmp_path / "out"
+    res = _bundle(run_cli, tmp_path, str(wheel), "--rocm", str(tree_copy), "--output-dir", str(out))
+    assert res.returncode == 10, res.stderr
+    assert "libnothere.so.3 (needed by needy/_x.so)" in " ".join(res.stderr.split())
+    assert not out.exists() or not list(out.rglob("*"))  # no wheel, no temporary file
+
+
+def test_data_trees_follow_targets(run_cli, tree_copy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lib = tree_copy / "lib"
+    rocblas = versioned_lib(
+        lib,
+        "rocblas",
+        "0.1",
+        "int hipInit(unsigned);\nint rocblas_init(void){return hipInit(0);}\n",
+        libs=[lib / "libamdhip64.so.5"],
+    )
+    library = lib / "rocblas" / "library"
+    library.mkdir(parents=True)
+    files = {
+        "TensileLibrary_lazy_gfx90a.dat": False,
+        "TensileLibrary_lazy_gfx1030.dat": True,
+        "TensileLibrary_lazy_gfx942.dat": True,
+        "Kernels.so-000-gfx90a-xnack-.hsaco": False,
+        "Kernels.so-000-gfx1030.hsaco": True,
+        "gfx908/TensileLibrary_gfx908.co": False,
+        "TensileManifest.txt": True,  # no target in the name: always kept
+    }
+    for name in files:
+        (library / name).parent.mkdir(parents=True, exist_ok=True)
+        (library / name).write_bytes(name.encode() * 50)
+    ext = cc_shared(
+        tmp_path / "build" / "_b.so",
+        "int rocblas_init(void);\nint b(void){return rocblas_init();}\n",
+        libs=[rocblas],
+    )
+    wheel = make_wheel(tmp_path / "dist", "blasy", "1.0", {"blasy/_b.so": ext})
+    out = tmp_path / "out"
+    res = _bundle(
+        run_cli, tmp_path, str(wheel), "--rocm", str(tree_copy), "--output-dir", str(out),
+        "--arch", "gfx1030,gfx942",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)[0]["plan"]
+    assert summary["data_skipped"] == 3
+    (fat,) = out.glob("*.whl")
+    with zipfile.ZipFile(fat) as zf:
+        names = set(zf.namelist())
+    assert "blasy/lib/librocblas.so.0" in names
+    for name, kept in files.items():
+        assert (f"blasy/lib/rocblas/library/{name}" in names) is kept, name
+
+
+def test_vision_like_wheel_uses_torch_libs(run_cli, tree_copy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lib = tree_copy / "lib"
+    hip = lib / "libamdhip64.so.5"
+    torch_hip = cc_shared(
+        tmp_path / "build" / "torch" / "libtorch_hip.so",
+        "int hipGetDeviceCount(int*);\n"
+        "int torch_count(void){int n=-1; return hipGetDeviceCount(&n);}\n",
+        soname="libtorch_hip.so",
+        libs=[hip],
+    )
+    torch = make_wheel(
+        tmp_path / "dist",
+        "torch",
+        "2.9.0+rocm5.2.3",
+        {"torch/__init__.py": b"", "torch/lib/libtorch_hip.so": torch_hip},
+    )
+    vision_so = cc_shared(
+        tmp_path / "build" / "vision" / "_C.so",
+        "int torch_count(void);\nint hipGetDeviceCount(int*);\n"
+        "int vision_status(void){int n; return torch_count() == hipGetDeviceCount(&n) ? "
+        "hipGetDeviceCount(&n) : -1;}\n",
+        libs=[torch_hip, hip],
+    )
+    vision = make_wheel(
+        tmp_path / "dist",
+        "torchvision",
+        "0.24.0+rocm5.2.3",
+        {"torchvision/__init__.py": b"", "torchvision/_C.so": vision_so},
+        requires=["torch"],
+    )
+    out = tmp_path / "out"
+    res = _bundle(
+        run_cli, tmp_path, str(vision), str(torch), "--rocm", str(tree_copy),
+        "--output-dir", str(out),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    results = {Path(r["input"]).name.split("-")[0]: r for r in json.loads(res.stdout)}
+    tv_plan = results["torchvision"]["plan"]
+    assert tv_plan["libraries"] == []  # nothing copied: torch carries it
+    assert set(tv_plan["from_torch"]) == {"libamdhip64.so.5", "libtorch_hip.so"}
+    fat_torch = Path(results["torch"]["output"])
+    fat_tv = Path(results["torchvision"]["output"])
+    with zipfile.ZipFile(fat_tv) as zf:
+        names = zf.namelist()
+        meta = zf.read("torchvision-0.24.0+rocm5.2.3.dist-info/METADATA").decode()
+    assert not any("libamdhip64" in n for n in names)
+    assert "Requires-Dist: torch==2.9.0+rocm5.2.3" in meta
+    assert "Requires-Dist: torch\n" not in meta
+    with zipfile.ZipFile(fat_torch) as zf:
+        assert "torch/lib/libamdhip64.so.5" in zf.namelist()
+
+    # install both, tree gone: the vision library runs on torch's copies
+    shutil.rmtree(tree_copy)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, fat_torch)
+    pip_install(python, fat_tv)
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    info = elf.read_elf(site / "torchvision" / "_C.so")
+    assert "$ORIGIN/../torch/lib" in info.rpath
+    check = (
+        "import ctypes, torchvision, os\n"
+        "lib = ctypes.CDLL(os.path.join(os.path.dirname(torchvision.__file__), '_C.so'))\n"
+        "print(lib.vision_status())\n"
+        "print([l.split()[-1] for l in open('/proc/self/maps') if 'libamdhip64' in l][0])\n"
+    )
+    run = subprocess.run(
+        [str(python), "-c", check],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    status, mapped = run.stdout.split()
+    assert status == "100"
+    assert mapped.startswith(str(site / "torch" / "lib"))

@@ -1,0 +1,94 @@
+"""inspect on real offload bundles: clang 15 (uncompressed) and clang 19 --offload-compress
+(CCOB), several translation units per library, so several bundles per .hip_fatbin section."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rocm_build import elf
+
+from .helpers import make_wheel
+
+pytestmark = pytest.mark.slow
+
+# Kernels for clang 19 without ROCm's headers or device libraries (see debtree.assemble_clang19).
+BARE = """
+#define __global__ __attribute__((global))
+typedef struct {{ unsigned x, y, z; }} dim3;
+typedef struct ihipStream_t *hipStream_t;
+extern "C" int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **a, unsigned long s,
+                               hipStream_t st);
+__global__ void kern{n}(float *x) {{ x[__builtin_amdgcn_workitem_id_x()] *= {n}.0f; }}
+"""
+
+
+def _build(clang: Path, tree: Path, out: Path, archs: list[str], extra: list[str]) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sources = []
+    for n in range(1, 4):
+        src = out.parent / f"tu{n}.hip"
+        src.write_text(BARE.format(n=n))
+        sources.append(str(src))
+    cmd = [str(clang), "-x", "hip", *extra, *(f"--offload-arch={a}" for a in archs)]
+    cmd += ["-fPIC", "-shared", *sources, f"-L{tree}/lib", "-lamdhip64", "-o", str(out)]
+    subprocess.run(cmd, check=True, env={"PATH": "/usr/bin:/bin", "HIP_PLATFORM": "amd"})
+    return out
+
+
+@pytest.fixture(scope="module")
+def libs(
+    rocm_tree: Path, clang19_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("bundles")
+    plain = _build(
+        rocm_tree / "lib/llvm/bin/clang++",
+        rocm_tree,
+        base / "plain" / "libplain.so",
+        ["gfx90a", "gfx1030", "gfx906"],
+        ["-nogpulib", "-nogpuinc"],
+    )
+    packed = _build(
+        clang19_bin / "clang++",
+        rocm_tree,
+        base / "packed" / "libpacked.so",
+        ["gfx942", "gfx1100"],
+        ["-nogpulib", "-nogpuinc", "--offload-compress"],
+    )
+    return {"plain": plain, "packed": packed}
+
+
+def test_every_bundle_is_read(libs: dict[str, Path]) -> None:
+    plain = elf.offload_bundles(libs["plain"])
+    packed = elf.offload_bundles(libs["packed"])
+    assert len(plain) == 3
+    assert not any(b.compressed for b in plain)
+    assert len(packed) == 3
+    assert all(b.compressed for b in packed)
+    assert elf.offload_targets(libs["plain"]) == {"gfx90a", "gfx1030", "gfx906"}
+    assert elf.offload_targets(libs["packed"]) == {"gfx942", "gfx1100"}
+
+
+def test_inspect_reports_both_kinds(run_cli, libs: dict[str, Path], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    wheel = make_wheel(
+        tmp_path,
+        "kernels",
+        "1.0",
+        {"kernels/libplain.so": libs["plain"], "kernels/libpacked.so": libs["packed"]},
+    )
+    res = run_cli(["--json", "inspect", str(wheel)], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    rows = {r["path"]: r for r in data["elf_files"]}
+    assert rows["kernels/libplain.so"]["offload_bundles"] == 3
+    assert rows["kernels/libplain.so"]["compressed_bundles"] == 0
+    assert rows["kernels/libpacked.so"]["compressed_bundles"] == 3
+    assert rows["kernels/libpacked.so"]["targets"] == ["gfx1100", "gfx942"]
+    assert data["code_targets"] == ["gfx1030", "gfx1100", "gfx906", "gfx90a", "gfx942"]
+    need = run_cli(["inspect", str(wheel), "--require-arch", "gfx942,gfx950"], cwd=tmp_path)
+    assert need.returncode == 11
+    assert "gfx950" in need.stderr
+    assert "gfx942" in need.stdout

@@ -1,0 +1,90 @@
+"""Windows wheels: real PE DLLs cross-compiled with mingw-w64 into a win_amd64 wheel; bundle
+hands them to delvewheel and the ROCm DLL names survive (no name mangling)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pefile
+import pytest
+
+from .helpers import make_wheel
+
+MINGW = "x86_64-w64-mingw32-gcc"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which(MINGW) is None, reason="needs mingw-w64 (dev/apt-packages.txt)"
+    ),
+]
+
+
+def _dll(out: Path, source: str, *link: str) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    subprocess.run([MINGW, "-shared", "-O1", "-o", str(out), str(src), *link], check=True)
+    return out
+
+
+def _imports(data: bytes) -> set[str]:
+    pe = pefile.PE(data=data)
+    return {e.dll.decode().lower() for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", [])}
+
+
+def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    tree = tmp_path / "rocm"
+    hsa = _dll(
+        tree / "bin" / "hsa-runtime64.dll",
+        "__declspec(dllexport) int hsa_init(void) { return 4096; }\n",
+    )
+    hip = _dll(
+        tree / "bin" / "amdhip64.dll",
+        "int hsa_init(void);\n"
+        "__declspec(dllexport) int hipGetDeviceCount(int *n)\n"
+        "{ *n = 0; return hsa_init() ? 100 : 0; }\n",
+        f"-L{hsa.parent}",
+        "-lhsa-runtime64",
+    )
+    (tree / "lib").mkdir()
+    ext = _dll(
+        tmp_path / "build" / "_k.pyd",
+        "int hipGetDeviceCount(int *n);\n"
+        "__declspec(dllexport) int count(void) { int n; return hipGetDeviceCount(&n); }\n",
+        f"-L{hip.parent}",
+        "-lamdhip64",
+    )
+    assert "amdhip64.dll" in _imports(ext.read_bytes())
+    wheel = make_wheel(
+        tmp_path / "dist",
+        "winext",
+        "1.0",
+        {"winext/__init__.py": b"X = 1\n", "winext/_k.pyd": ext},
+        tag="cp311-cp311-win_amd64",
+    )
+    out = tmp_path / "out"
+    res = run_cli(
+        ["--json", "bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out)],
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    (fat,) = out.glob("*.whl")
+    assert json.loads(res.stdout)[0]["output"] == str(fat)
+    with zipfile.ZipFile(fat) as zf:
+        names = zf.namelist()
+        libs = sorted(Path(n).name for n in names if n.endswith(".dll"))
+        pyd = zf.read("winext/_k.pyd")
+        hip_in_wheel = next(n for n in names if n.endswith("amdhip64.dll"))
+        assert "hsa-runtime64.dll" in _imports(zf.read(hip_in_wheel))
+    assert libs == ["amdhip64.dll", "hsa-runtime64.dll"]  # names kept, not mangled
+    assert "amdhip64.dll" in _imports(pyd)
+    subprocess.run(
+        [sys.executable, "-m", "wheel", "unpack", "-d", str(tmp_path / "u"), str(fat)],
+        check=True,
+        capture_output=True,
+    )

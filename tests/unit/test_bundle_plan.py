@@ -1,0 +1,205 @@
+"""The pure planning part of bundle: closure, search paths, torch reuse, data placement, tags."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from rocm_build import bundle
+from rocm_build.elf import ElfInfo
+from rocm_build.errors import BundleError, ConfigError
+from rocm_build.wheelfile import WheelName
+
+GLIBC = (("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.14")),)
+
+
+def lib(path: str, *needed: str, soname: str | None = None, rpath: tuple[str, ...] = (),
+        runpath: tuple[str, ...] = (), versions: tuple = GLIBC) -> ElfInfo:  # fmt: skip
+    return ElfInfo(
+        path=path, machine="EM_X86_64", elf_class=64, elf_type="ET_DYN", soname=soname,
+        needed=needed, rpath=rpath, runpath=runpath,
+        version_needs=tuple(v for _, vs in versions for v in vs), has_fatbin=False,
+        versions_by_library=versions,
+    )  # fmt: skip
+
+
+@dataclass
+class TreeIndex:
+    """A ROCm tree and a system, described by name -> ElfInfo (the plan only sees facts)."""
+
+    rocm: dict[str, ElfInfo]
+    system: dict[str, ElfInfo] = field(default_factory=dict)
+
+    def find(self, name: str, like: ElfInfo) -> bundle.Candidate | None:
+        if name in self.rocm:
+            return bundle.Candidate(Path("/rocm/lib") / name, "rocm", self.rocm[name])
+        if name in self.system:
+            return bundle.Candidate(Path("/usr/lib") / name, "system", self.system[name])
+        return None
+
+    def in_tree(self, name: str) -> bool:
+        return name in self.rocm
+
+    def dlopen_candidates(self, patterns: Sequence[str], like: ElfInfo) -> list[bundle.Candidate]:
+        import fnmatch
+
+        return [
+            bundle.Candidate(Path("/rocm/lib") / n, "rocm", info)
+            for n, info in sorted(self.rocm.items())
+            if any(fnmatch.fnmatch(n, p) for p in patterns)
+        ]
+
+
+ROCM = TreeIndex(
+    rocm={
+        "libamdhip64.so.5": lib(
+            "hip",
+            "libhsa-runtime64.so.1",
+            "libstdc++.so.6",
+            soname="libamdhip64.so.5",
+            runpath=("$ORIGIN",),
+        ),
+        "libhsa-runtime64.so.1": lib("hsa", "libnuma.so.1", soname="libhsa-runtime64.so.1"),
+        "libnuma.so.1": lib("numa", "libc.so.6", soname="libnuma.so.1"),
+        "libamd_comgr.so.2": lib("comgr", "libc.so.6", soname="libamd_comgr.so.2"),
+    },
+    system={"libtinfo.so.6": lib("tinfo", "libc.so.6", soname="libtinfo.so.6")},
+)
+
+
+def plan(elves: dict[str, ElfInfo], *, index: TreeIndex = ROCM, **kw: object) -> bundle.BundlePlan:
+    args: dict[str, object] = {
+        "input_path": Path("in.whl"),
+        "output_path": Path("out.whl"),
+        "wheel_name": WheelName.parse("ext-1.0-cp311-cp311-linux_x86_64.whl"),
+        "metadata": "Metadata-Version: 2.1\nName: ext\nVersion: 1.0\n",
+        "members": list(elves),
+        "elves": elves,
+        "index": index,
+        "lib_dir": "ext/lib",
+        "targets": ("gfx90a",),
+        "dlopen_patterns": ("libamd_comgr.so*",),
+        "data": ((), 0),
+        "whitelist": bundle.policy_whitelist(),
+    }
+    args.update(kw)
+    return bundle.make_plan(**args)  # type: ignore[arg-type]
+
+
+def test_closure_rpaths_and_dlopen() -> None:
+    p = plan(
+        {"ext/sub/_k.so": lib("k", "libamdhip64.so.5", "libc.so.6", runpath=("/opt/rocm/lib",))}
+    )
+    names = {x.name: x for x in p.libraries}
+    assert set(names) == {"libamdhip64.so.5", "libhsa-runtime64.so.1", "libnuma.so.1",
+                          "libamd_comgr.so.2"}  # fmt: skip
+    assert names["libamd_comgr.so.2"].reason == "dlopen"
+    assert names["libnuma.so.1"].needed_by == ("ext/lib/libhsa-runtime64.so.1",)
+    assert names["libamdhip64.so.5"].arcname == "ext/lib/libamdhip64.so.5"
+    (change,) = p.rpaths
+    assert change.arcname == "ext/sub/_k.so"
+    assert change.new == "$ORIGIN/../lib"  # /opt/rocm/lib dropped: it escapes the wheel
+    assert "libstdc++.so.6" in p.system_libs
+    assert p.platform_tag.startswith("manylinux_2_17_x86_64")
+
+
+def test_missing_library_names_who_needs_it() -> None:
+    with pytest.raises(BundleError, match=r"libfoo\.so\.3 \(needed by ext/_k\.so\)"):
+        plan({"ext/_k.so": lib("k", "libfoo.so.3")})
+
+
+def test_system_library_grafted_when_policy_disallows() -> None:
+    p = plan({"ext/_k.so": lib("k", "libtinfo.so.6")}, dlopen_patterns=())
+    (only,) = p.libraries
+    assert (only.name, only.origin) == ("libtinfo.so.6", "system")
+
+
+def test_no_dlopen_extras_without_rocm() -> None:
+    p = plan({"ext/_k.so": lib("k", "libtinfo.so.6")})
+    assert "libamd_comgr.so.2" not in {x.name for x in p.libraries}
+
+
+def test_already_bundled_is_unchanged() -> None:
+    elves = {
+        "ext/_k.so": lib("k", "libamdhip64.so.5", rpath=("$ORIGIN/lib",)),
+        "ext/lib/libamdhip64.so.5": lib("h", "libhsa-runtime64.so.1", soname="libamdhip64.so.5",
+                                        rpath=("$ORIGIN",)),
+        "ext/lib/libhsa-runtime64.so.1": lib("s", "libnuma.so.1", rpath=("$ORIGIN",)),
+        "ext/lib/libnuma.so.1": lib("n", "libc.so.6", rpath=("$ORIGIN",)),
+        "ext/lib/libamd_comgr.so.2": lib("c", "libc.so.6", rpath=("$ORIGIN",)),
+    }  # fmt: skip
+    p = plan(elves)
+    assert not p.changes_content
+
+
+def test_runpath_becomes_rpath() -> None:
+    p = plan({"ext/_k.so": lib("k", "libc.so.6", runpath=("$ORIGIN/lib",))}, dlopen_patterns=())
+    (change,) = p.rpaths
+    assert change.new == "$ORIGIN/lib"
+
+
+def test_torch_libraries_are_reused() -> None:
+    torch = bundle.TorchWheel(
+        path="torch.whl",
+        version="2.9.0+rocm5.2.3",
+        lib_dir="torch/lib",
+        libs={"libamdhip64.so.5": "torch/lib/libamdhip64.so.5",
+              "libtorch_hip.so": "torch/lib/libtorch_hip.so",
+              "libamd_comgr.so.2": "torch/lib/libamd_comgr.so.2"},
+    )  # fmt: skip
+    p = plan(
+        {"torchvision/_C.so": lib("c", "libtorch_hip.so", "libamdhip64.so.5")},
+        lib_dir="torchvision",
+        torch=torch,
+        wheel_name=WheelName.parse("torchvision-0.24.0-cp311-cp311-linux_x86_64.whl"),
+    )
+    assert p.libraries == ()
+    assert p.requires == ("torch==2.9.0+rocm5.2.3",)
+    (change,) = p.rpaths
+    assert change.new == "$ORIGIN:$ORIGIN/../torch/lib"
+
+
+def test_newer_glibc_lowers_the_tag() -> None:
+    new = (("libc.so.6", ("GLIBC_2.34",)),)
+    p = plan({"ext/_k.so": lib("k", "libc.so.6", versions=new)}, dlopen_patterns=())
+    assert p.platform_tag == "manylinux_2_34_x86_64"
+    with pytest.raises(BundleError, match="manylinux_2_34"):
+        plan({"ext/_k.so": lib("k", "libc.so.6", versions=new)}, policy="manylinux_2_28")
+    private = (("libc.so.6", ("GLIBC_PRIVATE",)),)
+    assert plan({"ext/_k.so": lib("k", "libc.so.6", versions=private)}).platform_tag == (
+        "linux_x86_64"
+    )
+
+
+@pytest.mark.parametrize(
+    ("lib_dir", "tree", "dest"),
+    [
+        ("torch/lib", "lib/rocblas/library", "torch/lib/rocblas/library"),
+        ("torch/lib", "share/miopen/db", "torch/share/miopen/db"),
+        ("torchvision", "share/libdrm/amdgpu.ids", "torchvision/share/libdrm/amdgpu.ids"),
+    ],
+)
+def test_data_destination(lib_dir: str, tree: str, dest: str) -> None:
+    assert bundle.data_destination(lib_dir, tree) == dest
+
+
+def test_gfx_tokens_and_inside() -> None:
+    assert bundle.gfx_tokens("Kernels.so-000-gfx90a-xnack-.hsaco") == {"gfx90a"}
+    assert bundle.gfx_tokens("TensileLibrary_lazy_gfx1030.dat") == {"gfx1030"}
+    assert bundle.gfx_tokens("TensileManifest.txt") == set()
+    assert bundle._inside("torch/lib", "$ORIGIN/../share")
+    assert not bundle._inside("torch", "$ORIGIN/../..")
+    assert not bundle._inside("torch", "/opt/rocm/lib")
+
+
+def test_parse_targets() -> None:
+    fams = {"gfx94X": ("gfx942",)}
+    assert bundle.parse_targets("gfx90a;gfx94X, gfx90a", ("gfx90a", "gfx942"), fams) == (
+        "gfx90a",
+        "gfx942",
+    )
+    with pytest.raises(ConfigError, match="gfx9000"):
+        bundle.parse_targets("gfx9000", ("gfx90a",), fams)
