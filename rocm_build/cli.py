@@ -1147,7 +1147,13 @@ def all_cmd(
 
     try:
         report = pipeline.run_all(
-            cfg, projects, junit=junit, redo=redo, skip_smoke=no_smoke, on_stage=on_stage
+            cfg,
+            projects,
+            junit=junit,
+            redo=redo,
+            skip_smoke=no_smoke,
+            on_stage=on_stage,
+            download_progress=_render_download if show else None,
         )
     except RocmBuildError:
         # --json still gets the run report (ok: false, failed_stage) on stdout.

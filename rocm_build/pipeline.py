@@ -117,14 +117,24 @@ def _save_stamp(
     tmp.replace(path)
 
 
-def _resolve(cfg: Config) -> tuple[Config, dist.RocmTree, tuple[str, ...]]:
+#: ``progress(url) -> (update(done, total), close())``: shows a download (the CLI's rich bar).
+DownloadProgress = Callable[[str], tuple[Callable[[int, int | None], None], Callable[[], None]]]
+
+
+def _resolve(
+    cfg: Config, progress: DownloadProgress | None
+) -> tuple[Config, dist.RocmTree, tuple[str, ...]]:
     """One configuration for every stage: the ROCm tree and the targets decided once."""
     setting = str(cfg["rocm"])
     if setting and dist.is_url(setting):
         cache_dir = dist.download_cache_dir(
             str(cfg["build.rocm_cache"]), cfg.env, cfg.path("work_dir")
         )
-        root = dist.fetch(setting, cache_dir=cache_dir)
+        update, close = progress(setting) if progress else (None, lambda: None)
+        try:
+            root = dist.fetch(setting, cache_dir=cache_dir, progress=update)
+        finally:
+            close()
     else:
         root = dist.find_tree(str(cfg.cwd / Path(setting).expanduser()) if setting else "")
     tree = dist.open_tree(root)
@@ -245,6 +255,7 @@ def run_all(
     redo: bool = False,
     skip_smoke: bool = False,
     on_stage: StageCallback | None = None,
+    download_progress: DownloadProgress | None = None,
 ) -> runreport.RunReport:
     """checkout -> build -> bundle -> smoke; raises the failing stage's error (its message
     names the stage and how to resume) after writing the run report."""
@@ -264,7 +275,7 @@ def run_all(
         facts["projects"] = project_names
         _stage(run, "checkout", None, lambda: ([], _checkout(run, project_names)))
         current = "build"
-        cfg, tree, targets = _resolve(cfg)
+        cfg, tree, targets = _resolve(cfg, download_progress)
         run.cfg = cfg
         facts["rocm"] = {"root": str(tree.root), "version": tree.version}
         facts["targets"] = list(targets)
