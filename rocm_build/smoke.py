@@ -23,7 +23,7 @@ from typing import Any
 
 from . import proc, upstream
 from .config import Config
-from .errors import ConfigError, SmokeFailed
+from .errors import CommandFailed, ConfigError, SmokeFailed
 
 __all__ = [
     "SCRUBBED_VARIABLES",
@@ -320,7 +320,16 @@ def _pip_install(plan: SmokePlan, requirements: Sequence[str | Path], log_file: 
     for folder in plan.find_links:
         cmd += ["--find-links", folder]
     cmd += list(requirements)
-    proc.run(cmd, env=plan.env, log_file=log_file, what="pip install into the smoke venv")
+    try:
+        proc.run(cmd, env=plan.env, log_file=log_file, what="pip install into the smoke venv")
+    except CommandFailed as err:
+        last = next((line for line in reversed(err.tail) if line.startswith("ERROR")), "")
+        msg = (
+            f"the wheels do not install into a fresh environment ({last or 'pip failed'}); "
+            f"log: {log_file}"
+            + ("; --offline needs their dependencies in --find-links" if plan.offline else "")
+        )
+        raise SmokeFailed(msg) from err
 
 
 def _copy_suite(dest: Path) -> None:
@@ -357,7 +366,9 @@ def _write_atomic(src: Path, dest: Path) -> None:
 
 
 def run(plan: SmokePlan) -> SmokeResult:
-    """Create the venv, install, run the suite; ``SmokeFailed`` when anything fails."""
+    """Create the venv, install, run the suite and collect the outcome (``check`` judges it).
+
+    Wheels that do not install into a fresh environment are a smoke failure already."""
     start = time.monotonic()
     if plan.run_dir.exists():
         shutil.rmtree(plan.run_dir)

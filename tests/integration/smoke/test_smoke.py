@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -224,3 +226,26 @@ def test_upstream_tests_are_run_and_summarized(
         {"op": "aten::_fft_c2c", "on": "CUDA", "tests": 2},
         {"op": "addmm_cuda", "on": "ComplexHalf", "tests": 1},
     ]
+
+
+def test_wheel_whose_dependency_is_missing_offline_fails(
+    run_cli: CliRunner, tmp_path: Path, offline_wheels: Path
+) -> None:
+    project = tmp_path / "needy"
+    (project / "needy").mkdir(parents=True)
+    (project / "needy" / "__init__.py").write_text("")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "needy"\nversion = "1.0"\ndependencies = ["rocm-build-no-such-dep"]\n'
+    )
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, project],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = dist.glob("*.whl")
+    result = smoke(run_cli, tmp_path, wheel, "--offline", "--find-links", offline_wheels)
+    assert result.returncode == 12, result.stderr
+    assert "do not install into a fresh environment" in result.stderr
+    assert "rocm-build-no-such-dep" in result.stderr
