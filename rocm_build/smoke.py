@@ -68,6 +68,7 @@ SCRUBBED_VARIABLES = (
 )
 _SUITE_FILES = ("conftest.py", "pytest.ini", "smoke_*.py", "test_*.py")
 UPSTREAM_DEPS = ("expecttest", "hypothesis", "numpy")
+OPTIONAL_DEPS = ("zstandard",)
 
 
 @dataclass(frozen=True)
@@ -310,7 +311,7 @@ def plan(
     )
 
 
-def _pip_install(plan: SmokePlan, requirements: Sequence[str | Path], log_file: Path) -> None:
+def _pip_command(plan: SmokePlan, requirements: Sequence[str | Path]) -> list[str | Path]:
     # This interpreter's pip installs into the venv (pip --python): a venv without its own pip is
     # made in a fraction of the time, with the same result.
     cmd: list[str | Path] = [sys.executable, "-m", "pip", "--python", plan.venv_python]
@@ -319,7 +320,11 @@ def _pip_install(plan: SmokePlan, requirements: Sequence[str | Path], log_file: 
         cmd.append("--no-index")
     for folder in plan.find_links:
         cmd += ["--find-links", folder]
-    cmd += list(requirements)
+    return cmd + list(requirements)
+
+
+def _pip_install(plan: SmokePlan, requirements: Sequence[str | Path], log_file: Path) -> None:
+    cmd = _pip_command(plan, requirements)
     try:
         proc.run(cmd, env=plan.env, log_file=log_file, what="pip install into the smoke venv")
     except CommandFailed as err:
@@ -384,6 +389,15 @@ def run(plan: SmokePlan) -> SmokeResult:
     extra = list(UPSTREAM_DEPS) if plan.upstream_pattern else []
     log.info("installing %s", ", ".join(w.name for w in plan.wheels))
     _pip_install(plan, [*plan.wheels, "pytest", *extra], log_file)
+    # Optional: reads compressed (CCOB) code objects on Pythons before 3.14; without it the
+    # suite skips those, with the reason.
+    optional = proc.run(
+        _pip_command(plan, OPTIONAL_DEPS), env=plan.env, log_file=log_file, check=False
+    )
+    if optional.returncode != 0:
+        log.info(
+            "%s not installed: compressed code objects cannot be read", ", ".join(OPTIONAL_DEPS)
+        )
     suite = plan.run_dir / "suite"
     _copy_suite(suite)
     junit = plan.run_dir / "junit.xml"

@@ -50,9 +50,9 @@ def hipify_path() -> Path:
 
 @pytest.fixture(scope="session")
 def offline_wheels() -> Path:
-    """pytest and its dependencies as wheels, for --offline smoke runs (cached)."""
+    """pytest, its dependencies and zstandard as wheels, for --offline smoke runs (cached)."""
     dest = cache_root() / "smoke-wheels"
-    if not list(dest.glob("pytest-*.whl")):
+    if not list(dest.glob("pytest-*.whl")) or not list(dest.glob("zstandard-*.whl")):
         run(
             [
                 sys.executable,
@@ -65,6 +65,7 @@ def offline_wheels() -> Path:
                 "-d",
                 dest,
                 "pytest",
+                "zstandard",
             ]
         )
     return dest
