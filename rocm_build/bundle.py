@@ -849,6 +849,13 @@ def bundle_wheel(
             else:
                 dest.unlink()
         like = next(iter(elves.values()), None)
+        if not targets:
+            # default: the targets the wheel's own device code was built for
+            found: set[str] = set()
+            for arc, info in elves.items():
+                if info.has_fatbin:
+                    found |= elf.offload_targets(extracted[arc])
+            targets = tuple(sorted(found))
         if system_dirs is None:
             index.system_dirs = system_lib_dirs(like.machine if like else "EM_X86_64")
         metadata = reader.metadata()
@@ -932,9 +939,6 @@ def bundle_wheel(
         }
         output_dir.mkdir(parents=True, exist_ok=True)
         apply_plan(plan, reader, extracted, level=level, provenance=provenance)
-        for stale in output_dir.glob(f"{wheel.name.split('-')[0]}-{version}-*.whl"):
-            if stale.name != out.name and stale.resolve() != wheel:
-                log.debug("older output %s kept", stale.name)
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary())
 
 

@@ -384,7 +384,11 @@ def _rocm_dir(cfg: config.Config) -> Path:
 @cli.command("bundle")
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @click.option("--rocm", "rocm", help="ROCm tree to take libraries and data from.")
-@click.option("--arch", help="gfx targets to keep data for (';' or ',' separated; families ok).")
+@click.option(
+    "--arch",
+    help="gfx targets to keep data for (';' or ',' separated; families ok); default: the "
+    "targets of the wheel's own device code.",
+)
 @click.option("--output-dir", help="Where bundled wheels go (default: output_dir setting).")
 @click.option("--lib-dir", help="Library folder inside the wheel (default: the project's).")
 @click.option(
@@ -394,9 +398,20 @@ def _rocm_dir(cfg: config.Config) -> Path:
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     help="A fat torch wheel whose libraries a torchvision/torchaudio wheel uses.",
 )
-@click.option("--platform", type=click.Choice(["auto", "linux", "windows"]), default=None)
+@click.option(
+    "--platform",
+    type=click.Choice(["auto", "linux", "windows"]),
+    default=None,
+    help="auto: from the wheel's tag; windows wheels go through delvewheel.",
+)
 @click.option("--policy", help="manylinux policy to tag with (default: the best that fits).")
-@click.option("-z", "--compression-level", type=click.IntRange(0, 9), default=None)
+@click.option(
+    "-z",
+    "--compression-level",
+    type=click.IntRange(0, 9),
+    default=None,
+    help="zlib level for new members (unchanged ones are copied as they are).",
+)
 @pass_state
 def bundle_cmd(
     state: State,

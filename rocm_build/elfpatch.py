@@ -173,18 +173,25 @@ class PatchedFile:
         parts: list[bytes] = []
         if start < edit.original_size:
             self._fh.seek(start)
-            chunk = bytearray(self._fh.read(min(end, edit.original_size) - start))
-            for off, data in edit.patches:
-                lo, hi = max(off, start), min(off + len(data), start + len(chunk))
-                if lo < hi:
+            raw = self._fh.read(min(end, edit.original_size) - start)
+            hits = [
+                (off, data)
+                for off, data in edit.patches
+                if off < start + len(raw) and off + len(data) > start
+            ]
+            if hits:  # only a few blocks carry patches: the rest pass through uncopied
+                chunk = bytearray(raw)
+                for off, data in hits:
+                    lo, hi = max(off, start), min(off + len(data), start + len(chunk))
                     chunk[lo - start : hi - start] = data[lo - off : hi - off]
-            parts.append(bytes(chunk))
+                raw = bytes(chunk)
+            parts.append(raw)
         if end > edit.original_size and edit.append:
             lo = max(start, edit.append_at) - edit.append_at
             hi = end - edit.append_at
             parts.append(edit.append[lo:hi])
         self._pos = end
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def apply_to_file(src: Path, edit: RpathEdit, dest: Path) -> Path:

@@ -33,8 +33,9 @@ class InspectResult:
     def check(self) -> None:
         if self.missing:
             raise RequirementNotMet(
-                f"no device code for {', '.join(self.missing)} in {self.data['wheel']}; rebuild "
-                "with those targets in --arch (PYTORCH_ROCM_ARCH)"
+                f"device code for {', '.join(self.missing)} is missing from libraries in "
+                f"{self.data['wheel']} (see the coverage table); rebuild with those targets in "
+                "--arch (PYTORCH_ROCM_ARCH) or bundle a ROCm tree built for them"
             )
 
 
@@ -131,10 +132,13 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
             for tok in bundle.gfx_tokens(m.name):
                 data_targets[tok].add(comp[len("data: ") :])
     wanted = list(requested) or list(prov.get("targets", []))
+    with_code = [r for r in rows if r["targets"]]
     coverage = [
         {
             "target": t,
-            "code": [r["path"] for r in rows if t in r["targets"]],
+            "code": [r["path"] for r in with_code if t in r["targets"]],
+            # a library with device code but none for t fails on t at run time
+            "missing_in": [r["path"] for r in with_code if t not in r["targets"]],
             "data": sorted(data_targets.get(t, ())),
         }
         for t in sorted(set(wanted) | set(code_targets))
@@ -156,8 +160,8 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
         "coverage": coverage,
         "sizes": dict(sorted(sizes.items(), key=lambda kv: -kv[1])),
     }
-    have = set(code_targets)
-    missing = tuple(t for t in requested if t not in have)
+    gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
+    missing = tuple(t for t in requested if t in gaps)
     return InspectResult(data, missing)
 
 
@@ -208,6 +212,12 @@ def render(data: dict[str, Any]) -> Iterator[str]:
         for row in data["coverage"]:
             mark = "requested" if row["target"] in req else "extra"
             code = f"code in {len(row['code'])} files" if row["code"] else "NO CODE"
+            if row["code"] and row["missing_in"]:
+                code += (
+                    " (MISSING in "
+                    + ", ".join(posixpath.basename(p) for p in row["missing_in"])
+                    + ")"
+                )
             data_note = ", data: " + ", ".join(row["data"]) if row["data"] else ""
             yield f"  {row['target']:<9} {mark:<9} {code}{data_note}"
     yield ""

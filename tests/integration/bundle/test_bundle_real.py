@@ -19,6 +19,7 @@ import pytest
 from rocm_build import elf
 
 from .conftest import make_venv, pip_install
+from .helpers import cc_shared
 
 pytestmark = pytest.mark.slow
 
@@ -113,6 +114,24 @@ def test_fat_wheel_runs_without_the_tree(
     for name, path in mapped.items():
         if name in rocm_names or name == "_kern.so":
             assert path.startswith(venv), (name, path)
+
+    # a decoy HIP runtime first on LD_LIBRARY_PATH does not take over: DT_RPATH wins
+    decoy = cc_shared(
+        tmp_path / "decoy" / "libamdhip64.so.5",
+        "int hipGetDeviceCount(int *n) { *n = 7; return 777; }\n",
+        soname="libamdhip64.so.5",
+    )
+    proc = subprocess.run(
+        [str(python), "-c", CHECK],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LD_LIBRARY_PATH": str(decoy.parent)},
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["status"] == 100
+    assert not any(str(decoy.parent) in p for p in result["maps"])
 
 
 def test_rebundle_is_noop(run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -92,3 +92,8 @@ def test_inspect_reports_both_kinds(run_cli, libs: dict[str, Path], tmp_path: Pa
     assert need.returncode == 11
     assert "gfx950" in need.stderr
     assert "gfx942" in need.stdout
+    # present in one library is not enough: libplain.so has no gfx942 code
+    partial = run_cli(["--json", "inspect", str(wheel), "--require-arch", "gfx942"], cwd=tmp_path)
+    assert partial.returncode == 11
+    (row,) = [c for c in json.loads(partial.stdout)["coverage"] if c["target"] == "gfx942"]
+    assert row["missing_in"] == ["kernels/libplain.so"]
