@@ -260,6 +260,122 @@ def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:
         out_console.print(f"ROCm {debtree.ROCM_VERSION} tree: {tree}")
 
 
+@cli.command("smoke")
+@click.argument("wheels", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--python", "python", help="Interpreter for the fresh environment (default: this one)."
+)
+@click.option(
+    "--junit", type=click.Path(path_type=Path, dir_okay=False), help="Write JUnit XML here."
+)
+@click.option(
+    "--offline",
+    is_flag=True,
+    default=None,
+    help="Install pytest and dependencies only from --find-links.",
+)
+@click.option(
+    "--find-links",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Local folder of wheels for dependencies and pytest (repeatable).",
+)
+@click.option(
+    "--upstream-tests",
+    "upstream_tests",
+    metavar="PATTERN",
+    help="Also run PyTorch's own test files matching PATTERN (in src/torch/test).",
+)
+@click.option("--arch", help="The gfx targets the wheels were built for (';' or ',').")
+@click.option(
+    "--rocm",
+    type=click.Path(path_type=Path),
+    help="The ROCm tree used to build: nothing may load from it.",
+)
+@click.option(
+    "--src-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Checkouts (default ./src): nothing may load from them.",
+)
+@pass_state
+def smoke_cmd(
+    state: State,
+    wheels: tuple[Path, ...],
+    python: str | None,
+    junit: Path | None,
+    offline: bool | None,
+    find_links: tuple[Path, ...],
+    upstream_tests: str | None,
+    arch: str | None,
+    rocm: Path | None,
+    src_dir: Path | None,
+) -> None:
+    """Install WHEELs into a fresh environment with no ROCm in reach and run the smoke suite.
+
+    Library provenance, search paths, code-object targets and the HIP runtime are checked for
+    any package; torch, torchvision and torchaudio get their own checks, and GPU checks run when
+    a GPU is visible. Exit code 12 when a check fails.
+    """
+    from . import smoke
+
+    cfg = state.resolve(
+        {
+            "smoke.python": python,
+            "smoke.offline": offline,
+            "smoke.find_links": [str(p) for p in find_links] or None,
+            "smoke.upstream_tests": upstream_tests,
+            "arch": arch,
+            "rocm": str(rocm) if rocm else None,
+            "src_dir": str(src_dir) if src_dir else None,
+        }
+    )
+    plan = smoke.plan(cfg, wheels, junit=junit)
+    result = smoke.run(plan)
+    if state.json:
+        state.emit(result.as_json())
+    elif not state.quiet:
+        show_smoke(result)
+    smoke.check(result)
+
+
+def show_smoke(result: Any) -> None:
+    """Human summary of a smoke run (a ``smoke.SmokeResult``)."""
+    status = "[bold green]passed[/]" if result.ok else "[bold red]FAILED[/]"
+    out_console.print(
+        f"smoke {status}: {result.count('passed')} passed, {result.count('failed')} failed, "
+        f"{result.count('error')} errors, {result.count('skipped')} skipped "
+        f"in {result.seconds:.0f}s ({', '.join(result.plan.packages)})",
+        markup=True,
+        soft_wrap=True,
+    )
+    for failure in result.failures:
+        out_console.print(
+            f"  [red]{failure.outcome}[/] {failure.name}: {failure.headline}", markup=True
+        )
+    for probe in result.facts.get("probes", {}).values():
+        hip = probe.get("hip") or {}
+        if hip.get("loaded") and "rc" in hip:
+            out_console.print(
+                f"  HIP runtime: {hip['path']} (hipGetDeviceCount -> {hip['rc']})",
+                soft_wrap=True,
+            )
+            break
+    for pkg, found in result.facts.get("found_targets", {}).items():
+        out_console.print(f"  code objects in {pkg}: {';'.join(found)}")
+    devices = result.facts.get("devices", [])
+    for dev in devices:
+        out_console.print(
+            f"  device {dev['index']}: {dev['name']} {dev['gfx']} "
+            f"{dev['memory_gib']:.1f} GiB {dev['compute_units']} CUs"
+        )
+    if not devices:
+        out_console.print("  no GPU visible: GPU checks skipped")
+    if result.upstream is not None:
+        for line in result.upstream.lines():
+            out_console.print(f"  {line}", markup=False)
+    out_console.print(f"  log: {result.log_file}", markup=False, soft_wrap=True)
+
+
 def _rocm_dir(cfg: config.Config) -> Path:
     value = str(cfg["rocm"]) or "/opt/rocm"
     return (cfg.cwd / value).resolve()
@@ -930,6 +1046,153 @@ def rocm_fetch(state: State, url: str, sha256: str) -> None:
         state.emit({"rocm": str(tree)})
     else:
         out_console.print(str(tree), markup=False)
+
+
+@cli.command("all")
+@click.argument("projects", nargs=-1)
+@click.option("--rocm", metavar="DIR|URL", help="ROCm tree, or URL of a tarball of one.")
+@click.option("--arch", metavar="TARGETS", help="gfx targets or families: 'gfx90a;gfx1100'.")
+@click.option("--train", help="Release train whose refs to check out (e.g. 2.9).")
+@click.option("--ref", "refs", multiple=True, metavar="PROJECT=REF", help="Branch, tag or SHA.")
+@click.option("--origin", "origins", multiple=True, metavar="PROJECT=URL", help="Git URL.")
+@click.option("--patchset", help="Patch series name (default: the train).")
+@click.option(
+    "--patches-dir", type=click.Path(path_type=Path, file_okay=False), help="Patch series."
+)
+@click.option(
+    "--src-dir", type=click.Path(path_type=Path, file_okay=False), help="Checkouts (./src)."
+)
+@click.option(
+    "--output-dir", type=click.Path(path_type=Path, file_okay=False), help="Wheels (./wheels)."
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Logs, venvs, stamps, run report (./.rocm-build).",
+)
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
+@click.option(
+    "--cache", type=click.Choice(["auto", "ccache", "sccache", "none"]), help="Compiler cache."
+)
+@click.option(
+    "--find-links",
+    multiple=True,
+    metavar="DIR",
+    help="Local folder of wheels for build requirements and the smoke environment.",
+)
+@click.option("--offline", is_flag=True, default=None, help="Never use a package index.")
+@click.option("--python", "python", help="Interpreter for the smoke environment.")
+@click.option("--junit", type=click.Path(path_type=Path, dir_okay=False), help="Smoke JUnit XML.")
+@click.option("--redo", is_flag=True, help="Run every stage even when its stamp is current.")
+@click.option("--no-smoke", is_flag=True, help="Stop after bundle.")
+@pass_state
+def all_cmd(
+    state: State,
+    projects: tuple[str, ...],
+    rocm: str | None,
+    arch: str | None,
+    train: str | None,
+    refs: tuple[str, ...],
+    origins: tuple[str, ...],
+    patchset: str | None,
+    patches_dir: Path | None,
+    src_dir: Path | None,
+    output_dir: Path | None,
+    work_dir: Path | None,
+    jobs: int | None,
+    cache: str | None,
+    find_links: tuple[str, ...],
+    offline: bool | None,
+    python: str | None,
+    junit: Path | None,
+    redo: bool,
+    no_smoke: bool,
+) -> None:
+    """checkout, build, bundle and smoke PROJECTS with one configuration.
+
+    Stages whose outputs are up to date for their inputs are skipped (stamps in the work
+    folder), so after a failure or an interruption the same command resumes. Writes
+    run-report.json and run-report.md in the work folder.
+
+    \b
+    rocm-build all --rocm /opt/rocm --arch gfx1100
+    rocm-build all torch torchvision --train 2.9 --arch 'gfx90a;gfx942' --jobs 16
+    """
+    from . import pipeline
+
+    links = [str(p) for p in find_links] or None
+    flags: dict[str, Any] = {
+        "rocm": rocm,
+        "arch": arch,
+        "train": train,
+        "patchset": patchset,
+        "patches_dir": str(patches_dir) if patches_dir else None,
+        "src_dir": str(src_dir) if src_dir else None,
+        "output_dir": str(output_dir) if output_dir else None,
+        "work_dir": str(work_dir) if work_dir else None,
+        "jobs": jobs,
+        "build.cache": cache,
+        "build.find_links": links,
+        "build.no_index": offline,
+        "smoke.find_links": links,
+        "smoke.offline": offline,
+        "smoke.python": python,
+        **parse_pairs("--ref", refs, "ref"),
+        **parse_pairs("--origin", origins, "origin"),
+    }
+    cfg = state.resolve(flags)
+    show = not (state.quiet or state.json)
+    spinner: Any = None
+
+    def on_stage(stage: str, event: str, text: str) -> None:
+        nonlocal spinner
+        if not show:
+            return
+        step = f"[{pipeline.STAGES.index(stage) + 1}/{len(pipeline.STAGES)}] {stage}"
+        if spinner is not None:
+            spinner.stop()
+            spinner = None
+        if event == "start":
+            spinner = err_console.status(f"{step} ...")
+            spinner.start()
+        elif event == "skip":
+            err_console.print(f"[bold]{step}[/]: skipped, {text}", markup=True, soft_wrap=True)
+        else:
+            err_console.print(f"[bold]{step}[/]: done in {text}", markup=True)
+
+    try:
+        report = pipeline.run_all(
+            cfg,
+            projects,
+            junit=junit,
+            redo=redo,
+            skip_smoke=no_smoke,
+            on_stage=on_stage,
+            download_progress=_render_download if show else None,
+        )
+    except RocmBuildError:
+        # --json still gets the run report (ok: false, failed_stage) on stdout.
+        written = cfg.path("work_dir") / "run-report.json"
+        if state.json and written.is_file():
+            state.emit(json.loads(written.read_text(encoding="utf-8")))
+        raise
+    finally:
+        if spinner is not None:
+            spinner.stop()
+    if state.json:
+        state.emit(
+            {**report.data, "report": str(report.json_path), "markdown": str(report.markdown)}
+        )
+        return
+    if state.quiet:
+        return
+    for stage in report.data["stages"]:
+        out_console.print(
+            f"{stage['stage']:>8}: {stage['status']} ({stage['seconds']} s)", markup=False
+        )
+    for wheel in report.data["wheels"]["bundled"]:
+        out_console.print(f"fat wheel: {wheel['path']}", markup=False, soft_wrap=True)
+    out_console.print(f"run report: {report.markdown} (JSON: {report.json_path})", soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,343 @@
+"""all: checkout, build, bundle and smoke in one run, with one configuration.
+
+Each stage's inputs are reduced to a key (sources at their commits and patches, ROCm tree,
+targets, settings, the wheels handed over); after a stage succeeds its key and outputs are
+written to a stamp file in ``<work_dir>/stamps``. A stage whose key matches its stamp and whose
+outputs are still in place is skipped and says so, which is how a run resumes after a failure or
+an interruption: only the stages after the last finished one run again. The run report (JSON and
+a short Markdown summary) is written whether the run passes or not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__, arch, bundle, config, dist, runreport, smoke, sources
+from . import build as build_mod
+from . import cache as cache_mod
+from .config import Config
+from .errors import RocmBuildError
+
+__all__ = ["STAGES", "StageOutcome", "run_all", "stamp_key"]
+
+log = logging.getLogger(__name__)
+
+STAGES = ("checkout", "build", "bundle", "smoke")
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    name: str
+    status: str  # "ran" | "skipped" | "failed" | "interrupted" | "not run"
+    seconds: float = 0.0
+    reason: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.name,
+            "status": self.status,
+            "seconds": round(self.seconds, 1),
+            "reason": self.reason,
+        }
+
+
+#: Called as ``on_stage(stage, event, text)``; event is "start", "skip" or "done".
+StageCallback = Callable[[str, str, str], None]
+
+
+@dataclass
+class _Run:
+    cfg: Config
+    stamps: Path
+    redo: bool
+    on_stage: StageCallback
+    outcomes: list[StageOutcome] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def stamp_key(inputs: Mapping[str, Any]) -> str:
+    """A stable digest of a stage's inputs."""
+    blob = json.dumps(inputs, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _file_facts(path: Path) -> dict[str, Any]:
+    st = path.stat()
+    return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _intact(outputs: Sequence[Mapping[str, Any]]) -> bool:
+    for out in outputs:
+        path = Path(str(out["path"]))
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        if st.st_size != out["size"] or st.st_mtime_ns != out["mtime_ns"]:
+            return False
+    return True
+
+
+def _load_stamp(run: _Run, stage: str, key: str) -> dict[str, Any] | None:
+    if run.redo:
+        return None
+    path = run.stamps / f"{stage}.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if data.get("key") != key or not _intact(data.get("outputs", [])):
+        return None
+    return data
+
+
+def _save_stamp(
+    run: _Run, stage: str, key: str, outputs: Sequence[Path], detail: Mapping[str, Any]
+) -> None:
+    run.stamps.mkdir(parents=True, exist_ok=True)
+    data = {
+        "stage": stage,
+        "key": key,
+        "outputs": [_file_facts(p) for p in outputs],
+        "detail": dict(detail),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    path = run.stamps / f"{stage}.json"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+#: ``progress(url) -> (update(done, total), close())``: shows a download (the CLI's rich bar).
+DownloadProgress = Callable[[str], tuple[Callable[[int, int | None], None], Callable[[], None]]]
+
+
+def _resolve(
+    cfg: Config, progress: DownloadProgress | None
+) -> tuple[Config, dist.RocmTree, tuple[str, ...]]:
+    """One configuration for every stage: the ROCm tree and the targets decided once."""
+    setting = str(cfg["rocm"])
+    if setting and dist.is_url(setting):
+        cache_dir = dist.download_cache_dir(
+            str(cfg["build.rocm_cache"]), cfg.env, cfg.path("work_dir")
+        )
+        update, close = progress(setting) if progress else (None, lambda: None)
+        try:
+            root = dist.fetch(setting, cache_dir=cache_dir, progress=update)
+        finally:
+            close()
+    else:
+        root = dist.find_tree(str(cfg.cwd / Path(setting).expanduser()) if setting else "")
+    tree = dist.open_tree(root)
+    targets, origin = arch.resolve_targets(
+        cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
+    )
+    log.info("targets: %s (%s); ROCm %s at %s", ";".join(targets), origin, tree.version, root)
+    values = {**cfg.values, "rocm": str(tree.root), "arch": ";".join(targets)}
+    return dataclasses.replace(cfg, values=values), tree, targets
+
+
+def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
+    return {k: v for k, v in cfg.values.items() if k.startswith(prefix)}
+
+
+# --- stages ----------------------------------------------------------------------------------
+
+
+def _checkout(run: _Run, names: Sequence[str]) -> dict[str, Any]:
+    builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
+    plan = sources.plan(run.cfg, names, builtin_origins=builtin)
+    result = sources.execute(plan)
+    return {"nothing_done": "sources up to date" if result.up_to_date else "", **result.as_json()}
+
+
+def _manifest_entries(cfg: Config, names: Sequence[str]) -> dict[str, Any]:
+    data = sources.read_manifest(cfg.path("src_dir") / sources.MANIFEST_NAME)
+    entries = data.get("projects", {})
+    return {n: entries.get(n) for n in names}
+
+
+def _build(
+    run: _Run, specs: Sequence[config.ProjectSpec], tree: dist.RocmTree, targets: Sequence[str]
+) -> list[Path]:
+    cfg = run.cfg
+    compiler_cache = cache_mod.resolve_cache(
+        str(cfg["build.cache"]), str(cfg["build.cache_url"]), cfg.env, base_dir=cfg.path("src_dir")
+    )
+    venv_setting = str(cfg["build.venv"])
+    if venv_setting not in ("", "create", "current"):
+        venv_setting = str((cfg.cwd / venv_setting).resolve())
+    check = dist.validate(tree, specs, targets)
+    for warning in check.warnings:
+        log.warning("%s", warning)
+    dist.require_valid(check)
+    plan = build_mod.plan_build(
+        specs=specs,
+        src_dir=cfg.path("src_dir"),
+        work_dir=cfg.path("work_dir"),
+        output_dir=cfg.path("output_dir"),
+        tree=tree,
+        targets=targets,
+        env=cfg.env,
+        base_python=Path(sys.executable),
+        venv_setting=venv_setting,
+        jobs=int(cfg["jobs"]),
+        cores=build_mod.cpu_count(),
+        memory=build_mod.memory_available(),
+        version_suffix=str(cfg["build.version_suffix"]),
+        cache=compiler_cache.kind,
+        cache_env=compiler_cache.env,
+        index_url=str(cfg["build.index_url"]),
+        find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
+        no_index=bool(cfg["build.no_index"]),
+    )
+    result = build_mod.execute(plan)
+    return [p.wheel for p in result.projects]
+
+
+def _bundle(run: _Run, wheels: Sequence[Path]) -> list[Path]:
+    results = bundle.bundle_many(run.cfg, wheels)
+    return [Path(r.output) for r in results]
+
+
+def _stage(
+    run: _Run, name: str, key: str | None, work: Callable[[], tuple[list[Path], dict[str, Any]]]
+) -> tuple[list[Path], dict[str, Any]]:
+    """Run one stage unless its stamp says it is done; record the outcome either way."""
+    if key is not None:
+        stamp = _load_stamp(run, name, key)
+        if stamp is not None:
+            reason = "up to date for its inputs (stamp " + stamp.get("finished", "?") + ")"
+            run.on_stage(name, "skip", reason)
+            run.outcomes.append(StageOutcome(name, "skipped", 0.0, reason))
+            outputs = [Path(str(o["path"])) for o in stamp["outputs"]]
+            return outputs, dict(stamp.get("detail", {}))
+    run.on_stage(name, "start", "")
+    # Later stages need no invalidation: their keys include this stage's outputs.
+    (run.stamps / f"{name}.json").unlink(missing_ok=True)
+    start = time.monotonic()
+    try:
+        outputs, detail = work()
+    except KeyboardInterrupt:
+        run.outcomes.append(StageOutcome(name, "interrupted", time.monotonic() - start))
+        raise
+    except RocmBuildError as err:
+        run.outcomes.append(StageOutcome(name, "failed", time.monotonic() - start, str(err)))
+        raise
+    seconds = time.monotonic() - start
+    if key is not None:
+        _save_stamp(run, name, key, outputs, detail)
+    nothing_done = str(detail.get("nothing_done", ""))
+    if nothing_done:
+        # The stage checked its own state and found nothing to do (checkout does this itself).
+        run.outcomes.append(StageOutcome(name, "skipped", seconds, nothing_done))
+        run.on_stage(name, "skip", nothing_done)
+    else:
+        run.outcomes.append(StageOutcome(name, "ran", seconds))
+        run.on_stage(name, "done", f"{seconds:.0f}s")
+    return outputs, detail
+
+
+def run_all(
+    cfg: Config,
+    names: Sequence[str] = (),
+    *,
+    junit: Path | None = None,
+    redo: bool = False,
+    skip_smoke: bool = False,
+    on_stage: StageCallback | None = None,
+    download_progress: DownloadProgress | None = None,
+) -> runreport.RunReport:
+    """checkout -> build -> bundle -> smoke; raises the failing stage's error (its message
+    names the stage and how to resume) after writing the run report."""
+    work_dir = cfg.path("work_dir")
+    run = _Run(
+        cfg=cfg,
+        stamps=work_dir / "stamps",
+        redo=redo,
+        on_stage=on_stage or (lambda _s, _e, _t: None),
+    )
+    started = time.time()
+    current = "checkout"
+    facts: dict[str, Any] = {"started": started, "tool": __version__}
+    try:
+        specs = cfg.selected_projects(names)
+        project_names = [s.name for s in specs]
+        facts["projects"] = project_names
+        _stage(run, "checkout", None, lambda: ([], _checkout(run, project_names)))
+        current = "build"
+        cfg, tree, targets = _resolve(cfg, download_progress)
+        run.cfg = cfg
+        facts["rocm"] = {"root": str(tree.root), "version": tree.version}
+        facts["targets"] = list(targets)
+        build_key = stamp_key(
+            {
+                "tool": __version__,
+                "python": sys.version,
+                "sources": _manifest_entries(cfg, project_names),
+                "rocm": facts["rocm"],
+                "targets": list(targets),
+                "settings": _settings(cfg, "build."),
+                "projects": [dataclasses.asdict(s) for s in specs],
+            }
+        )
+        built, _ = _stage(run, "build", build_key, lambda: (_build(run, specs, tree, targets), {}))
+        facts["built"] = [str(p) for p in built]
+        current = "bundle"
+        bundle_key = stamp_key(
+            {
+                "tool": __version__,
+                "wheels": [_file_facts(p) for p in built],
+                "rocm": facts["rocm"],
+                "targets": list(targets),
+                "settings": _settings(cfg, "bundle."),
+                "output_dir": str(cfg.path("output_dir")),
+            }
+        )
+        fat, _ = _stage(run, "bundle", bundle_key, lambda: (_bundle(run, built), {}))
+        facts["bundled"] = [str(p) for p in fat]
+        if skip_smoke:
+            run.outcomes.append(StageOutcome("smoke", "not run", 0.0, "--no-smoke"))
+            run.on_stage("smoke", "skip", "--no-smoke")
+        else:
+            current = "smoke"
+            suite = smoke.suite_dir()
+            smoke_key = stamp_key(
+                {
+                    "tool": __version__,
+                    "wheels": [_file_facts(p) for p in fat],
+                    "targets": list(targets),
+                    "settings": _settings(cfg, "smoke."),
+                    "suite": {p.name: p.read_text() for p in sorted(suite.glob("*.py"))},
+                }
+            )
+
+            def do_smoke() -> tuple[list[Path], dict[str, Any]]:
+                plan = smoke.plan(cfg, fat, junit=junit)
+                result = smoke.run(plan)
+                facts["smoke"] = result.as_json()
+                smoke.check(result)
+                return [], {"smoke": facts["smoke"]}
+
+            _, detail = _stage(run, "smoke", smoke_key, do_smoke)
+            facts.setdefault("smoke", detail.get("smoke"))
+    except (RocmBuildError, KeyboardInterrupt) as err:
+        facts["failed_stage"] = current
+        report = runreport.write(cfg, facts, run.outcomes, ok=False)
+        if isinstance(err, RocmBuildError):
+            hint = (
+                f"{current} failed: {err}; fix that and run `rocm-build all` again: stages "
+                f"that finished are skipped (run report: {report.markdown})"
+            )
+            err.args = (hint, *err.args[1:])
+        raise
+    return runreport.write(cfg, facts, run.outcomes, ok=True)

@@ -1,0 +1,237 @@
+"""The run report of ``rocm-build all``: what was built from what, and whether it works.
+
+``collect`` gathers the facts (pure apart from reading the source manifest and hashing the
+wheels), ``render_markdown`` turns them into a short summary (pure), and ``write`` puts both
+next to each other in the work folder, atomically: ``run-report.json`` and ``run-report.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import sources
+from .config import Config
+
+if TYPE_CHECKING:
+    from .pipeline import StageOutcome
+
+__all__ = ["RunReport", "collect", "render_markdown", "write"]
+
+JSON_NAME = "run-report.json"
+MARKDOWN_NAME = "run-report.md"
+
+
+@dataclass(frozen=True)
+class RunReport:
+    json_path: Path
+    markdown: Path
+    data: Mapping[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.data.get("ok"))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _wheel(path_text: str) -> dict[str, Any]:
+    path = Path(path_text)
+    if not path.is_file():
+        return {"name": path.name, "path": str(path), "missing": True}
+    return {
+        "name": path.name,
+        "path": str(path),
+        "size": path.stat().st_size,
+        "sha256": _sha256(path),
+    }
+
+
+def _sources(cfg: Config, names: Sequence[str]) -> list[dict[str, Any]]:
+    manifest = sources.read_manifest(cfg.path("src_dir") / sources.MANIFEST_NAME)
+    out = []
+    for name in names:
+        entry = manifest.get("projects", {}).get(name)
+        if not entry:
+            out.append({"name": name, "checked_out": False})
+            continue
+        out.append(
+            {
+                "name": name,
+                "origin": entry.get("origin"),
+                "ref": entry.get("ref"),
+                "commit": entry.get("commit"),
+                "head": entry.get("head"),
+                "patchset": entry.get("patchset"),
+                "patches": [
+                    {"file": p.get("file"), "sha256": p.get("sha256")}
+                    for p in entry.get("patches", [])
+                ],
+                "hipify": bool(entry.get("hipify")),
+                "submodules": len(entry.get("submodules", [])),
+            }
+        )
+    return out
+
+
+def _smoke(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not data:
+        return None
+    facts = data.get("facts") or {}
+    hip = next(
+        (
+            p.get("hip")
+            for p in facts.get("probes", {}).values()
+            if (p.get("hip") or {}).get("loaded")
+        ),
+        None,
+    )
+    return {
+        "ok": data.get("ok"),
+        "passed": data.get("passed"),
+        "failed": data.get("failed"),
+        "errors": data.get("errors"),
+        "skipped": data.get("skipped"),
+        "failures": data.get("failures", []),
+        "packages": (data.get("plan") or {}).get("packages", []),
+        "hip": hip,
+        "code_object_targets": facts.get("found_targets", {}),
+        "devices": facts.get("devices", []),
+        "log": data.get("log"),
+    }
+
+
+def collect(
+    cfg: Config, facts: Mapping[str, Any], outcomes: Sequence[StageOutcome], *, ok: bool
+) -> dict[str, Any]:
+    finished = time.time()
+    started = float(facts.get("started", finished))
+    return {
+        "format": 1,
+        "ok": ok,
+        "failed_stage": facts.get("failed_stage"),
+        "tool": facts.get("tool"),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "seconds": round(finished - started, 1),
+        "settings": cfg.as_json()["settings"],
+        "config_file": str(cfg.config_file) if cfg.config_file else None,
+        "sources": _sources(cfg, facts.get("projects", [])),
+        "rocm": facts.get("rocm"),
+        "targets": facts.get("targets", []),
+        "wheels": {
+            "built": [_wheel(p) for p in facts.get("built", [])],
+            "bundled": [_wheel(p) for p in facts.get("bundled", [])],
+        },
+        "smoke": _smoke(facts.get("smoke")),
+        "stages": [o.as_json() for o in outcomes],
+    }
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def render_markdown(data: Mapping[str, Any]) -> str:
+    """A short human summary of a run report."""
+    status = "passed" if data.get("ok") else f"FAILED in {data.get('failed_stage')}"
+    lines = [f"# rocm-build run: {status}", ""]
+    rocm = data.get("rocm") or {}
+    lines.append(
+        f"ROCm {rocm.get('version') or '?'} ({rocm.get('root') or 'not resolved'}), targets "
+        f"{';'.join(data.get('targets') or []) or '?'}, {data.get('seconds')} s in total."
+    )
+    lines += ["", "## Sources", ""]
+    for src in data.get("sources", []):
+        if not src.get("commit"):
+            lines.append(f"- {src['name']}: not checked out")
+            continue
+        patches = ", ".join(p["file"] for p in src.get("patches", [])) or "none"
+        lines.append(
+            f"- {src['name']}: {src.get('origin')} {src.get('ref')} at "
+            f"`{str(src.get('commit'))[:12]}` (head `{str(src.get('head'))[:12]}`); "
+            f"hipify: {'yes' if src.get('hipify') else 'no'}; patches ({src.get('patchset')}): "
+            f"{patches}"
+        )
+    wheels = data.get("wheels") or {}
+    for kind in ("bundled", "built"):
+        if wheels.get(kind):
+            lines += [
+                "",
+                f"## Wheels ({kind})",
+                "",
+                "| wheel | size | sha256 |",
+                "| --- | --- | --- |",
+            ]
+            lines += [
+                f"| {w['name']} | {_size(w.get('size'))} | `{w.get('sha256', 'missing')}` |"
+                for w in wheels[kind]
+            ]
+    smoke = data.get("smoke")
+    lines += ["", "## Smoke tests", ""]
+    if smoke:
+        verdict = "passed" if smoke.get("ok") else "FAILED"
+        lines.append(
+            f"{verdict}: {smoke.get('passed')} passed, {smoke.get('failed')} failed, "
+            f"{smoke.get('errors')} errors, {smoke.get('skipped')} skipped "
+            f"({', '.join(smoke.get('packages') or [])})."
+        )
+        hip = smoke.get("hip") or {}
+        if hip:
+            lines.append(
+                f"HIP runtime from `{hip.get('path')}`: hipGetDeviceCount -> {hip.get('rc')}."
+            )
+        for pkg, found in (smoke.get("code_object_targets") or {}).items():
+            lines.append(f"Code objects in {pkg}: {';'.join(found)}.")
+        for dev in smoke.get("devices") or []:
+            lines.append(
+                f"Device {dev['index']}: {dev['name']} {dev['gfx']}, "
+                f"{dev['memory_gib']:.1f} GiB, {dev['compute_units']} CUs."
+            )
+        for failure in smoke.get("failures") or []:
+            first = (str(failure["message"]).splitlines() or [""])[0]
+            lines.append(f"- failed: {failure['test']}: {first}")
+    else:
+        lines.append("not run")
+    lines += ["", "## Stages", "", "| stage | status | time | note |", "| --- | --- | --- | --- |"]
+    for stage in data.get("stages", []):
+        note = str(stage.get("reason") or "").replace("|", "/")
+        lines.append(
+            f"| {stage['stage']} | {stage['status']} | {stage['seconds']} s | {note[:160]} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def write(
+    cfg: Config, facts: Mapping[str, Any], outcomes: Sequence[StageOutcome], *, ok: bool
+) -> RunReport:
+    data = collect(cfg, facts, outcomes, ok=ok)
+    folder = cfg.path("work_dir")
+    json_path = folder / JSON_NAME
+    md_path = folder / MARKDOWN_NAME
+    _atomic_write(json_path, json.dumps(data, indent=2, default=str) + "\n")
+    _atomic_write(md_path, render_markdown(data))
+    return RunReport(json_path=json_path, markdown=md_path, data=data)

@@ -1,0 +1,2 @@
+hip = "5.2.3"
+cuda = None

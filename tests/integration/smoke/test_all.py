@@ -1,0 +1,174 @@
+"""rocm-build all on the vecadd example, end to end: a local git repository with history,
+checkout with the base patch, the project's own hipify step and the hipified patch, a build for
+two gfx targets with the Debian ROCm tree, the real bundle, and smoke in a fresh environment.
+Interrupted in bundle, then failing in smoke, then finishing: each run redoes only what is not
+done yet."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GIT_IDENTITY, REPO, CliRunner
+
+from .conftest import EXAMPLE
+
+pytestmark = pytest.mark.slow
+
+
+def make_repo(dest: Path) -> str:
+    """The example project as a git repository with a little history; returns its file:// URL."""
+    shutil.copytree(EXAMPLE / "project", dest)
+    env = {**os.environ, **GIT_IDENTITY}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=dest, env=env, check=True, capture_output=True)
+
+    readme = (dest / "README.md").read_text()
+    (dest / "README.md").write_text(readme.split("```")[0])
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "vecadd 1.0.0")
+    git("tag", "v1.0.0")
+    (dest / "README.md").write_text(readme)
+    git("commit", "-q", "-am", "README: usage")
+    return f"file://{dest}"
+
+
+def stage_lines(stderr: str) -> dict[str, str]:
+    out = {}
+    for line in stderr.splitlines():
+        if line.startswith("[") and "/4] " in line and ":" in line:
+            stage, _, rest = line.split("] ", 1)[1].partition(":")
+            out[stage] = rest.strip()
+    return out
+
+
+def test_all_runs_every_stage_and_resumes(
+    run_cli: CliRunner,
+    tmp_path: Path,
+    rocm_tree: Path,
+    hipify_path: Path,
+    offline_wheels: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(EXAMPLE / "rocm-build.toml", work)
+    shutil.copytree(EXAMPLE / "patches", work / "patches")
+    origin = make_repo(tmp_path / "vecadd-repo")
+    args = [
+        "all",
+        "--origin",
+        f"vecadd={origin}",
+        "--rocm",
+        str(rocm_tree),
+        "--find-links",
+        str(offline_wheels),
+    ]
+    env = {
+        **os.environ,
+        **GIT_IDENTITY,
+        "PYTHONPATH": str(REPO),
+        "TORCH_HIPIFY_PATH": str(hipify_path),
+        # Level 1 keeps the bundled libLLVM quick to compress; the content is the same.
+        "ROCM_BUILD_BUNDLE_COMPRESSION_LEVEL": "1",
+    }
+    for name in ("ROCM_PATH", "ROCM_HOME", "PYTORCH_ROCM_ARCH"):
+        env.pop(name, None)
+    stamps = work / ".rocm-build" / "stamps"
+
+    # 1. Interrupted (Ctrl-C) once the build is done, while bundling.
+    first = subprocess.Popen(
+        [sys.executable, "-m", "rocm_build", *args],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 600
+    while not (stamps / "build.json").exists() and first.poll() is None:
+        assert time.monotonic() < deadline, "build did not finish"
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)
+    _, err1 = first.communicate(timeout=300)
+    assert first.returncode != 0, err1
+    assert not (stamps / "bundle.json").exists()
+    built = json.loads((stamps / "build.json").read_text())["outputs"]
+    (built_wheel,) = [Path(o["path"]) for o in built]
+    built_mtime = built_wheel.stat().st_mtime_ns
+    report = json.loads((work / ".rocm-build" / "run-report.json").read_text())
+    assert report["ok"] is False
+    assert report["failed_stage"] == "bundle"
+
+    # 2. Resumes at bundle; smoke fails (an interpreter that does not exist).
+    second = run_cli([*args, "--python", str(tmp_path / "no-such-python")], cwd=work, env=env)
+    assert second.returncode == 3, second.stderr
+    lines = stage_lines(second.stderr)
+    assert lines["build"].startswith("skipped")
+    assert lines["bundle"].startswith("done")
+    assert "smoke failed:" in second.stderr
+    assert "run `rocm-build all` again" in second.stderr
+    assert built_wheel.stat().st_mtime_ns == built_mtime
+    (fat_wheel,) = [
+        Path(o["path"]) for o in json.loads((stamps / "bundle.json").read_text())["outputs"]
+    ]
+    fat_mtime = fat_wheel.stat().st_mtime_ns
+
+    # 3. Finishes: only smoke runs, on the real fat wheel, with the example's two targets.
+    third = run_cli(["--json", *args], cwd=work, env=env)
+    assert third.returncode == 0, third.stderr
+    data = json.loads(third.stdout)
+    assert [(s["stage"], s["status"]) for s in data["stages"]] == [
+        ("checkout", "skipped"),
+        ("build", "skipped"),
+        ("bundle", "skipped"),
+        ("smoke", "ran"),
+    ]
+    assert fat_wheel.stat().st_mtime_ns == fat_mtime
+    assert data["ok"] is True
+    assert data["targets"] == ["gfx90a", "gfx1030"]
+    (src,) = data["sources"]
+    assert src["hipify"] is True
+    assert [p["file"] for p in src["patches"]] == [
+        "base/0001-Launch-256-thread-blocks.patch",
+        "hipified/0001-Declare-the-kernel-s-launch-bounds.patch",
+    ]
+    (fat,) = data["wheels"]["bundled"]
+    assert fat["name"].startswith("vecadd-1.0.0+rocm5.2.3-cp")
+    assert "manylinux" in fat["name"]
+    assert len(fat["sha256"]) == 64
+    smoke = data["smoke"]
+    assert smoke["ok"] is True
+    assert smoke["failed"] == 0
+    assert smoke["code_object_targets"] == {"vecadd": ["gfx1030", "gfx90a"]}
+    assert smoke["hip"]["rc"] == 100
+    assert "/site-packages/vecadd/lib/" in smoke["hip"]["path"]
+    markdown = Path(data["markdown"]).read_text()
+    assert "# rocm-build run: passed" in markdown
+    assert "| smoke | ran |" in markdown
+
+    # The checkout holds the hipify commit between the two patches.
+    log = subprocess.run(
+        ["git", "log", "--format=%s"],
+        cwd=work / "src" / "vecadd",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert log[0] == "Declare the kernel's launch bounds"
+    assert log[1].startswith("rocm-build: hipify")
+    assert log[2] == "Launch 256-thread blocks"
+
+    # 4. Nothing to do: every stage skipped.
+    fourth = run_cli(args, cwd=work, env=env)
+    assert fourth.returncode == 0, fourth.stderr
+    assert all(v.startswith("skipped") for v in stage_lines(fourth.stderr).values())

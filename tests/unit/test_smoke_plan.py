@@ -1,0 +1,158 @@
+"""smoke planning: import names from real wheels, the scrubbed environment, bad input."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build import config, smoke
+from rocm_build.errors import ConfigError
+
+
+def make_wheel(path: Path, members: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in members.items():
+            zf.writestr(name, text)
+    return path
+
+
+def test_import_names_from_top_level_txt(tmp_path: Path) -> None:
+    wheel = make_wheel(
+        tmp_path / "torch-2.9.0-cp311-cp311-linux_x86_64.whl",
+        {
+            "torch/__init__.py": "",
+            "functorch/__init__.py": "",
+            "torch-2.9.0.dist-info/top_level.txt": "functorch\ntorch\ntorchgen\n",
+        },
+    )
+    assert smoke.import_names(wheel) == ("torch",)
+    other = make_wheel(
+        tmp_path / "pytorch_triton_rocm-3.0.0-cp311-cp311-linux_x86_64.whl",
+        {"pytorch_triton_rocm-3.0.0.dist-info/top_level.txt": "triton\n_triton_helpers\n"},
+    )
+    assert smoke.import_names(other) == ("triton",)
+
+
+def test_import_names_from_record_layout(tmp_path: Path) -> None:
+    wheel = make_wheel(
+        tmp_path / "vecadd-1.0-cp311-cp311-linux_x86_64.whl",
+        {
+            "vecadd/__init__.py": "",
+            "vecadd/lib/libamdhip64.so.5": "",
+            "vecadd.libs/libnuma.so.1": "",
+            "vecadd-1.0.dist-info/RECORD": "",
+        },
+    )
+    assert smoke.import_names(wheel) == ("vecadd",)
+
+
+def test_not_a_wheel_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "x-1.0-py3-none-any.whl"
+    bad.write_text("not a zip")
+    with pytest.raises(ConfigError, match="not a readable wheel"):
+        smoke.import_names(bad)
+
+
+def test_scrub_removes_rocm_locations(tmp_path: Path) -> None:
+    rocm = tmp_path / "rocm"
+    env = {
+        "PATH": f"{rocm}/bin:/opt/rocm-6.2/bin:/usr/bin:/bin",
+        "ROCM_PATH": str(rocm),
+        "ROCM_HOME": str(rocm),
+        "HIP_PATH": str(rocm),
+        "LD_LIBRARY_PATH": f"{rocm}/lib",
+        "PYTHONPATH": "/somewhere",
+        "ROCM_BUILD_ARCH": "gfx90a",
+        "HIP_VISIBLE_DEVICES": "0,1",
+        "HOME": "/home/u",
+    }
+    out = smoke.scrub_environment(env, [rocm])
+    assert out["PATH"] == "/usr/bin:/bin"
+    for name in ("ROCM_PATH", "ROCM_HOME", "HIP_PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):
+        assert name not in out
+    assert "ROCM_BUILD_ARCH" not in out
+    assert out["HIP_VISIBLE_DEVICES"] == "0,1"
+    assert out["HOME"] == "/home/u"
+    assert out["PYTHONNOUSERSITE"] == "1"
+
+
+def test_plan_collects_packages_targets_and_forbidden_paths(tmp_path: Path) -> None:
+    wheel = make_wheel(
+        tmp_path / "torchvision-0.24.0-cp311-cp311-linux_x86_64.whl",
+        {
+            "torchvision/__init__.py": "",
+            "torchvision-0.24.0.dist-info/top_level.txt": "torchvision",
+        },
+    )
+    torch = make_wheel(
+        tmp_path / "torch-2.9.0-cp311-cp311-linux_x86_64.whl",
+        {"torch/__init__.py": "", "torch-2.9.0.dist-info/top_level.txt": "torch"},
+    )
+    rocm = tmp_path / "rocm"
+    cfg = config.load(
+        cwd=tmp_path,
+        env={"ROCM_PATH": str(rocm), "PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"},
+        flags={"arch": "gfx90a;gfx110X", "smoke.find_links": ["wh"], "smoke.offline": True},
+    )
+    plan = smoke.plan(cfg, [wheel, torch])
+    assert plan.packages == ("torch", "torchvision")  # torch first
+    assert plan.targets == ("gfx90a", "gfx1100", "gfx1101", "gfx1102", "gfx1103")
+    assert rocm.resolve() in plan.forbidden
+    assert (tmp_path / "src") in plan.forbidden
+    assert plan.find_links == (tmp_path / "wh",)
+    assert "LD_LIBRARY_PATH" not in plan.env
+    assert plan.python == sys.executable
+    assert plan.run_dir == tmp_path / ".rocm-build" / "smoke"
+
+
+@pytest.mark.parametrize(
+    ("wheels", "flags", "match"),
+    [
+        ([], {}, "no wheels to test"),
+        (["missing.whl"], {}, "wheel not found"),
+        (["w.whl"], {"smoke.offline": True}, "--offline needs --find-links"),
+        (["w.whl"], {"arch": "gfx9000"}, "unknown gfx target 'gfx9000'"),
+        (["w.whl"], {"smoke.upstream_tests": "test_nn.py"}, "needs the torch checkout"),
+    ],
+)
+def test_plan_rejects_bad_input(
+    tmp_path: Path, wheels: list[str], flags: dict[str, object], match: str
+) -> None:
+    make_wheel(tmp_path / "w.whl", {"w/__init__.py": ""})
+    cfg = config.load(cwd=tmp_path, env={}, flags=flags)
+    with pytest.raises(ConfigError, match=match):
+        smoke.plan(cfg, [tmp_path / w for w in wheels])
+
+
+def test_upstream_pattern_must_match_a_test_file(tmp_path: Path) -> None:
+    make_wheel(tmp_path / "w.whl", {"w/__init__.py": ""})
+    (tmp_path / "src" / "torch" / "test").mkdir(parents=True)
+    (tmp_path / "src" / "torch" / "test" / "test_nn.py").write_text("")
+    cfg = config.load(cwd=tmp_path, env={}, flags={"smoke.upstream_tests": "test_jit*.py"})
+    with pytest.raises(ConfigError, match="matches no file"):
+        smoke.plan(cfg, [tmp_path / "w.whl"])
+    cfg = config.load(cwd=tmp_path, env={}, flags={"smoke.upstream_tests": "test_nn.py"})
+    assert smoke.plan(cfg, [tmp_path / "w.whl"]).upstream_dir == tmp_path / "src/torch/test"
+
+
+def test_parse_junit(tmp_path: Path) -> None:
+    xml = tmp_path / "j.xml"
+    xml.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
+        '<testcase classname="suite.test_generic" name="test_imports[vecadd]"/>'
+        '<testcase classname="suite.test_generic" name="test_code_object_targets[vecadd]">'
+        '<failure message="AssertionError: code objects differ&#10;more">trace</failure>'
+        "</testcase>"
+        '<testcase classname="suite.test_torch" name="test_x"><skipped message="no torch"/>'
+        "</testcase></testsuite></testsuites>"
+    )
+    outcomes = smoke.parse_junit(xml)
+    assert [(o.outcome, o.headline) for o in outcomes] == [
+        ("passed", ""),
+        ("failed", "AssertionError: code objects differ"),
+        ("skipped", "no torch"),
+    ]
+    assert outcomes[1].name == "suite.test_generic::test_code_object_targets[vecadd]"
