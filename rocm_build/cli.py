@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from . import __version__, config
 from . import matrix as matrix_mod
-from .errors import EXIT_CODES, RocmBuildError
+from .errors import EXIT_CODES, ConfigError, RocmBuildError
 
 __all__ = ["main"]
 
@@ -35,7 +35,8 @@ EXIT_CODE_HELP = "\b\nExit codes:\n" + "\n".join(
 )
 
 err_console = Console(stderr=True, highlight=False)
-out_console = Console(highlight=False)
+# stdout is for paths and results that scripts read: never hard-wrap it at the terminal width.
+out_console = Console(highlight=False, soft_wrap=True)
 
 
 @dataclass
@@ -108,7 +109,39 @@ def parse_pairs(option: str, pairs: tuple[str, ...], key: str) -> dict[str, str]
     return out
 
 
+#: ``rocm-build --help`` lists the commands in pipeline order, then the helpers.
+COMMAND_ORDER = (
+    "checkout",
+    "save-patches",
+    "build",
+    "bundle",
+    "inspect",
+    "smoke",
+    "all",
+    "doctor",
+    "matrix",
+    "config",
+    "rocm",
+)
+
+
 class Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+        return sorted(names, key=lambda name: (rank.get(name, len(rank)), name))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Click cuts each summary at ~45 characters ("..."); show whole first sentences.
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=200)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -231,7 +264,7 @@ def matrix_cmd(
         state.emit(matrix_mod.as_json(jobs))
 
 
-@cli.group("rocm")
+@cli.group("rocm", cls=Group)
 def rocm_group() -> None:
     """Get a ROCm tree to build against."""
 
@@ -263,7 +296,10 @@ def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:
 @cli.command("smoke")
 @click.argument("wheels", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
-    "--python", "python", help="Interpreter for the fresh environment (default: this one)."
+    "--python",
+    "python",
+    metavar="PY",
+    help="Interpreter for the fresh environment (default: this one).",
 )
 @click.option(
     "--junit", type=click.Path(path_type=Path, dir_okay=False), help="Write JUnit XML here."
@@ -286,7 +322,9 @@ def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:
     metavar="PATTERN",
     help="Also run PyTorch's own test files matching PATTERN (in src/torch/test).",
 )
-@click.option("--arch", help="The gfx targets the wheels were built for (';' or ',').")
+@click.option(
+    "--arch", metavar="TARGETS", help="The gfx targets the wheels were built for (';' or ',')."
+)
 @click.option(
     "--rocm",
     type=click.Path(path_type=Path),
@@ -383,19 +421,23 @@ def _rocm_dir(cfg: config.Config) -> Path:
 
 @cli.command("bundle")
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
-@click.option("--rocm", "rocm", help="ROCm tree to take libraries and data from.")
+@click.option("--rocm", "rocm", metavar="DIR", help="ROCm tree to take libraries and data from.")
 @click.option(
     "--arch",
+    metavar="TARGETS",
     help="gfx targets to keep data for (';' or ',' separated; families ok); default: the "
     "targets of the wheel's own device code.",
 )
-@click.option("--output-dir", help="Where bundled wheels go (default: output_dir setting).")
-@click.option("--lib-dir", help="Library folder inside the wheel (default: the project's).")
+@click.option("--output-dir", metavar="DIR", help="Where bundled wheels go (default: ./wheels).")
+@click.option(
+    "--lib-dir", metavar="DIR", help="Library folder inside the wheel (default: the project's)."
+)
 @click.option(
     "--with",
     "with_wheels",
     multiple=True,
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    metavar="WHEEL",
     help="A fat torch wheel whose libraries a torchvision/torchaudio wheel uses.",
 )
 @click.option(
@@ -404,7 +446,9 @@ def _rocm_dir(cfg: config.Config) -> Path:
     default=None,
     help="auto: from the wheel's tag; windows wheels go through delvewheel.",
 )
-@click.option("--policy", help="manylinux policy to tag with (default: the best that fits).")
+@click.option(
+    "--policy", metavar="POLICY", help="manylinux policy to tag with (default: the best that fits)."
+)
 @click.option(
     "-z",
     "--compression-level",
@@ -449,7 +493,11 @@ def bundle_cmd(
 
 @cli.command("inspect")
 @click.argument("wheel", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--require-arch", help="Exit 11 unless every listed gfx target has device code.")
+@click.option(
+    "--require-arch",
+    metavar="TARGETS",
+    help="Exit 11 unless every listed gfx target has device code.",
+)
 @pass_state
 def inspect_cmd(state: State, wheel: Path, require_arch: str | None) -> None:
     """Show what a wheel carries: libraries, search paths, gfx targets, sizes, platform tag."""
@@ -582,7 +630,9 @@ def checkout_cmd(
 @click.argument("projects", nargs=-1)
 @_src_dir_option
 @_patches_dir_option
-@_patchset_option
+@click.option(
+    "--patchset", help="Patch series name (default: the one the checkout used, else the train)."
+)
 @pass_state
 def save_patches_cmd(
     state: State,
@@ -904,7 +954,7 @@ def doctor_cmd(state: State, rocm: str | None, arch: str | None, projects: tuple
     from . import arch as arch_mod
     from . import build as build_mod
     from . import dist
-    from .errors import ConfigError, RocmTreeError, ToolMissing
+    from .errors import RocmTreeError, ToolMissing
 
     cfg = state.resolve({"rocm": rocm, "arch": arch})
     specs = cfg.selected_projects(projects)
@@ -1040,7 +1090,15 @@ def rocm_fetch(state: State, url: str, sha256: str) -> None:
 
     Prints the tree's folder, for --rocm. The URL may end in #sha256=HEX.
     """
+    from . import dist
+
     cfg = state.resolve()
+    if not dist.is_url(url):
+        msg = (
+            f"'{url}' is not a URL (http://, https:// or file://); "
+            "a tree that is already unpacked needs no fetch: pass its folder to --rocm"
+        )
+        raise ConfigError(msg)
     tree = _fetch_tree(cfg, url, sha256, state.quiet or state.json)
     if state.json:
         state.emit({"rocm": str(tree)})
@@ -1204,5 +1262,5 @@ def main(argv: list[str] | None = None) -> None:
         raise
     except Exception:
         traceback.print_exc()
-        err_console.print(f"rocm-build: internal error; exit code 70 ({EXIT_CODES[70]})")
+        err_console.print(f"rocm-build: {EXIT_CODES[70]} (exit code 70)", markup=False)
         sys.exit(70)

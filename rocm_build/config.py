@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import enum
 import os
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -146,12 +147,19 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def natural_key(name: str) -> tuple[tuple[int, str], ...]:
+    """Sort key that puts ``2.9`` before ``2.10`` and ``gfx90a`` before ``gfx1100``."""
+    return tuple(
+        (int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", name)
+    )
+
+
 def _unknown(kind: str, name: str, known: Mapping[str, Any] | Sequence[str]) -> str:
-    names = sorted(known)
+    names = sorted(known, key=natural_key)
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     listing = f"known: {', '.join(names)}" if len(names) <= 12 else ""
-    tail = "; ".join(p for p in (hint, listing) if p)
+    tail = " ".join(p for p in (hint, listing) if p)
     return f"unknown {kind} '{name}'" + (f"; {tail}" if tail else "")
 
 

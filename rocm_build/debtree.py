@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from . import proc
-from .errors import CommandFailed, FetchError, RocmTreeError, ToolMissing
+from .errors import CommandFailed, FetchError, RocmBuildError, RocmTreeError, ToolMissing
 
 __all__ = ["CLANG19_PACKAGES", "PACKAGES", "assemble", "assemble_clang19", "default_cache"]
 
@@ -180,8 +180,13 @@ def _set_search_paths(tree: Path, patchelf: str) -> None:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Serialise concurrent assemblies of the same folder (parallel test runs share a cache)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with (path.parent / f".{path.name}.lock").open("w") as fh:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = (path.parent / f".{path.name}.lock").open("w")
+    except OSError as exc:
+        msg = f"cannot write in {path.parent} ({exc.strerror}); pick a folder you can write to"
+        raise RocmBuildError(msg) from exc
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urldefrag, urlparse
+from urllib.request import url2pathname
 
 from . import arch
 from .config import ProjectSpec
@@ -423,6 +424,15 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
     import requests  # deferred: only downloads need it
 
     part = dest.with_name(dest.name + ".part")
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        source = Path(url2pathname(parsed.path))
+        if not source.is_file():
+            msg = f"{source} (from {url}) is not a file; check the URL"
+            raise FetchError(msg)
+        shutil.copyfile(source, part)
+        part.replace(dest)
+        return
     have = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={have}-"} if have else {}
     try:

@@ -102,25 +102,26 @@ class SmokeFailed(RocmBuildError):
     exit_code = 12
 
 
-#: Exit code -> meaning, for ``--help`` and the README.
+#: Exit code -> meaning, for ``--help``; the README's exit-code table says the same (a test checks).
 EXIT_CODES: dict[int, str] = {
-    0: "success (including 'nothing to do')",
+    0: 'success, including "nothing to do"',
     1: "other error a user can fix",
-    **{
-        cls.exit_code: (cls.__doc__ or "").strip().splitlines()[0]
-        for cls in (
-            ConfigError,
-            ToolMissing,
-            CommandFailed,
-            FetchError,
-            DirtyCheckout,
-            PatchConflict,
-            RocmTreeError,
-            BuildFailed,
-            BundleError,
-            RequirementNotMet,
-            SmokeFailed,
-        )
-    },
-    70: "internal error (a bug in rocm-build: please report it with the traceback)",
+    ConfigError.exit_code: "bad flag, environment variable, config key, project or target name",
+    ToolMissing.exit_code: "a program the step needs is not installed",
+    CommandFailed.exit_code: "an external command failed (its log is named)",
+    FetchError.exit_code: "a git fetch or download failed after its retries",
+    DirtyCheckout.exit_code: (
+        "a checkout holds work a step would overwrite (`save-patches` it, or `--force`)"
+    ),
+    PatchConflict.exit_code: "a saved patch does not apply (the repository was restored)",
+    RocmTreeError.exit_code: (
+        "the ROCm tree is missing, incomplete, or cannot target the requested GPUs"
+    ),
+    BuildFailed.exit_code: "a build failed, or made a wheel that would not run on the targets",
+    BundleError.exit_code: "a wheel cannot be made self-contained",
+    RequirementNotMet.exit_code: "`inspect --require-arch` found a target missing",
+    SmokeFailed.exit_code: (
+        "smoke tests failed, or the wheels do not install into a fresh environment"
+    ),
+    70: "internal error: a bug in rocm-build, please report it with the traceback",
 }

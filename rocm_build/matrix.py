@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .config import Config
+from .config import Config, natural_key
 from .errors import ConfigError
 
 __all__ = [
@@ -126,7 +126,8 @@ def _check_train(train: str, cfg: Config) -> str:
     if train not in cfg.trains:
         close = difflib.get_close_matches(train, list(cfg.trains), n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-        msg = f"unknown release train '{train}'; {hint}known: {', '.join(sorted(cfg.trains))}"
+        known = ", ".join(sorted(cfg.trains, key=natural_key))
+        msg = f"unknown release train '{train}'; {hint}known: {known}"
         raise ConfigError(msg)
     return train
 

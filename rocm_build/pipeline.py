@@ -146,6 +146,18 @@ def _resolve(
     return dataclasses.replace(cfg, values=values), tree, targets
 
 
+def _precheck(cfg: Config) -> None:
+    """Settings that would stop the build, checked before an hours-long checkout: the target
+    names and a local ROCm tree that must exist (a URL is fetched when the build needs it)."""
+    if cfg["arch"]:
+        arch.expand(
+            arch.split_arch(cfg["arch"]), known=cfg.known_targets, families=cfg.target_families
+        )
+    setting = str(cfg["rocm"])
+    if not (setting and dist.is_url(setting)):
+        dist.find_tree(str(cfg.cwd / Path(setting).expanduser()) if setting else "")
+
+
 def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
     return {k: v for k, v in cfg.values.items() if k.startswith(prefix)}
 
@@ -269,6 +281,7 @@ def run_all(
     started = time.time()
     current = "checkout"
     facts: dict[str, Any] = {"started": started, "tool": __version__}
+    _precheck(cfg)
     try:
         specs = cfg.selected_projects(names)
         project_names = [s.name for s in specs]

@@ -71,7 +71,7 @@ def run(
         program = which(program, env)
     argv = (program, *args[1:])
     shown = shlex.join(args)
-    log.info("+ %s%s", shown, f"  (in {cwd})" if cwd else "")
+    log.debug("+ %s%s", shown, f"  (in {cwd})" if cwd else "")
     start = time.monotonic()
     full_env = dict(env) if env is not None else None
     tail: deque[str] = deque(maxlen=TAIL_LINES)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import arch as arch_mod
 from . import proc, upstream
 from .config import Config
 from .errors import CommandFailed, ConfigError, SmokeFailed
@@ -227,19 +228,12 @@ def scrub_environment(env: Mapping[str, str], forbidden: Sequence[Path]) -> dict
 
 
 def _targets(cfg: Config, arch: str) -> tuple[str, ...]:
-    targets: list[str] = []
-    for name in arch.replace(",", ";").split(";"):
-        name = name.strip()
-        if not name:
-            continue
-        if name in cfg.target_families:
-            targets.extend(cfg.target_families[name])
-        elif name.split(":", 1)[0] in cfg.known_targets:
-            targets.append(name.split(":", 1)[0])
-        else:
-            msg = f"unknown gfx target '{name}' in --arch; known: gfx90a, gfx942, gfx1100, ..."
-            raise ConfigError(msg)
-    return tuple(dict.fromkeys(targets))
+    """The --arch targets by base name, families expanded; unknown names are the same error
+    (with its close matches) as in every other stage."""
+    expanded = arch_mod.expand(
+        arch_mod.split_arch(arch), known=cfg.known_targets, families=cfg.target_families
+    )
+    return tuple(dict.fromkeys(arch_mod.base_name(t) for t in expanded))
 
 
 def plan(

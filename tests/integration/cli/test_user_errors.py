@@ -1,0 +1,166 @@
+"""What a new user meets: the help, the exit codes, and one-line errors for their mistakes.
+
+Every test runs the real ``rocm-build`` process; a traceback (exit 70) for a user's mistake is a
+bug.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+import zipfile
+from pathlib import Path
+
+from rocm_build.errors import EXIT_CODES
+from tests.conftest import CliRunner
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _one_line_error(stderr: str) -> str:
+    """The error line; fails on a traceback or on an error spread over several lines."""
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("rocm-build: error:")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+def test_readme_exit_code_table_is_the_help_text(run_cli: CliRunner, tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", section, flags=re.M))
+    assert {int(code): text for code, text in rows.items()} == EXIT_CODES
+    shown = run_cli(["--help"], cwd=tmp_path, check=True).stdout
+    for code, text in EXIT_CODES.items():
+        assert re.search(rf"^\s+{code}\s+{re.escape(text)}$", shown, flags=re.M), (code, shown)
+
+
+def test_help_lists_commands_in_pipeline_order_without_cutting_them(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    shown = run_cli(["--help"], cwd=tmp_path, check=True).stdout
+    listing = shown.split("Commands:", 1)[1].split("Exit codes:", 1)[0]
+    names = re.findall(r"^  (\S+)  ", listing, flags=re.M)
+    assert names == [
+        "checkout",
+        "save-patches",
+        "build",
+        "bundle",
+        "inspect",
+        "smoke",
+        "all",
+        "doctor",
+        "matrix",
+        "config",
+        "rocm",
+    ]
+    assert "..." not in listing
+    sub = run_cli(["rocm", "--help"], cwd=tmp_path, check=True).stdout
+    assert re.findall(r"^  (\S+)  ", sub.split("Commands:", 1)[1], flags=re.M) == [
+        "debian",
+        "fetch",
+    ]
+    assert "..." not in sub.split("Commands:", 1)[1]
+
+
+def test_save_patches_help_names_its_real_default(run_cli: CliRunner, tmp_path: Path) -> None:
+    shown = run_cli(["save-patches", "--help"], cwd=tmp_path, check=True).stdout
+    assert "the one the checkout used" in " ".join(shown.split())
+
+
+def test_unknown_train_lists_trains_in_version_order(run_cli: CliRunner, tmp_path: Path) -> None:
+    for args in (["checkout", "--train", "9.9"], ["matrix", "--train", "9.9"]):
+        result = run_cli(args, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        line = _one_line_error(result.stderr)
+        assert "did you mean '2.9'? known: 2.9, 2.10, 2.11" in line, line
+
+
+def test_unknown_project_has_a_readable_hint(run_cli: CliRunner, tmp_path: Path) -> None:
+    result = run_cli(["checkout", "torhc"], cwd=tmp_path)
+    assert result.returncode == 2
+    line = _one_line_error(result.stderr)
+    assert "did you mean 'torch'? known: torch, torchaudio, torchvision" in line, line
+
+
+def test_rocm_debian_into_a_folder_that_cannot_exist(run_cli: CliRunner, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    result = run_cli(["rocm", "debian", str(blocker / "rocm")], cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "pick a folder you can write to" in _one_line_error(result.stderr)
+
+
+def test_rocm_fetch_of_a_plain_path_says_to_use_rocm(run_cli: CliRunner, tmp_path: Path) -> None:
+    result = run_cli(["rocm", "fetch", str(tmp_path / "rocm.tar.gz")], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "pass its folder to --rocm" in _one_line_error(result.stderr)
+
+
+def test_rocm_fetch_of_a_file_url(run_cli: CliRunner, tmp_path: Path) -> None:
+    """``file://`` counts as a URL for --rocm and rocm fetch, so it must download."""
+    tree = tmp_path / "dist" / "rocm"
+    (tree / ".info").mkdir(parents=True)
+    (tree / ".info" / "version").write_text("7.0.0\n")
+    (tree / "lib").mkdir()
+    archive = tmp_path / "rocm.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tree, arcname="rocm")
+    env = {"ROCM_BUILD_BUILD_ROCM_CACHE": str(tmp_path / "cache")}
+    result = run_cli(["rocm", "fetch", archive.as_uri()], cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    unpacked = Path(result.stdout.strip())
+    assert (unpacked / ".info" / "version").read_text() == "7.0.0\n"
+    missing = run_cli(["rocm", "fetch", (tmp_path / "gone.tar.gz").as_uri()], cwd=tmp_path, env=env)
+    assert missing.returncode == 5, missing.stderr
+    assert "is not a file; check the URL" in _one_line_error(missing.stderr)
+
+
+def _tiny_wheel(folder: Path) -> Path:
+    path = folder / "tiny-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("tiny/__init__.py", "")
+        zf.writestr(
+            "tiny-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n"
+        )
+        zf.writestr(
+            "tiny-1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        zf.writestr("tiny-1.0.dist-info/RECORD", "")
+    return path
+
+
+def test_smoke_unknown_target_has_close_matches(run_cli: CliRunner, tmp_path: Path) -> None:
+    wheel = _tiny_wheel(tmp_path)
+    result = run_cli(["smoke", str(wheel), "--arch", "gfx9000"], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    line = _one_line_error(result.stderr)
+    assert "'gfx9000' is not a known target; did you mean gfx900" in line, line
+
+
+def test_all_checks_targets_and_tree_before_the_checkout(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    """A typo in --arch or --rocm must not wait for an hours-long PyTorch checkout."""
+    origin = ["--origin", f"torch={(tmp_path / 'nowhere').as_uri()}"]
+    bad_arch = run_cli(
+        ["all", "torch", "--arch", "gfx9000", "--rocm", str(tmp_path), *origin], cwd=tmp_path
+    )
+    assert bad_arch.returncode == 2, bad_arch.stderr
+    assert "'gfx9000' is not a known target" in _one_line_error(bad_arch.stderr)
+    bad_tree = run_cli(
+        ["all", "torch", "--arch", "gfx90a", "--rocm", str(tmp_path / "no-rocm"), *origin],
+        cwd=tmp_path,
+    )
+    assert bad_tree.returncode == 8, bad_tree.stderr
+    assert "no-rocm does not exist" in _one_line_error(bad_tree.stderr)
+    assert not (tmp_path / "src").exists()
+
+
+def test_commands_are_shown_with_verbose_only(run_cli: CliRunner, tmp_path: Path) -> None:
+    quiet = run_cli(["doctor"], cwd=tmp_path)
+    assert "git version" in quiet.stdout + quiet.stderr
+    assert not re.search(r"^\+ ", quiet.stderr, flags=re.M), quiet.stderr
+    verbose = run_cli(["-v", "doctor"], cwd=tmp_path)
+    assert re.search(r"^\+ \S*git --version", verbose.stderr, flags=re.M), verbose.stderr
