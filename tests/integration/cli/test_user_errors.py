@@ -7,6 +7,7 @@ bug.
 from __future__ import annotations
 
 import re
+import shlex
 import tarfile
 import zipfile
 from pathlib import Path
@@ -164,3 +165,72 @@ def test_commands_are_shown_with_verbose_only(run_cli: CliRunner, tmp_path: Path
     assert not re.search(r"^\+ ", quiet.stderr, flags=re.M), quiet.stderr
     verbose = run_cli(["-v", "doctor"], cwd=tmp_path)
     assert re.search(r"^\+ \S*git --version", verbose.stderr, flags=re.M), verbose.stderr
+
+
+def test_config_prints_the_settings_on_stdout(run_cli: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "rocm-build.toml").write_text("[checkout]\ndepth = 3\n")
+    result = run_cli(["config"], cwd=tmp_path, check=True)
+    assert "  checkout.depth = 3  (file)" in result.stdout.splitlines(), result.stdout
+    assert "  checkout.retries = 3  (default)" in result.stdout.splitlines(), result.stdout
+    assert "checkout.depth" not in result.stderr
+
+
+def _readme_commands() -> list[list[str]]:
+    """Every ``rocm-build ...`` line of the README's sh blocks (continuations joined)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    calls = []
+    for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S):
+        text = block.replace("\\\n", " ")
+        for line in text.splitlines():
+            line = line.split(" #", 1)[0].split(">>", 1)[0].strip()
+            if line.startswith("rocm-build "):
+                calls.append(shlex.split(line)[1:])
+    return calls
+
+
+def test_readme_examples_use_commands_and_flags_that_exist(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    calls = _readme_commands()
+    assert len(calls) > 20
+    helps: dict[tuple[str, ...], str] = {}
+    problems = []
+    top = run_cli(["--help"], cwd=tmp_path, check=True).stdout
+    for words in calls:
+        flags = [w for w in words if w.startswith("-")]
+        rest = [w for w in words if not w.startswith("-")]
+        path = tuple(rest[:2] if rest[:1] == ["rocm"] else rest[:1])
+        if path not in helps:
+            shown = run_cli([*path, "--help"], cwd=tmp_path)
+            if shown.returncode != 0:
+                problems.append(f"rocm-build {' '.join(path)}: no such command")
+                continue
+            helps[path] = shown.stdout
+        for flag in flags:
+            name = flag.split("=", 1)[0]
+            if not re.search(rf"(^|[\s,]){re.escape(name)}\b", helps[path] + top):
+                problems.append(f"rocm-build {' '.join(path)}: no flag {name}")
+    assert not problems, problems
+
+
+def test_readme_flag_tables_match_the_commands(run_cli: CliRunner, tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    sections = {s.split("\n", 1)[0]: s for s in re.split(r"\n(?=## )", readme)}
+    tables = {
+        "## Sources: checkout and save-patches": "checkout",
+        "## Building wheels": "build",
+        "## Fat wheels: bundle and inspect": "bundle",
+        "## Smoke tests and the whole pipeline": "smoke",
+    }
+    problems = []
+    for heading, command in tables.items():
+        table = sections[heading].split("| flag |", 1)[1].split("\n\n", 1)[0]
+        flags = {
+            f
+            for row in table.splitlines()
+            for f in re.findall(r"`(--?[a-z][a-z-]*)", row.split("|")[1] if "|" in row else "")
+        }
+        assert flags, heading
+        shown = run_cli([command, "--help"], cwd=tmp_path, check=True).stdout
+        problems += [f"{command} {f}" for f in sorted(flags) if not re.search(rf"\s{f}\b", shown)]
+    assert not problems, problems

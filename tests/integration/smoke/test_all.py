@@ -172,3 +172,12 @@ def test_all_runs_every_stage_and_resumes(
     fourth = run_cli(args, cwd=work, env=env)
     assert fourth.returncode == 0, fourth.stderr
     assert all(v.startswith("skipped") for v in stage_lines(fourth.stderr).values())
+
+    # 5. The developer loop right after a build: the build's outputs in the checkout are not
+    #    taken for unsaved work, so save-patches keeps the series as it is.
+    patch_files = sorted((work / "patches").rglob("*.patch"))
+    before = {p: p.read_bytes() for p in patch_files}
+    saved = run_cli(["save-patches", "vecadd"], cwd=work, env=env)
+    assert saved.returncode == 0, saved.stderr
+    assert sorted((work / "patches").rglob("*.patch")) == patch_files
+    assert {p: p.read_bytes() for p in patch_files} == before
