@@ -198,11 +198,7 @@ def config_cmd(state: State) -> None:
     if state.json:
         state.emit(cfg.as_json())
         return
-    # This command's output is the settings: stdout, so `rocm-build config | grep depth` works.
-    source = f" from {cfg.config_file}" if cfg.config_file else ""
-    out_console.print(f"[bold]rocm-build {__version__}[/]: settings{source}", markup=True)
-    for key, value, origin in cfg.describe():
-        out_console.print(f"  {key} = {escape(repr(value))}  [dim]({origin})[/]", markup=True)
+    show_settings(cfg, only_changed=False)
     out_console.print("projects:")
     for name, spec in cfg.projects.items():
         ref = cfg.trains.get(str(cfg["train"]), {}).get(name, "")

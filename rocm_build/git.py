@@ -455,9 +455,13 @@ def format_patch(repo: Path, rev_range: str, out_dir: Path) -> list[Path]:
 
 
 def conflict(patch: Path, where: str, failure: AmFailure) -> PatchConflict:
-    paths = ", ".join(failure.paths) if failure.paths else "(see: " + failure.detail + ")"
+    reason = (
+        f"conflicts in {', '.join(failure.paths)}"
+        if failure.paths
+        else f"git says: {failure.detail}"
+    )
     msg = (
-        f"patch {patch} does not apply to {where}: conflicts in {paths}; "
+        f"patch {patch} does not apply to {where}: {reason}; "
         "the repository was left as before the series: refresh the patch "
         "(check out with --no-patches, apply by hand, commit, save-patches)"
     )

@@ -167,14 +167,6 @@ def test_commands_are_shown_with_verbose_only(run_cli: CliRunner, tmp_path: Path
     assert re.search(r"^\+ \S*git --version", verbose.stderr, flags=re.M), verbose.stderr
 
 
-def test_config_prints_the_settings_on_stdout(run_cli: CliRunner, tmp_path: Path) -> None:
-    (tmp_path / "rocm-build.toml").write_text("[checkout]\ndepth = 3\n")
-    result = run_cli(["config"], cwd=tmp_path, check=True)
-    assert "  checkout.depth = 3  (file)" in result.stdout.splitlines(), result.stdout
-    assert "  checkout.retries = 3  (default)" in result.stdout.splitlines(), result.stdout
-    assert "checkout.depth" not in result.stderr
-
-
 def _readme_commands() -> list[list[str]]:
     """Every ``rocm-build ...`` line of the README's sh blocks (continuations joined)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
