@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from . import __version__, config
 from . import matrix as matrix_mod
-from .errors import EXIT_CODES, ConfigError, RocmBuildError
+from .errors import EXIT_CODES, RocmBuildError
 
 __all__ = ["main"]
 
@@ -954,7 +954,7 @@ def doctor_cmd(state: State, rocm: str | None, arch: str | None, projects: tuple
     from . import arch as arch_mod
     from . import build as build_mod
     from . import dist
-    from .errors import RocmTreeError, ToolMissing
+    from .errors import ConfigError, RocmTreeError, ToolMissing
 
     cfg = state.resolve({"rocm": rocm, "arch": arch})
     specs = cfg.selected_projects(projects)
@@ -1091,6 +1091,7 @@ def rocm_fetch(state: State, url: str, sha256: str) -> None:
     Prints the tree's folder, for --rocm. The URL may end in #sha256=HEX.
     """
     from . import dist
+    from .errors import ConfigError
 
     cfg = state.resolve()
     if not dist.is_url(url):
