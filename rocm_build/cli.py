@@ -274,7 +274,7 @@ def rocm_group() -> None:
 @click.option(
     "--cache",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Where the downloaded .debs are kept (default: ~/.cache/rocm-build/debian).",
+    help="Cache folder for the downloaded .debs (default: ~/.cache/rocm-build/debian).",
 )
 @pass_state
 def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:

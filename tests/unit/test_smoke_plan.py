@@ -114,7 +114,7 @@ def test_plan_collects_packages_targets_and_forbidden_paths(tmp_path: Path) -> N
         ([], {}, "no wheels to test"),
         (["missing.whl"], {}, "wheel not found"),
         (["w.whl"], {"smoke.offline": True}, "--offline needs --find-links"),
-        (["w.whl"], {"arch": "gfx9000"}, "unknown gfx target 'gfx9000'"),
+        (["w.whl"], {"arch": "gfx9000"}, "'gfx9000' is not a known target; did you mean gfx900"),
         (["w.whl"], {"smoke.upstream_tests": "test_nn.py"}, "needs the torch checkout"),
     ],
 )
