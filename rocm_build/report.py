@@ -180,7 +180,11 @@ def render(data: dict[str, Any]) -> Iterator[str]:
     if data["over_pypi_limit"]:
         yield "note: larger than PyPI's 1 GiB per-file limit: host it on your own index"
     yield ""
-    yield "ELF files:"
+    yield (
+        "ELF files:"
+        if data["elf_files"]
+        else "ELF files: none (no compiled code: nothing to bundle)"
+    )
     for row in data["elf_files"]:
         path = ":".join(row["rpath"]) or "-"
         run = f"  RUNPATH={':'.join(row['runpath'])}" if row["runpath"] else ""

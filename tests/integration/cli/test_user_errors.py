@@ -226,3 +226,14 @@ def test_readme_flag_tables_match_the_commands(run_cli: CliRunner, tmp_path: Pat
         shown = run_cli([command, "--help"], cwd=tmp_path, check=True).stdout
         problems += [f"{command} {f}" for f in sorted(flags) if not re.search(rf"\s{f}\b", shown)]
     assert not problems, problems
+
+
+def test_inspect_of_a_pure_python_wheel_says_there_is_nothing_to_bundle(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    wheel = _tiny_wheel(tmp_path)
+    result = run_cli(["inspect", str(wheel)], cwd=tmp_path, check=True)
+    assert "ELF files: none (no compiled code: nothing to bundle)" in result.stdout
+    missing = run_cli(["inspect", str(wheel), "--require-arch", "gfx90a"], cwd=tmp_path)
+    assert missing.returncode == 11, missing.stderr
+    assert "gfx90a" in _one_line_error(missing.stderr)
