@@ -328,11 +328,13 @@ def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:
 @click.option(
     "--rocm",
     type=click.Path(path_type=Path),
+    metavar="DIR",
     help="The ROCm tree used to build: nothing may load from it.",
 )
 @click.option(
     "--src-dir",
     type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
     help="Checkouts (default ./src): nothing may load from them.",
 )
 @pass_state
