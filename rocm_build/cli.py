@@ -18,13 +18,26 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
+from rich import filesize
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.progress import Progress as RichProgressBars
+from rich.text import Text
 
 from . import __version__, config
 from . import matrix as matrix_mod
 from .errors import EXIT_CODES, RocmBuildError
+from .progress import NO_PROGRESS, Progress
 
 __all__ = ["main"]
 
@@ -56,6 +69,75 @@ class State:
     def emit(self, data: Any) -> None:
         """Machine output for --json."""
         click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+    def progress(self) -> Progress:
+        """Where stages report progress: rich bars on stderr, or nothing with --quiet/--json."""
+        if self.quiet or self.json:
+            return NO_PROGRESS
+        return RichProgress(verbose=self.verbose > 0)
+
+
+class _CountColumn(ProgressColumn):
+    """'12/40', or sizes for byte counts; just the count while the total is unknown."""
+
+    def render(self, task: Task) -> Text:
+        as_size = "bytes" in str(task.description)
+        done = filesize.decimal(int(task.completed)) if as_size else str(int(task.completed))
+        if task.total is None:
+            return Text(done if task.completed else "", style="progress.download")
+        total = filesize.decimal(int(task.total)) if as_size else str(int(task.total))
+        return Text(f"{done}/{total}", style="progress.download")
+
+
+class RichProgress:
+    """The ``progress.Progress`` the CLI hands to stages: transient rich bars on stderr.
+
+    The live display runs only while a task is open, so other live displays (the download
+    bar) can run between stages. With --verbose each finished task leaves a line."""
+
+    def __init__(self, *, verbose: bool = False) -> None:
+        self.verbose = verbose
+        self.bars = RichProgressBars(
+            SpinnerColumn(),
+            TextColumn("[progress.description]{task.description}", markup=False),
+            BarColumn(),
+            _CountColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        )
+        self.tasks: dict[str, TaskID] = {}
+        self.live = False
+
+    def start(self, task: str, total: int | None = None) -> None:
+        if task in self.tasks:
+            self.bars.update(self.tasks[task], total=total)
+            return
+        if not self.live:
+            self.bars.start()
+            self.live = True
+        self.tasks[task] = self.bars.add_task(task, total=total)
+
+    def advance(self, task: str, n: int = 1) -> None:
+        if task in self.tasks:
+            self.bars.advance(self.tasks[task], n)
+
+    def done(self, task: str) -> None:
+        task_id = self.tasks.pop(task, None)
+        if task_id is None:
+            return
+        if self.verbose:
+            info = self.bars.tasks[[t.id for t in self.bars.tasks].index(task_id)]
+            count = _CountColumn().render(info)
+            err_console.print(f"  {task}: {count.plain}", markup=False, highlight=False)
+        self.bars.remove_task(task_id)
+        if not self.tasks:
+            self.close()
+
+    def close(self) -> None:
+        if self.live:
+            self.bars.stop()
+            self.live = False
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
@@ -438,7 +520,13 @@ def bundle_cmd(
             "bundle.compression_level": compression_level,
         }
     )
-    results = bundle.bundle_many(cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir)
+    bars = state.progress()
+    try:
+        results = bundle.bundle_many(
+            cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars
+        )
+    finally:
+        _close(bars)
     if state.json:
         state.emit([r.as_json() for r in results])
         return
@@ -549,7 +637,11 @@ def checkout_cmd(
         )
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
     plan = sources.plan(cfg, projects, manifest=replay, builtin_origins=builtin)
-    result = sources.execute(plan)
+    bars = state.progress()
+    try:
+        result = sources.execute(plan, bars)
+    finally:
+        _close(bars)
     if state.json:
         state.emit(result.as_json())
         return
@@ -613,6 +705,12 @@ def save_patches_cmd(
 
 
 # --- build, doctor, rocm fetch (rocm_build/build.py, dist.py, arch.py) -------------------------
+
+
+def _close(bars: Progress) -> None:
+    """Stop the live display of a RichProgress (after an error, tasks may be left open)."""
+    if isinstance(bars, RichProgress):
+        bars.close()
 
 
 def _render_download(url: str) -> tuple[Callable[[int, int | None], None], Callable[[], None]]:
@@ -833,7 +931,11 @@ def build_cmd(
             _show_plan(plan)
         return
     cache_mod.zero_stats(compiler_cache, cfg.env)
-    result = build_mod.execute(plan)
+    bars = state.progress()
+    try:
+        result = build_mod.execute(plan, bars)
+    finally:
+        _close(bars)
     stats = cache_mod.cache_stats(compiler_cache, cfg.env)
     if state.json:
         state.emit(
@@ -1142,20 +1244,17 @@ def all_cmd(
     }
     cfg = state.resolve(flags)
     show = not (state.quiet or state.json)
-    spinner: Any = None
+    bars = state.progress()
 
     def on_stage(stage: str, event: str, text: str) -> None:
-        nonlocal spinner
         if not show:
             return
         step = f"[{pipeline.STAGES.index(stage) + 1}/{len(pipeline.STAGES)}] {stage}"
-        if spinner is not None:
-            spinner.stop()
-            spinner = None
         if event == "start":
-            spinner = err_console.status(f"{step} ...")
-            spinner.start()
-        elif event == "skip":
+            bars.start(f"{step} ...", None)
+            return
+        bars.done(f"{step} ...")
+        if event == "skip":
             err_console.print(f"[bold]{step}[/]: skipped, {text}", markup=True, soft_wrap=True)
         else:
             err_console.print(f"[bold]{step}[/]: done in {text}", markup=True)
@@ -1169,6 +1268,7 @@ def all_cmd(
             skip_smoke=no_smoke,
             on_stage=on_stage,
             download_progress=_render_download if show else None,
+            progress=bars,
         )
     except RocmBuildError:
         # --json still gets the run report (ok: false, failed_stage) on stdout.
@@ -1177,8 +1277,7 @@ def all_cmd(
             state.emit(json.loads(written.read_text(encoding="utf-8")))
         raise
     finally:
-        if spinner is not None:
-            spinner.stop()
+        _close(bars)
     if state.json:
         state.emit(
             {**report.data, "report": str(report.json_path), "markdown": str(report.markdown)}
