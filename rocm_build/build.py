@@ -34,6 +34,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import arch, dist, elf, proc
+from .cache import mask_values
 from .config import ProjectSpec
 from .errors import BuildFailed, CommandFailed, ConfigError, ToolMissing
 from .progress import NO_PROGRESS, Progress
@@ -208,7 +209,7 @@ class BuildPlan:
                     "name": s.name,
                     "folder": str(s.source),
                     "command": list(s.command),
-                    "env": dict(s.changed),
+                    "env": mask_values(s.changed),
                     "removed_env": list(s.removed),
                     "jobs": s.jobs,
                     "version": s.version,

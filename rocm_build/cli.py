@@ -144,11 +144,14 @@ pass_state = click.make_pass_decorator(State, ensure=True)
 
 
 def show_settings(cfg: config.Config, *, only_changed: bool) -> None:
+    from .cache import mask_url
+
     rows = [r for r in cfg.describe() if not only_changed or r[2] != "default"]
     source = f" from {cfg.config_file}" if cfg.config_file else ""
     err_console.print(f"[bold]rocm-build {__version__}[/]: settings{source}", markup=True)
     for key, value, origin in rows:
-        err_console.print(f"  {key} = {value!r}  [dim]({origin})[/]", markup=True)
+        shown = escape(mask_url(repr(value)))
+        err_console.print(f"  {key} = {shown}  [dim]({origin})[/]", markup=True)
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
@@ -245,7 +248,9 @@ def config_cmd(state: State) -> None:
     """Show every resolved setting and where it came from."""
     cfg = config.from_environment(config_file=state.config_file)
     if state.json:
-        state.emit(cfg.as_json())
+        from .cache import mask_values
+
+        state.emit(mask_values(cfg.as_json()))
         return
     show_settings(cfg, only_changed=False)
     out_console.print("projects:")
@@ -770,6 +775,8 @@ def _open_tree(cfg: config.Config, quiet: bool) -> Any:
 
 
 def _show_plan(plan: Any) -> None:
+    from .cache import mask_values
+
     out_console.print(
         f"ROCm {plan.tree.version or '(unknown version)'} at {plan.tree.root}; targets "
         f"{';'.join(plan.targets)}; compiler cache: {plan.cache}",
@@ -788,7 +795,7 @@ def _show_plan(plan: Any) -> None:
             f"  log:     {step.log}",
             f"  build requirements: {', '.join(reqs) or 'none'}",
             "  environment:",
-            *(f"    {key}={value}" for key, value in step.changed.items()),
+            *(f"    {key}={value}" for key, value in mask_values(step.changed).items()),
         ]
         if step.removed:
             lines.append(f"  removed from the environment: {' '.join(step.removed)}")
