@@ -135,6 +135,9 @@ def _run_streaming(
         on_stderr(kept[-1])
     out = popen.stdout.read().decode("utf-8", "replace")  # fetch writes (almost) nothing here
     status = popen.wait()
+    for stream in (popen.stdin, popen.stdout, popen.stderr):
+        if stream is not None:
+            stream.close()
     # Progress meters repeat one line many times; the error text needs only the others.
     return GitResult(status, out, "\n".join(ln for ln in kept if "%" not in ln))
 

@@ -107,6 +107,7 @@ def run(
                     if capture:
                         chunks.append(line)
                 returncode = proc.wait()
+                proc.stdout.close()
                 stdout = "".join(chunks)
         else:
             completed = subprocess.run(
