@@ -99,7 +99,7 @@ class RichProgress:
         self.verbose = verbose
         self.bars = RichProgressBars(
             SpinnerColumn(),
-            TextColumn("[progress.description]{task.description}", markup=False),
+            TextColumn("{task.description}", style="progress.description", markup=False),
             BarColumn(),
             _CountColumn(),
             TimeElapsedColumn(),
@@ -126,8 +126,8 @@ class RichProgress:
         task_id = self.tasks.pop(task, None)
         if task_id is None:
             return
-        if self.verbose:
-            info = self.bars.tasks[[t.id for t in self.bars.tasks].index(task_id)]
+        info = next(t for t in self.bars.tasks if t.id == task_id)
+        if self.verbose and (info.total is not None or info.completed):
             count = _CountColumn().render(info)
             err_console.print(f"  {task}: {count.plain}", markup=False, highlight=False)
         self.bars.remove_task(task_id)
