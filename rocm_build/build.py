@@ -23,7 +23,7 @@ import tempfile
 import time
 import tomllib
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from email.parser import HeaderParser
 from pathlib import Path
@@ -34,8 +34,10 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import arch, dist, elf, proc
+from .cache import mask_values
 from .config import ProjectSpec
 from .errors import BuildFailed, CommandFailed, ConfigError, ToolMissing
+from .progress import NO_PROGRESS, Progress
 
 __all__ = [
     "BuildPlan",
@@ -207,7 +209,7 @@ class BuildPlan:
                     "name": s.name,
                     "folder": str(s.source),
                     "command": list(s.command),
-                    "env": dict(s.changed),
+                    "env": mask_values(s.changed),
                     "removed_env": list(s.removed),
                     "jobs": s.jobs,
                     "version": s.version,
@@ -556,13 +558,20 @@ def _killed_for_memory(log_file: Path, start: int, err: CommandFailed) -> bool:
         return bool(_OOM.search(fh.read()))
 
 
-def _pip(plan: BuildPlan, step: ProjectStep, args: Sequence[str], what: str) -> None:
+def _pip(
+    plan: BuildPlan,
+    step: ProjectStep,
+    args: Sequence[str],
+    what: str,
+    on_line: Callable[[str], None] | None = None,
+) -> None:
     proc.run(
         [str(plan.python), "-m", "pip", *args],
         cwd=step.source,
         env=step.env,
         log_file=step.log,
         what=what,
+        on_line=on_line,
     )
 
 
@@ -588,7 +597,9 @@ def _filtered_requirements(path: Path, skip: set[NormalizedName], seen: set[Path
     return out
 
 
-def _install_requirements(plan: BuildPlan, step: ProjectStep) -> None:
+def _install_requirements(
+    plan: BuildPlan, step: ProjectStep, on_line: Callable[[str], None] | None = None
+) -> None:
     skip = {canonicalize_name(n) for n in (step.name, *step.depends)}
     lines = list(step.requires)
     for path in step.requirement_files:
@@ -603,6 +614,7 @@ def _install_requirements(plan: BuildPlan, step: ProjectStep) -> None:
         step,
         ["install", *plan.pip_args, "-r", str(req_file)],
         "installing build requirements",
+        on_line,
     )
 
 
@@ -640,7 +652,9 @@ def _ensure_venv(plan: BuildPlan) -> None:
     proc.run([str(plan.base_python), "-m", "venv", str(plan.venv)], what="creating the build venv")
 
 
-def _run_build(step: ProjectStep) -> tuple[ProjectStep, int | None]:
+def _run_build(
+    step: ProjectStep, on_line: Callable[[str], None] | None = None
+) -> tuple[ProjectStep, int | None]:
     """Run the build; once more with half the jobs if a compile was killed for memory."""
     start = step.log.stat().st_size if step.log.exists() else 0
     try:
@@ -650,6 +664,7 @@ def _run_build(step: ProjectStep) -> tuple[ProjectStep, int | None]:
             env=step.env,
             log_file=step.log,
             what=f"{step.name} build",
+            on_line=on_line,
         )
         return step, None
     except CommandFailed as err:
@@ -672,6 +687,7 @@ def _run_build(step: ProjectStep) -> tuple[ProjectStep, int | None]:
                 env=env,
                 log_file=step.log,
                 what=f"{step.name} build",
+                on_line=on_line,
             )
         except CommandFailed as err2:
             raise _build_failed(retry, err2) from None
@@ -792,8 +808,16 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
     )
 
 
-def execute(plan: BuildPlan) -> BuildResult:
-    """Build every project of the plan in order; stop at the first failure."""
+#: The steps of one project's build reported as "<project>: build steps".
+BUILD_STEPS = ("requirements", "compile", "wheel check")
+
+
+def execute(plan: BuildPlan, progress: Progress = NO_PROGRESS) -> BuildResult:
+    """Build every project of the plan in order; stop at the first failure.
+
+    Per project built, ``progress`` gets "<project>: build steps" (``BUILD_STEPS``, one
+    advance each) and "<project>: log lines" (no total: the lines its build log grows by,
+    a sign of life during a long compile)."""
     _ensure_venv(plan)
     built: dict[str, str] = {}  # project -> version just built
     wheels: dict[str, str] = {}  # project -> sha256 of the wheel built (or kept) in this run
@@ -835,11 +859,25 @@ def execute(plan: BuildPlan) -> BuildResult:
         step.log.parent.mkdir(parents=True, exist_ok=True)
         step.log.write_text("", encoding="utf-8")
         log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
-        _install_requirements(plan, step)
-        shutil.rmtree(step.wheel_dir, ignore_errors=True)
-        step, retried = _run_build(step)
-        wheel = _one_wheel(step)
-        facts = check_wheel(wheel, plan.targets, step.name)
+        steps_task, lines_task = f"{step.name}: build steps", f"{step.name}: log lines"
+        progress.start(steps_task, len(BUILD_STEPS))
+        progress.start(lines_task, None)
+
+        def line(_text: str, task: str = lines_task) -> None:
+            progress.advance(task)
+
+        try:
+            _install_requirements(plan, step, line)
+            progress.advance(steps_task)
+            shutil.rmtree(step.wheel_dir, ignore_errors=True)
+            step, retried = _run_build(step, line)
+            progress.advance(steps_task)
+            wheel = _one_wheel(step)
+            facts = check_wheel(wheel, plan.targets, step.name)
+            progress.advance(steps_task)
+        finally:
+            progress.done(lines_task)
+            progress.done(steps_task)
         if step.version and facts.version != step.version:
             log.warning(
                 "%s: the wheel's version is %s, not %s: its build ignores %s",

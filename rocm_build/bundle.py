@@ -43,6 +43,7 @@ from packaging.utils import canonicalize_name
 from . import __version__, arch, elf, elfpatch, proc, wheelfile
 from .config import Config, ProjectSpec
 from .errors import BundleError, ConfigError, RocmTreeError
+from .progress import NO_PROGRESS, Progress
 from .wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
@@ -636,12 +637,33 @@ def _patchelf() -> str:
 
 
 def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path], *,
-               level: int, provenance: dict[str, Any]) -> Path:  # fmt: skip
-    """Write the output wheel in one pass; returns its path."""
+               level: int, provenance: dict[str, Any],
+               progress: Progress = NO_PROGRESS) -> Path:  # fmt: skip
+    """Write the output wheel in one pass; returns its path.
+
+    Reports "<wheel>: bytes bundled" to ``progress``: each member copied counts its stored
+    size, each file added (patched ELF, library, data file) its size before compression; the
+    total is known from the plan before the first byte is written. The few small generated
+    members (METADATA, WHEEL, RECORD, provenance) are not counted."""
     out = Path(plan.output)
     changes = {c.arcname: c for c in plan.rpaths}
     dist_info = reader.dist_info
     record_name = f"{dist_info}/RECORD"
+    regenerated = {f"{dist_info}/METADATA", f"{dist_info}/WHEEL"}
+    copied = [
+        m
+        for m in reader.members
+        if not (m.is_dir or m.name == record_name or m.name == plan.provenance_arcname)
+        and m.name not in regenerated
+    ]
+    task = f"{out.name}: bytes bundled"
+    progress.start(
+        task,
+        sum(extracted[m.name].stat().st_size if m.name in changes else m.compress_size
+            for m in copied)
+        + sum(Path(lib.source).stat().st_size for lib in plan.libraries)
+        + sum(Path(d.source).stat().st_size for d in plan.data),
+    )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix=".rocm-build-", dir=out.parent) as scratch, \
             WheelWriter(out, dist_info, level=level) as writer:  # fmt: skip
         methods: dict[str, str] = {}
@@ -656,15 +678,19 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
                     writer, m.name, extracted[m.name], changes[m.name].new, Path(scratch),
                     m.mode or 0o755,
                 )  # fmt: skip
+                progress.advance(task, extracted[m.name].stat().st_size)
             else:
                 writer.copy_member(reader, m.name)
+                progress.advance(task, m.compress_size)
         for lib in plan.libraries:
             src = Path(lib.source)
             methods[lib.arcname] = _stream_elf(
                 writer, lib.arcname, src, "$ORIGIN", Path(scratch), 0o755
             )
+            progress.advance(task, src.stat().st_size)
         for data in plan.data:
             writer.add_file(data.arcname, Path(data.source), 0o644)
+            progress.advance(task, Path(data.source).stat().st_size)
         provenance = {**provenance, "rpath_edits": methods}
         writer.add_bytes(
             plan.provenance_arcname,
@@ -686,7 +712,9 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
                 )
             else:
                 writer.copy_member(reader, name)
+                progress.advance(task, reader.member(name).compress_size)
         writer.commit()
+    progress.done(task)
     log.info("ELF search paths: %s", _count(methods.values()))
     return out
 
@@ -797,6 +825,7 @@ def bundle_wheel(
     policy: str = "auto",
     torch: TorchWheel | None = None,
     system_dirs: Sequence[Path] | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> BundleResult:
     """Bundle one wheel (see the module docstring); a no-op when its output is up to date."""
     start = time.monotonic()
@@ -939,7 +968,7 @@ def bundle_wheel(
             "sources": sources,
         }
         output_dir.mkdir(parents=True, exist_ok=True)
-        apply_plan(plan, reader, extracted, level=level, provenance=provenance)
+        apply_plan(plan, reader, extracted, level=level, provenance=provenance, progress=progress)
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary())
 
 
@@ -972,6 +1001,7 @@ def bundle_many(
     *,
     with_wheels: Sequence[Path] = (),
     lib_dir: str | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> list[BundleResult]:
     """Bundle each wheel; torch first, so the others can use the torch fat wheel just made."""
     rocm = (cfg.cwd / (str(cfg["rocm"]) or "/opt/rocm")).resolve()
@@ -1009,6 +1039,7 @@ def bundle_many(
             level=int(cfg["bundle.compression_level"]),
             policy=str(cfg["bundle.policy"]),
             torch=None if is_torch else torch,
+            progress=progress,
         )
         if is_torch:
             torch = TorchWheel.read(Path(result.output), project_dir)

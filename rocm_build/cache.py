@@ -33,6 +33,7 @@ __all__ = [
     "ToolInfo",
     "cache_stats",
     "mask_url",
+    "mask_values",
     "parse_ccache_stats",
     "parse_ccache_version",
     "parse_sccache_stats",
@@ -133,6 +134,22 @@ def mask_url(text: str) -> str:
 
 
 _mask = mask_url
+
+
+def mask_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` (settings, an environment) with ``mask_url`` applied to every string in it,
+    for anything printed or written."""
+
+    def one(value: Any) -> Any:
+        if isinstance(value, str):
+            return mask_url(value)
+        if isinstance(value, list | tuple):
+            return [one(v) for v in value]
+        if isinstance(value, Mapping):
+            return {k: one(v) for k, v in value.items()}
+        return value
+
+    return {k: one(v) for k, v in values.items()}
 
 
 def parse_ccache_version(text: str) -> ToolInfo:

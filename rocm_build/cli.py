@@ -18,13 +18,26 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
+from rich import filesize
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.progress import Progress as RichProgressBars
+from rich.text import Text
 
 from . import __version__, config
 from . import matrix as matrix_mod
 from .errors import EXIT_CODES, RocmBuildError
+from .progress import NO_PROGRESS, Progress
 
 __all__ = ["main"]
 
@@ -58,16 +71,88 @@ class State:
         """Machine output for --json."""
         click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
+    def progress(self) -> Progress:
+        """Where stages report progress: rich bars on stderr, or nothing with --quiet/--json."""
+        if self.quiet or self.json:
+            return NO_PROGRESS
+        return RichProgress(verbose=self.verbose > 0)
+
+
+class _CountColumn(ProgressColumn):
+    """'12/40', or sizes for byte counts; just the count while the total is unknown."""
+
+    def render(self, task: Task) -> Text:
+        as_size = "bytes" in str(task.description)
+        done = filesize.decimal(int(task.completed)) if as_size else str(int(task.completed))
+        if task.total is None:
+            return Text(done if task.completed else "", style="progress.download")
+        total = filesize.decimal(int(task.total)) if as_size else str(int(task.total))
+        return Text(f"{done}/{total}", style="progress.download")
+
+
+class RichProgress:
+    """The ``progress.Progress`` the CLI hands to stages: transient rich bars on stderr.
+
+    The live display runs only while a task is open, so other live displays (the download
+    bar) can run between stages. With --verbose each finished task leaves a line."""
+
+    def __init__(self, *, verbose: bool = False) -> None:
+        self.verbose = verbose
+        self.bars = RichProgressBars(
+            SpinnerColumn(),
+            TextColumn("{task.description}", style="progress.description", markup=False),
+            BarColumn(),
+            _CountColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        )
+        self.tasks: dict[str, TaskID] = {}
+        self.live = False
+
+    def start(self, task: str, total: int | None = None) -> None:
+        if task in self.tasks:
+            self.bars.update(self.tasks[task], total=total)
+            return
+        if not self.live:
+            self.bars.start()
+            self.live = True
+        self.tasks[task] = self.bars.add_task(task, total=total)
+
+    def advance(self, task: str, n: int = 1) -> None:
+        if task in self.tasks:
+            self.bars.advance(self.tasks[task], n)
+
+    def done(self, task: str) -> None:
+        task_id = self.tasks.pop(task, None)
+        if task_id is None:
+            return
+        info = next(t for t in self.bars.tasks if t.id == task_id)
+        if self.verbose and (info.total is not None or info.completed):
+            count = _CountColumn().render(info)
+            err_console.print(f"  {task}: {count.plain}", markup=False, highlight=False)
+        self.bars.remove_task(task_id)
+        if not self.tasks:
+            self.close()
+
+    def close(self) -> None:
+        if self.live:
+            self.bars.stop()
+            self.live = False
+
 
 pass_state = click.make_pass_decorator(State, ensure=True)
 
 
 def show_settings(cfg: config.Config, *, only_changed: bool) -> None:
+    from .cache import mask_url
+
     rows = [r for r in cfg.describe() if not only_changed or r[2] != "default"]
     source = f" from {cfg.config_file}" if cfg.config_file else ""
     err_console.print(f"[bold]rocm-build {__version__}[/]: settings{source}", markup=True)
     for key, value, origin in rows:
-        err_console.print(f"  {key} = {value!r}  [dim]({origin})[/]", markup=True)
+        shown = escape(mask_url(repr(value)))
+        err_console.print(f"  {key} = {shown}  [dim]({origin})[/]", markup=True)
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
@@ -196,7 +281,9 @@ def config_cmd(state: State) -> None:
     """Show every resolved setting and where it came from."""
     cfg = config.from_environment(config_file=state.config_file)
     if state.json:
-        state.emit(cfg.as_json())
+        from .cache import mask_values
+
+        state.emit(mask_values(cfg.as_json()))
         return
     show_settings(cfg, only_changed=False)
     out_console.print("projects:")
@@ -484,7 +571,13 @@ def bundle_cmd(
             "bundle.compression_level": compression_level,
         }
     )
-    results = bundle.bundle_many(cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir)
+    bars = state.progress()
+    try:
+        results = bundle.bundle_many(
+            cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars
+        )
+    finally:
+        _close(bars)
     if state.json:
         state.emit([r.as_json() for r in results])
         return
@@ -599,7 +692,11 @@ def checkout_cmd(
         )
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
     plan = sources.plan(cfg, projects, manifest=replay, builtin_origins=builtin)
-    result = sources.execute(plan)
+    bars = state.progress()
+    try:
+        result = sources.execute(plan, bars)
+    finally:
+        _close(bars)
     if state.json:
         state.emit(result.as_json())
         return
@@ -667,6 +764,12 @@ def save_patches_cmd(
 # --- build, doctor, rocm fetch (rocm_build/build.py, dist.py, arch.py) -------------------------
 
 
+def _close(bars: Progress) -> None:
+    """Stop the live display of a RichProgress (after an error, tasks may be left open)."""
+    if isinstance(bars, RichProgress):
+        bars.close()
+
+
 def _render_download(url: str) -> tuple[Callable[[int, int | None], None], Callable[[], None]]:
     """A rich progress bar for a download; (callback, close)."""
     from rich.progress import (
@@ -724,6 +827,8 @@ def _open_tree(cfg: config.Config, quiet: bool) -> Any:
 
 
 def _show_plan(plan: Any) -> None:
+    from .cache import mask_values
+
     out_console.print(
         f"ROCm {plan.tree.version or '(unknown version)'} at {plan.tree.root}; targets "
         f"{';'.join(plan.targets)}; compiler cache: {plan.cache}",
@@ -742,7 +847,7 @@ def _show_plan(plan: Any) -> None:
             f"  log:     {step.log}",
             f"  build requirements: {', '.join(reqs) or 'none'}",
             "  environment:",
-            *(f"    {key}={value}" for key, value in step.changed.items()),
+            *(f"    {key}={value}" for key, value in mask_values(step.changed).items()),
         ]
         if step.removed:
             lines.append(f"  removed from the environment: {' '.join(step.removed)}")
@@ -885,7 +990,11 @@ def build_cmd(
             _show_plan(plan)
         return
     cache_mod.zero_stats(compiler_cache, cfg.env)
-    result = build_mod.execute(plan)
+    bars = state.progress()
+    try:
+        result = build_mod.execute(plan, bars)
+    finally:
+        _close(bars)
     stats = cache_mod.cache_stats(compiler_cache, cfg.env)
     if state.json:
         state.emit(
@@ -1203,20 +1312,17 @@ def all_cmd(
     }
     cfg = state.resolve(flags)
     show = not (state.quiet or state.json)
-    spinner: Any = None
+    bars = state.progress()
 
     def on_stage(stage: str, event: str, text: str) -> None:
-        nonlocal spinner
         if not show:
             return
         step = f"[{pipeline.STAGES.index(stage) + 1}/{len(pipeline.STAGES)}] {stage}"
-        if spinner is not None:
-            spinner.stop()
-            spinner = None
         if event == "start":
-            spinner = err_console.status(f"{step} ...")
-            spinner.start()
-        elif event == "skip":
+            bars.start(f"{step} ...", None)
+            return
+        bars.done(f"{step} ...")
+        if event == "skip":
             err_console.print(f"[bold]{step}[/]: skipped, {text}", markup=True, soft_wrap=True)
         else:
             err_console.print(f"[bold]{step}[/]: done in {text}", markup=True)
@@ -1230,6 +1336,7 @@ def all_cmd(
             skip_smoke=no_smoke,
             on_stage=on_stage,
             download_progress=_render_download if show else None,
+            progress=bars,
         )
     except RocmBuildError:
         # --json still gets the run report (ok: false, failed_stage) on stdout.
@@ -1238,8 +1345,7 @@ def all_cmd(
             state.emit(json.loads(written.read_text(encoding="utf-8")))
         raise
     finally:
-        if spinner is not None:
-            spinner.stop()
+        _close(bars)
     if state.json:
         state.emit(
             {**report.data, "report": str(report.json_path), "markdown": str(report.markdown)}

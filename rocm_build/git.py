@@ -13,13 +13,14 @@ import re
 import shlex
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import git as gitpython
 
 from .errors import CommandFailed, ConfigError, FetchError, PatchConflict, ToolMissing
+from .progress import NO_PROGRESS, Progress
 
 __all__ = [
     "IDENTITY",
@@ -101,6 +102,90 @@ def run(
     return GitResult(int(status or 0), str(out), str(err))
 
 
+def _run_streaming(
+    repo: Path, args: Sequence[str], env: Mapping[str, str], on_stderr: Callable[[str], None]
+) -> GitResult:
+    """``git ARGS`` with each stderr line (split at CR or LF, as git's progress meters write
+    them) handed to ``on_stderr`` as it arrives. Never raises on a non-zero exit."""
+    cmd = ["git", *_BASE_OPTIONS, *args]
+    log.info("+ git %s  (in %s)", shlex.join(args), repo)
+    try:
+        process = gitpython.Git(str(repo)).execute(
+            cmd, as_process=True, with_exceptions=False, env=dict(env)
+        )
+    except gitpython.GitCommandNotFound as exc:
+        msg = "'git' was not found on PATH: install git (Debian: apt-get install git)"
+        raise ToolMissing(msg) from exc
+    popen = process.proc
+    assert popen is not None
+    assert popen.stderr is not None
+    assert popen.stdout is not None
+    kept: list[str] = []
+    pending = b""
+    while chunk := os.read(popen.stderr.fileno(), 65536):
+        pending += chunk
+        *lines, pending = re.split(rb"[\r\n]", pending)
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").strip()
+            if line:
+                kept.append(line)
+                on_stderr(line)
+    if pending.strip():
+        kept.append(pending.decode("utf-8", "replace").strip())
+        on_stderr(kept[-1])
+    out = popen.stdout.read().decode("utf-8", "replace")  # fetch writes (almost) nothing here
+    status = popen.wait()
+    for stream in (popen.stdin, popen.stdout, popen.stderr):
+        if stream is not None:
+            stream.close()
+    # Progress meters repeat one line many times; the error text needs only the others.
+    return GitResult(status, out, "\n".join(ln for ln in kept if "%" not in ln))
+
+
+class _FetchMeter:
+    """Turns ``git fetch --progress`` lines into ``Progress`` calls for one task.
+
+    Objects come from git's own meter for the objects it receives ("Receiving objects" when
+    the pack is indexed, "Unpacking objects" when it is exploded into loose objects). Small
+    fetches that show neither report the count the remote gave ("remote: Counting objects")
+    once they finish."""
+
+    _LOCAL = re.compile(r"^(?:Receiving|Unpacking) objects:\s+\d+% \((\d+)/(\d+)\)")
+    _REMOTE = re.compile(r"^remote: (?:Counting|Enumerating) objects:\s+(?:\d+% \(\d+/)?(\d+)")
+
+    def __init__(self, progress: Progress, task: str) -> None:
+        self.progress, self.task = progress, task
+        self.total: int | None = None
+        self.seen = 0
+        self.remote = 0
+
+    def line(self, text: str) -> None:
+        match = self._LOCAL.match(text)
+        if match is None:
+            remote = self._REMOTE.match(text)
+            if remote is not None:
+                self.remote = max(self.remote, int(remote.group(1)))
+            return
+        count, total = int(match.group(1)), int(match.group(2))
+        if self.total is None:
+            self.total = total
+            self.progress.start(self.task, total)
+        if count > self.seen:
+            self.progress.advance(self.task, count - self.seen)
+            self.seen = count
+
+    def finish(self) -> None:
+        if self.total is None:
+            if not self.remote:
+                return
+            self.total = self.remote
+            self.progress.start(self.task, self.total)
+        if self.seen < self.total:
+            self.progress.advance(self.task, self.total - self.seen)
+            self.seen = self.total
+        self.progress.done(self.task)
+
+
 def is_repo(path: Path) -> bool:
     return (path / ".git").exists()
 
@@ -174,13 +259,19 @@ def _network(
     what: str,
     retries: int,
     delay: float,
+    meter: _FetchMeter | None = None,
 ) -> GitResult:
     """A git command that talks to a remote: retried with back-off, then one-line FetchError."""
     attempts = max(1, retries)
     last = ""
     for attempt in range(1, attempts + 1):
-        res = run(repo, *args, env=_NO_PROMPT, check=False, quiet=False)
+        if meter is None:
+            res = run(repo, *args, env=_NO_PROMPT, check=False, quiet=False)
+        else:
+            res = _run_streaming(repo, args, _NO_PROMPT, meter.line)
         if res.status == 0:
+            if meter is not None:
+                meter.finish()
             return res
         lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
@@ -230,14 +321,23 @@ def fetch(
     depth: int = 0,
     retries: int = 3,
     delay: float = 2.0,
+    progress: Progress = NO_PROGRESS,
+    task: str = "fetch objects",
 ) -> str:
     """Fetch exactly ``ref`` (and no other branches or tags); return its commit.
 
-    A tag or SHA whose commit is already here is not fetched again."""
+    A tag or SHA whose commit is already here is not fetched again. Objects received are
+    reported to ``progress`` as ``task`` (see ``_FetchMeter``)."""
     have = run(repo, "cat-file", "-e", f"{ref.commit}^{{commit}}", check=False).status == 0
     if have and ref.kind in ("tag", "commit"):
         return ref.commit
-    args = ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet"]
+    meter = None if progress is NO_PROGRESS else _FetchMeter(progress, task)
+    args = [
+        "fetch",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--quiet" if meter is None else "--progress",
+    ]
     if depth > 0:
         args.append(f"--depth={depth}")
     args += ["origin", ref.refspec]
@@ -246,7 +346,9 @@ def fetch(
     if ref.kind == "commit":
         # A SHA has nowhere to be stored; keep it reachable by a private ref.
         args[-1] = f"{ref.commit}:refs/rocm-build/fetched"
-    _network(repo, args, url=url, what=f"fetching {ref.name}", retries=retries, delay=delay)
+    _network(
+        repo, args, url=url, what=f"fetching {ref.name}", retries=retries, delay=delay, meter=meter
+    )
     return run(repo, "rev-parse", f"{ref.commit}^{{commit}}").stdout.strip()
 
 

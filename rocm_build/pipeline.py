@@ -26,6 +26,7 @@ from . import build as build_mod
 from . import cache as cache_mod
 from .config import Config
 from .errors import RocmBuildError
+from .progress import NO_PROGRESS, Progress
 
 __all__ = ["STAGES", "StageOutcome", "run_all", "stamp_key"]
 
@@ -60,6 +61,7 @@ class _Run:
     stamps: Path
     redo: bool
     on_stage: StageCallback
+    progress: Progress = NO_PROGRESS
     outcomes: list[StageOutcome] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)
 
@@ -168,7 +170,7 @@ def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
 def _checkout(run: _Run, names: Sequence[str]) -> dict[str, Any]:
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
     plan = sources.plan(run.cfg, names, builtin_origins=builtin)
-    result = sources.execute(plan)
+    result = sources.execute(plan, run.progress)
     return {"nothing_done": "sources up to date" if result.up_to_date else "", **result.as_json()}
 
 
@@ -212,12 +214,12 @@ def _build(
         find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
         no_index=bool(cfg["build.no_index"]),
     )
-    result = build_mod.execute(plan)
+    result = build_mod.execute(plan, run.progress)
     return [p.wheel for p in result.projects]
 
 
 def _bundle(run: _Run, wheels: Sequence[Path]) -> list[Path]:
-    results = bundle.bundle_many(run.cfg, wheels)
+    results = bundle.bundle_many(run.cfg, wheels, progress=run.progress)
     return [Path(r.output) for r in results]
 
 
@@ -268,15 +270,18 @@ def run_all(
     skip_smoke: bool = False,
     on_stage: StageCallback | None = None,
     download_progress: DownloadProgress | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> runreport.RunReport:
     """checkout -> build -> bundle -> smoke; raises the failing stage's error (its message
-    names the stage and how to resume) after writing the run report."""
+    names the stage and how to resume) after writing the run report. The stages report their
+    long steps (objects fetched, files hipified, build steps, bytes bundled) to ``progress``."""
     work_dir = cfg.path("work_dir")
     run = _Run(
         cfg=cfg,
         stamps=work_dir / "stamps",
         redo=redo,
         on_stage=on_stage or (lambda _s, _e, _t: None),
+        progress=progress,
     )
     started = time.time()
     current = "checkout"

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,11 +56,13 @@ def run(
     check: bool = True,
     input_text: str | None = None,
     what: str = "",
+    on_line: Callable[[str], None] | None = None,
 ) -> Result:
     """Run ``cmd``; capture its stdout (``capture``) or stream it to ``log_file``.
 
     With ``log_file`` the command's stdout and stderr go to the file (appended), and the last
-    ``TAIL_LINES`` lines are kept for the error message. Without either, output is inherited.
+    ``TAIL_LINES`` lines are kept for the error message; ``on_line`` is called with each line
+    as it is written (a liveness signal for progress). Without either, output is inherited.
     """
     args = tuple(os.fspath(a) for a in cmd)
     if not args:
@@ -100,9 +102,12 @@ def run(
                 for line in proc.stdout:
                     fh.write(line)
                     tail.append(line.rstrip("\n"))
+                    if on_line is not None:
+                        on_line(line)
                     if capture:
                         chunks.append(line)
                 returncode = proc.wait()
+                proc.stdout.close()
                 stdout = "".join(chunks)
         else:
             completed = subprocess.run(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import sources
+from .cache import mask_values
 from .config import Config
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def collect(
         "tool": facts.get("tool"),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "seconds": round(finished - started, 1),
-        "settings": cfg.as_json()["settings"],
+        "settings": mask_values(cfg.as_json()["settings"]),
         "config_file": str(cfg.config_file) if cfg.config_file else None,
         "sources": _sources(cfg, facts.get("projects", [])),
         "rocm": facts.get("rocm"),

@@ -28,6 +28,7 @@ from typing import Any
 from . import config as config_mod
 from . import git, patches, proc
 from .errors import ConfigError, DirtyCheckout, RocmBuildError
+from .progress import NO_PROGRESS, Progress
 
 __all__ = [
     "MANIFEST_NAME",
@@ -390,7 +391,9 @@ def _series(p: ProjectPlan) -> tuple[patches.PatchFile, ...]:
     return series
 
 
-def execute(plan_: CheckoutPlan) -> CheckoutResult:
+def execute(plan_: CheckoutPlan, progress: Progress = NO_PROGRESS) -> CheckoutResult:
+    """Check out every project of the plan; per project, objects fetched and files hipified
+    are reported to ``progress``."""
     manifest = read_manifest(plan_.manifest_path)
     entries: dict[str, Any] = manifest.setdefault("projects", {})
     manifest["format"] = MANIFEST_FORMAT
@@ -405,7 +408,7 @@ def execute(plan_: CheckoutPlan) -> CheckoutResult:
         if pin is not None and not p.ref_given and not p.pin_commit:
             log.info("%s: pinned to %s by related_commits", p.name, pin.commit[:12])
             p = replace(p, ref=pin.commit, origin=p.origin if p.origin_given else pin.origin)
-        results.append(_checkout_project(p, plan_, entries))
+        results.append(_checkout_project(p, plan_, entries, progress))
         pins.update(_related(p.src))
     return CheckoutResult(plan_.manifest_path, tuple(results))
 
@@ -418,7 +421,7 @@ def _related(src: Path) -> dict[str, RelatedCommit]:
 
 
 def _checkout_project(
-    p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any]
+    p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], progress: Progress
 ) -> ProjectResult:
     entry = entries.get(p.name)
     series = _series(p)
@@ -462,7 +465,9 @@ def _checkout_project(
     existed = git.is_repo(p.src)
     created = not p.src.exists()
     try:
-        return _do_checkout(p, plan_, entries, ref, series, new_stamp, existed=existed)
+        return _do_checkout(
+            p, plan_, entries, ref, series, new_stamp, existed=existed, progress=progress
+        )
     except BaseException:
         if created and (not git.is_repo(p.src) or not _has_commit(p.src)):
             shutil.rmtree(p.src, ignore_errors=True)
@@ -501,6 +506,7 @@ def _do_checkout(
     new_stamp: str,
     *,
     existed: bool,
+    progress: Progress,
 ) -> ProjectResult:
     src = p.src
     if not existed:
@@ -509,7 +515,14 @@ def _do_checkout(
         git.set_origin(src, p.origin)
     log.info("%s: fetching %s %s from %s", p.name, ref.kind, ref.name, p.origin)
     commit = git.fetch(
-        src, p.origin, ref, depth=plan_.depth, retries=plan_.retries, delay=plan_.retry_delay
+        src,
+        p.origin,
+        ref,
+        depth=plan_.depth,
+        retries=plan_.retries,
+        delay=plan_.retry_delay,
+        progress=progress,
+        task=f"{p.name}: objects fetched",
     )
     for _rel, path in reversed(_all_repos(src)) if existed else []:
         git.run(path, "tag", "-d", patches.HIPIFY_TAG, check=False)
@@ -541,7 +554,7 @@ def _do_checkout(
         patches.apply_series(src, p.name, repo_rel, files)
     ran_hipify = False
     if p.hipify:
-        _hipify(p, plan_, src, commit)
+        _hipify(p, plan_, src, commit, progress)
         ran_hipify = True
     for repo_rel, files in patches.by_repo(series, "hipified").items():
         patches.apply_series(src, p.name, repo_rel, files)
@@ -563,18 +576,33 @@ def _do_checkout(
     )
 
 
-def _hipify(p: ProjectPlan, plan_: CheckoutPlan, src: Path, upstream: str) -> None:
+def _hipify(
+    p: ProjectPlan, plan_: CheckoutPlan, src: Path, upstream: str, progress: Progress
+) -> None:
+    """Run the project's hipify command and commit its result in every repo.
+
+    A hipify command has no common progress stream, so the number of files it changed is
+    counted afterwards (``git status`` of every repo) and reported as one step of
+    "<project>: files hipified"."""
     cmd = [a.replace("{python}", sys.executable) for a in p.hipify]
     log_file = plan_.log_dir / f"checkout-{p.name}-hipify.log"
     log.info("%s: hipify: %s (log: %s)", p.name, " ".join(cmd), log_file)
+    task = f"{p.name}: files hipified"
+    progress.start(task, None)
     try:
         proc.run(cmd, cwd=src, log_file=log_file, what=f"hipify of {p.name}")
     except RocmBuildError:
+        progress.done(task)
         # Leave no half-hipified files: the tree stays as the base series left it.
         for _rel, path in _all_repos(src):
             git.run(path, "reset", "-q", "--hard", "HEAD")
             git.clean_untracked(path)
         raise
+    changed = sum(len(git.changed_paths(path)) for _rel, path in _all_repos(src))
+    log.info("%s: hipify changed %d file(s)", p.name, changed)
+    progress.start(task, changed)
+    progress.advance(task, changed)
+    progress.done(task)
     date = git.commit_date(src, upstream)
     # Children first: a parent's commit never includes submodule pointers anyway.
     for _rel, path in reversed(_all_repos(src)):
