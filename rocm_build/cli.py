@@ -144,15 +144,19 @@ class RichProgress:
 pass_state = click.make_pass_decorator(State, ensure=True)
 
 
-def show_settings(cfg: config.Config, *, only_changed: bool) -> None:
+def show_settings(
+    cfg: config.Config, *, only_changed: bool, console: Console | None = None
+) -> None:
+    """The settings (stderr by default: a command's own output stays clean on stdout)."""
     from .cache import mask_url
 
+    console = console or err_console
     rows = [r for r in cfg.describe() if not only_changed or r[2] != "default"]
     source = f" from {cfg.config_file}" if cfg.config_file else ""
-    err_console.print(f"[bold]rocm-build {__version__}[/]: settings{source}", markup=True)
+    console.print(f"[bold]rocm-build {__version__}[/]: settings{source}", markup=True)
     for key, value, origin in rows:
         shown = escape(mask_url(repr(value)))
-        err_console.print(f"  {key} = {shown}  [dim]({origin})[/]", markup=True)
+        console.print(f"  {key} = {shown}  [dim]({origin})[/]", markup=True)
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
@@ -285,7 +289,8 @@ def config_cmd(state: State) -> None:
 
         state.emit(mask_values(cfg.as_json()))
         return
-    show_settings(cfg, only_changed=False)
+    # The settings are this command's output: stdout, so `rocm-build config | grep depth` works.
+    show_settings(cfg, only_changed=False, console=out_console)
     out_console.print("projects:")
     for name, spec in cfg.projects.items():
         ref = cfg.trains.get(str(cfg["train"]), {}).get(name, "")

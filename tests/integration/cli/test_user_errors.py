@@ -237,3 +237,14 @@ def test_inspect_of_a_pure_python_wheel_says_there_is_nothing_to_bundle(
     missing = run_cli(["inspect", str(wheel), "--require-arch", "gfx90a"], cwd=tmp_path)
     assert missing.returncode == 11, missing.stderr
     assert "gfx90a" in _one_line_error(missing.stderr)
+
+
+def test_config_prints_the_settings_on_stdout(run_cli: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "rocm-build.toml").write_text("[checkout]\ndepth = 3\n")
+    env = {"ROCM_BUILD_BUILD_CACHE_URL": "http://builder:s3cret@127.0.0.1:9/cache"}
+    result = run_cli(["config"], cwd=tmp_path, env=env, check=True)
+    assert "build.cache_url = 'http://builder:***@127.0.0.1:9/cache'" in result.stdout
+    assert "s3cret" not in result.stdout + result.stderr
+    assert "  checkout.depth = 3  (file)" in result.stdout.splitlines(), result.stdout
+    assert "  checkout.retries = 3  (default)" in result.stdout.splitlines(), result.stdout
+    assert "checkout.depth" not in result.stderr
