@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import tomllib
@@ -34,8 +35,8 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import arch, dist, elf, proc
-from .cache import mask_values
-from .config import ProjectSpec
+from .cache import CompilerCache, mask_values, resolve_cache
+from .config import Config, ProjectSpec
 from .errors import BuildFailed, CommandFailed, ConfigError, ToolMissing
 from .progress import NO_PROGRESS, Progress
 
@@ -50,6 +51,7 @@ __all__ = [
     "execute",
     "memory_available",
     "plan_build",
+    "plan_from_config",
     "project_version",
     "read_build_requirements",
     "wheel_metadata",
@@ -224,6 +226,51 @@ class BuildPlan:
 
 def _venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
+
+
+def plan_from_config(
+    cfg: Config,
+    specs: Sequence[ProjectSpec],
+    tree: dist.RocmTree,
+    targets: Sequence[str],
+) -> tuple[BuildPlan, CompilerCache]:
+    """The build plan for the resolved settings (``build`` and ``all`` share it).
+
+    Refuses a tree that cannot build these projects for these targets (its warnings are logged)
+    and picks the compiler cache; everything else comes from ``cfg``.
+    """
+    check = dist.validate(tree, specs, targets)
+    for warning in check.warnings:
+        log.warning("%s", warning)
+    dist.require_valid(check)
+    compiler_cache = resolve_cache(
+        str(cfg["build.cache"]), str(cfg["build.cache_url"]), cfg.env, base_dir=cfg.path("src_dir")
+    )
+    venv_setting = str(cfg["build.venv"])
+    if venv_setting not in ("", "create", "current"):
+        venv_setting = str((cfg.cwd / venv_setting).resolve())
+    plan = plan_build(
+        specs=specs,
+        src_dir=cfg.path("src_dir"),
+        work_dir=cfg.path("work_dir"),
+        output_dir=cfg.path("output_dir"),
+        tree=tree,
+        targets=targets,
+        env=cfg.env,
+        base_python=Path(sys.executable),
+        venv_setting=venv_setting,
+        jobs=int(cfg["jobs"]),
+        cores=cpu_count(),
+        memory=memory_available(),
+        version_suffix=str(cfg["build.version_suffix"]),
+        cache=compiler_cache.kind,
+        cache_env=compiler_cache.env,
+        index_url=str(cfg["build.index_url"]),
+        find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
+        no_index=bool(cfg["build.no_index"]),
+        force=bool(cfg["build.force"]),
+    )
+    return plan, compiler_cache
 
 
 def plan_build(

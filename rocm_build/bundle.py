@@ -830,6 +830,9 @@ def bundle_wheel(
     """Bundle one wheel (see the module docstring); a no-op when its output is up to date."""
     start = time.monotonic()
     wheel = wheel.resolve()
+    if not rocm.exists():
+        msg = f"ROCm tree {rocm} does not exist; pass --rocm DIR (the tree it was built with)"
+        raise RocmTreeError(msg)
     if not rocm.is_dir() or not (rocm / "lib").is_dir():
         raise RocmTreeError(f"{rocm} is not a ROCm tree (no lib/ folder); pass --rocm DIR")
     settings = {

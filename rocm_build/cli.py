@@ -47,8 +47,9 @@ EXIT_CODE_HELP = "\b\nExit codes:\n" + "\n".join(
     f"  {code:>3}  {text}" for code, text in sorted(EXIT_CODES.items())
 )
 
-err_console = Console(stderr=True, highlight=False)
-# stdout is for paths and results that scripts read: never hard-wrap it at the terminal width.
+# Never hard-wrap at the terminal width: stdout carries paths and results that scripts read, and
+# stderr ends up in CI logs, where a path cut at column 80 cannot be copied.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 out_console = Console(highlight=False, soft_wrap=True)
 
 
@@ -159,12 +160,27 @@ def show_settings(
         console.print(f"  {key} = {shown}  [dim]({origin})[/]", markup=True)
 
 
+class _LogFormatter(logging.Formatter):
+    """Plain messages; warnings and errors say so, as a compiler's diagnostics do."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = super().format(record)
+        if record.levelno >= logging.WARNING:
+            return f"rocm-build: {record.levelname.lower()}: {message}"
+        return message
+
+
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose > 0 else logging.INFO
-    handler = RichHandler(
-        console=err_console, show_time=False, show_path=False, markup=False, show_level=False
-    )
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler: logging.Handler
+    if err_console.is_terminal:
+        handler = RichHandler(
+            console=err_console, show_time=False, show_path=False, markup=False, show_level=False
+        )
+    else:
+        # CI logs and files: one line per record, never wrapped at 80 columns.
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogFormatter("%(message)s"))
     root = logging.getLogger("rocm_build")
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -923,12 +939,10 @@ def build_cmd(
     rocm-build build --rocm /opt/rocm --arch gfx1100
     rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
     """
-    import sys as _sys
 
     from . import arch as arch_mod
     from . import build as build_mod
     from . import cache as cache_mod
-    from . import dist
 
     cfg = state.resolve(
         {
@@ -957,37 +971,7 @@ def build_cmd(
     if not state.json and not state.quiet:
         err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
     tree = _open_tree(cfg, state.quiet or state.json)
-    check = dist.validate(tree, specs, targets)
-    for warning in check.warnings:
-        err_console.print(f"rocm-build: warning: {warning}", markup=False, soft_wrap=True)
-    dist.require_valid(check)
-    compiler_cache = cache_mod.resolve_cache(
-        str(cfg["build.cache"]), str(cfg["build.cache_url"]), cfg.env, base_dir=cfg.path("src_dir")
-    )
-    venv_setting = str(cfg["build.venv"])
-    if venv_setting not in ("", "create", "current"):
-        venv_setting = str((cfg.cwd / venv_setting).resolve())
-    plan = build_mod.plan_build(
-        specs=specs,
-        src_dir=cfg.path("src_dir"),
-        work_dir=cfg.path("work_dir"),
-        output_dir=cfg.path("output_dir"),
-        tree=tree,
-        targets=targets,
-        env=cfg.env,
-        base_python=Path(_sys.executable),
-        venv_setting=venv_setting,
-        jobs=int(cfg["jobs"]),
-        cores=build_mod.cpu_count(),
-        memory=build_mod.memory_available(),
-        version_suffix=str(cfg["build.version_suffix"]),
-        cache=compiler_cache.kind,
-        cache_env=compiler_cache.env,
-        index_url=str(cfg["build.index_url"]),
-        find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
-        no_index=bool(cfg["build.no_index"]),
-        force=bool(cfg["build.force"]),
-    )
+    plan, compiler_cache = build_mod.plan_from_config(cfg, specs, tree, targets)
     if cfg["build.dry_run"]:
         if state.json:
             state.emit(plan.as_json())

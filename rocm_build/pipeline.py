@@ -23,7 +23,6 @@ from typing import Any
 
 from . import __version__, arch, bundle, config, dist, runreport, smoke, sources
 from . import build as build_mod
-from . import cache as cache_mod
 from .config import Config
 from .errors import RocmBuildError
 from .progress import NO_PROGRESS, Progress
@@ -183,37 +182,7 @@ def _manifest_entries(cfg: Config, names: Sequence[str]) -> dict[str, Any]:
 def _build(
     run: _Run, specs: Sequence[config.ProjectSpec], tree: dist.RocmTree, targets: Sequence[str]
 ) -> list[Path]:
-    cfg = run.cfg
-    compiler_cache = cache_mod.resolve_cache(
-        str(cfg["build.cache"]), str(cfg["build.cache_url"]), cfg.env, base_dir=cfg.path("src_dir")
-    )
-    venv_setting = str(cfg["build.venv"])
-    if venv_setting not in ("", "create", "current"):
-        venv_setting = str((cfg.cwd / venv_setting).resolve())
-    check = dist.validate(tree, specs, targets)
-    for warning in check.warnings:
-        log.warning("%s", warning)
-    dist.require_valid(check)
-    plan = build_mod.plan_build(
-        specs=specs,
-        src_dir=cfg.path("src_dir"),
-        work_dir=cfg.path("work_dir"),
-        output_dir=cfg.path("output_dir"),
-        tree=tree,
-        targets=targets,
-        env=cfg.env,
-        base_python=Path(sys.executable),
-        venv_setting=venv_setting,
-        jobs=int(cfg["jobs"]),
-        cores=build_mod.cpu_count(),
-        memory=build_mod.memory_available(),
-        version_suffix=str(cfg["build.version_suffix"]),
-        cache=compiler_cache.kind,
-        cache_env=compiler_cache.env,
-        index_url=str(cfg["build.index_url"]),
-        find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
-        no_index=bool(cfg["build.no_index"]),
-    )
+    plan, _ = build_mod.plan_from_config(run.cfg, specs, tree, targets)
     result = build_mod.execute(plan, run.progress)
     return [p.wheel for p in result.projects]
 

@@ -248,3 +248,29 @@ def test_config_prints_the_settings_on_stdout(run_cli: CliRunner, tmp_path: Path
     assert "  checkout.depth = 3  (file)" in result.stdout.splitlines(), result.stdout
     assert "  checkout.retries = 3  (default)" in result.stdout.splitlines(), result.stdout
     assert "checkout.depth" not in result.stderr
+
+
+def test_bundle_with_a_missing_tree_says_it_does_not_exist(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    wheel = _tiny_wheel(tmp_path)
+    result = run_cli(["bundle", str(wheel), "--rocm", str(tmp_path / "gone")], cwd=tmp_path)
+    assert result.returncode == 8, result.stderr
+    assert "gone does not exist; pass --rocm DIR" in _one_line_error(result.stderr)
+
+
+def test_log_lines_are_not_wrapped_when_stderr_is_not_a_terminal(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    deep = tmp_path / ("a-rather-long-folder-name-" * 6)
+    deep.mkdir()
+    (deep / "rocm-build.toml").write_text(
+        '[projects.proj]\norigin = "file:///nonexistent/proj.git"\nref = "v1"\n'
+        "[checkout]\nretries = 0\n"
+    )
+    result = run_cli(["-v", "checkout", "proj"], cwd=deep)
+    assert result.returncode == 5, result.stderr
+    # The settings header and the git commands name the long folder whole, each on one line.
+    assert f"settings from {deep / 'rocm-build.toml'}" in result.stderr
+    assert re.search(rf"^\+ .*{re.escape(str(deep))}", result.stderr, flags=re.M), result.stderr
+    assert "file:///nonexistent/proj.git" in _one_line_error(result.stderr)
