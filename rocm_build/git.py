@@ -17,8 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import git as gitpython
-
+from . import proc
 from .errors import CommandFailed, ConfigError, FetchError, PatchConflict, ToolMissing
 from .progress import NO_PROGRESS, Progress
 
@@ -76,6 +75,8 @@ def run(
     quiet: bool = True,
 ) -> GitResult:
     """``git ARGS`` in ``repo``; raises ``gitpython.GitCommandError`` on failure if ``check``."""
+    import git as gitpython
+
     cmd = ["git", *_BASE_OPTIONS, *args]
     (log.debug if quiet else log.info)("+ git %s  (in %s)", shlex.join(args), repo)
     try:
@@ -102,11 +103,25 @@ def run(
     return GitResult(int(status or 0), str(out), str(err))
 
 
+def _query(repo: Path, *args: str, check: bool = True) -> proc.Result:
+    """A read-only ``git ARGS`` through proc. These are all an up-to-date re-run asks of git, and
+    importing GitPython alone would be a third of that re-run's time."""
+    return proc.run(
+        ["git", *_BASE_OPTIONS, *args],
+        cwd=repo,
+        capture=True,
+        check=check,
+        what="git " + next((a for a in args if not a.startswith("-")), ""),
+    )
+
+
 def _run_streaming(
     repo: Path, args: Sequence[str], env: Mapping[str, str], on_stderr: Callable[[str], None]
 ) -> GitResult:
     """``git ARGS`` with each stderr line (split at CR or LF, as git's progress meters write
     them) handed to ``on_stderr`` as it arrives. Never raises on a non-zero exit."""
+    import git as gitpython
+
     cmd = ["git", *_BASE_OPTIONS, *args]
     log.info("+ git %s  (in %s)", shlex.join(args), repo)
     try:
@@ -435,7 +450,7 @@ def ignore_submodule_pointers(repo: Path) -> None:
 def direct_submodule_paths(repo: Path) -> list[str]:
     if not (repo / ".gitmodules").exists():
         return []
-    res = run(
+    res = _query(
         repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False
     )
     return [line.split(" ", 1)[1].strip() for line in res.stdout.splitlines() if " " in line]
@@ -444,7 +459,7 @@ def direct_submodule_paths(repo: Path) -> list[str]:
 def changed_paths(repo: Path) -> list[str]:
     """Uncommitted changes (staged, unstaged, untracked; not ignored), submodules excluded."""
     # No optional locks: a read-only question must not rewrite the index (re-runs touch nothing).
-    res = run(
+    res = _query(
         repo,
         "--no-optional-locks",
         "status",
