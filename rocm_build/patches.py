@@ -63,7 +63,8 @@ def series_root(patches_dir: Path, patchset: str, subfolder: str) -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def list_series(root: Path) -> tuple[PatchFile, ...]:
