@@ -389,7 +389,6 @@ def compose_env(
 
 #: ``progress(done_bytes, total_bytes_or_None)``; the CLI renders it.
 Progress = Callable[[int, int | None], None]
-_CHUNK = 1 << 20
 # Small reads keep what arrived before a dropped connection (it is resumed from there).
 _NET_CHUNK = 1 << 16
 
