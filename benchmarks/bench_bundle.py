@@ -6,6 +6,7 @@ Four ways to make the same fat wheel, in one run, at the same zlib level (6):
   (b) the release-script approach            unzip, copy the libraries, patchelf, rewrite
                                              RECORD, zip -r
   (c) rocm-build bundle
+  (z) (c) with the zlib fallback instead of libdeflate (what the faster deflate gains)
   (d) the floor                              read the inputs and write the output once, plus one
                                              single-threaded zlib pass over the new bytes
   (e) rocm-build bundle again, output in place (the no-op)
@@ -206,6 +207,20 @@ def approach_c(ctx: dict[str, str], out: Path, level: int) -> None:
     )
 
 
+def approach_z(ctx: dict[str, str], out: Path, level: int) -> None:
+    """(c) with the writer's zlib fallback forced, in this process: what libdeflate gains."""
+    from rocm_build import cli, rawdeflate
+
+    rawdeflate.implementation = lambda: "zlib"
+    args = ["-q", "bundle", ctx["wheel"], "--rocm", ctx["tree"], "--output-dir", str(out)]
+    os.chdir(WORK)
+    try:
+        cli.main([*args, "-z", str(level)])
+    except SystemExit as exc:  # click ends every command with one
+        if exc.code:
+            raise
+
+
 def approach_d(ctx: dict[str, str], out: Path, level: int) -> None:
     tree, wheel = Path(ctx["tree"]), Path(ctx["wheel"])
     libs = closure(tree, wheel)
@@ -221,11 +236,19 @@ def approach_d(ctx: dict[str, str], out: Path, level: int) -> None:
             dst.write(comp.flush())
 
 
-APPROACHES = {"a": approach_a, "b": approach_b, "c": approach_c, "d": approach_d, "e": approach_c}
+APPROACHES = {
+    "a": approach_a,
+    "b": approach_b,
+    "c": approach_c,
+    "z": approach_z,
+    "d": approach_d,
+    "e": approach_c,
+}
 NAMES = {
     "a": "auditwheel repair",
     "b": "release-script approach (unzip, cp, patchelf, RECORD, zip -r)",
     "c": "rocm-build bundle",
+    "z": "rocm-build bundle, zlib instead of libdeflate",
     "d": "floor (read inputs, write once, 1-thread zlib over new bytes)",
     "e": "rocm-build bundle again, output in place",
 }
@@ -264,7 +287,7 @@ def main() -> None:
         print(json.dumps(measure(key, ctx, Path(out), args.level)))
         return
     results: dict[str, dict[str, float]] = {}
-    for key in "abcde":
+    for key in APPROACHES:
         if key in args.skip.split(","):
             continue
         out = WORK / f"out-{key}"
@@ -298,12 +321,18 @@ def main() -> None:
                 ratio = results[key]["seconds"] / c["seconds"]
                 print(f"(c) vs {label}: {ratio:.2f}x faster (target: a >= 3, b >= 2, d >= 0.77)")
         print(f"(c) peak memory: {c['peak_mb']:.0f} MB (target < 256 MB)")
+        from rocm_build import rawdeflate
+
+        print(f"(c) deflate: {rawdeflate.implementation()} at level {args.level}")
+        if "z" in results:
+            ratio = results["z"]["seconds"] / c["seconds"]
+            print(f"(c) vs (z), the same with zlib: {ratio:.2f}x faster")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (2 cores: above ~2 the wall times")
     print("of the multi-threaded (c) suffer most; compare CPU seconds as well)")
     if "e" in results:
         print(f"(e) re-bundle no-op: {results['e']['seconds']:.2f} s (target < 1 s)")
     if not args.keep:
-        for key in "abcd":
+        for key in "abczd":
             shutil.rmtree(WORK / f"out-{key}", ignore_errors=True)
     (WORK / "results.json").write_text(json.dumps(results, indent=1) + "\n")
 

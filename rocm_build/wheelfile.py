@@ -6,8 +6,8 @@ inflated and deflated again. The writer here is small and only does what wheels 
 
 * members are written one after another; unchanged members are copied raw (compressed bytes,
   CRC and sizes taken from the input's central directory; ``os.copy_file_range`` where the kernel
-  offers it), new members are deflated in fixed-size chunks on a thread pool (zlib releases the
-  GIL) with the previous chunk's tail as dictionary, like pigz, and joined into one raw deflate
+  offers it), new members are deflated in fixed-size chunks on a thread pool (``rawdeflate``:
+  libdeflate, or zlib where it is missing; both release the GIL) and joined into one raw deflate
   stream; sha256 and CRC-32 are computed while reading, so RECORD needs no second pass;
 * a local header is written before the data and patched in place (seek) once CRC and sizes are
   known: no data descriptors;
@@ -32,7 +32,6 @@ import shutil
 import struct
 import tempfile
 import zipfile
-import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,6 +48,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from . import rawdeflate
 from .errors import BundleError
 
 __all__ = [
@@ -63,8 +63,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20  # read/copy unit
-DEFLATE_CHUNK = 4 << 20  # deflate work unit: the 32 KiB dictionary priming costs < 1 %
-_DICT = 32 * 1024  # deflate window: each chunk is primed with the previous chunk's tail
+DEFLATE_CHUNK = 4 << 20  # deflate work unit: a chunk boundary costs the ratio < 1 %
 _ZIP32_LIMIT = 0xFFFFFFFF  # sizes/offsets from here on need ZIP64 (tests lower it)
 _MARKER = 0xFFFFFFFF  # the value a 32-bit field holds when the ZIP64 extra has the real one
 _DOS_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -444,29 +443,31 @@ class WheelWriter:
         if stored:
             while block := src.read(CHUNK):
                 digest.update(block)
-                crc = zlib.crc32(block, crc)
+                crc = rawdeflate.crc32(block, crc)
                 self._fh.write(block)
                 total += len(block)
             written = total
         else:
-            pending: deque[Future[bytes]] = deque()
+            pending: deque[Future[bytes | bytearray]] = deque()
             in_flight = 2 * (self.workers or os.cpu_count() or 1)
-            prev_tail = b""
+            prev = b""
             block = src.read(DEFLATE_CHUNK)
             while block:
                 nxt = src.read(DEFLATE_CHUNK)
                 digest.update(block)
-                crc = zlib.crc32(block, crc)
+                crc = rawdeflate.crc32(block, crc)
                 total += len(block)
-                pending.append(self._pool.submit(_deflate, block, prev_tail, self.level, not nxt))
-                prev_tail = block[-_DICT:]
+                pending.append(
+                    self._pool.submit(rawdeflate.compress, block, self.level, not nxt, prev)
+                )
+                prev = block
                 while len(pending) >= in_flight:
                     out = pending.popleft().result()
                     self._fh.write(out)
                     written += len(out)
                 block = nxt
             if total == 0:
-                out = _deflate(b"", b"", self.level, True)
+                out = rawdeflate.compress(b"", self.level, True)
                 self._fh.write(out)
                 written += len(out)
             while pending:
@@ -585,15 +586,6 @@ class WheelWriter:
             )
         else:
             self._fh.write(_EOCD.pack(b"PK\x05\x06", 0, 0, count, count, cd_size, cd_offset, 0))
-
-
-def _deflate(block: bytes, zdict: bytes, level: int, last: bool) -> bytes:
-    comp = (
-        zlib.compressobj(level, zlib.DEFLATED, -15, zdict=zdict)
-        if zdict
-        else zlib.compressobj(level, zlib.DEFLATED, -15)
-    )
-    return comp.compress(block) + comp.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
 
 def _copy_range(src: BinaryIO, start: int, dst: BinaryIO, length: int) -> None:
