@@ -105,6 +105,9 @@ class Library:
     reason: Literal["needed", "dlopen"]
     needed_by: tuple[str, ...]
     info: elf.ElfInfo
+    #: other names a bundled library passes to ``dlopen`` for this one (its unversioned symlink,
+    #: say): copies under those names, since a wheel cannot hold the symlink
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,7 @@ class BundlePlan:
                     "reason": lib.reason,
                     "source": lib.source,
                     "needed_by": list(lib.needed_by),
+                    "aliases": list(lib.aliases),
                 }
                 for lib in self.libraries
             ],
@@ -244,6 +248,10 @@ class Resolver(Protocol):
 
     def dlopen_candidates(self, patterns: Sequence[str], like: elf.ElfInfo) -> list[Candidate]: ...
 
+    def other_names(self, library: Path) -> tuple[str, ...]: ...
+
+    def referenced(self, callers: Sequence[str], names: Iterable[str]) -> frozenset[str]: ...
+
 
 @dataclass
 class LibraryIndex:
@@ -292,6 +300,32 @@ class LibraryIndex:
                 if info and info.machine == like.machine and info.elf_class == like.elf_class:
                     found[real] = Candidate(path, "rocm", info)
         return list(found.values())
+
+    def other_names(self, library: Path) -> tuple[str, ...]:
+        """Every name the tree has for ``library``'s file: its symlinks and its real name."""
+        real = library.resolve()
+        stem = real.name.split(".so", 1)[0]
+        return tuple(
+            sorted(
+                {
+                    p.name
+                    for d in self.rocm_dirs
+                    for p in d.glob(f"{stem}.so*")
+                    if p.resolve() == real
+                }
+            )
+        )
+
+    def referenced(self, callers: Sequence[str], names: Iterable[str]) -> frozenset[str]:
+        """Which of ``names`` one of the ELF files ``callers`` holds as a string constant."""
+        left, found = set(names), set[str]()
+        for caller in callers:
+            if not left:
+                break
+            hits = elf.strings_present(caller, left)
+            found |= hits
+            left -= hits
+        return frozenset(found)
 
 
 # --- manylinux policy -----------------------------------------------------------------------------
@@ -517,8 +551,26 @@ def make_plan(
             "build machine's library folders, or install the wheel that provides it and pass it "
             "with --with"
         )
+    # A library ROCm opens by another name than its soname (HSA asks for the unversioned
+    # "libhsa-amd-aqlprofile64.so") also goes in under that name.
+    taken = set(provided) | set(grafted)
+    other = {
+        n: [a for a in index.other_names(Path(lib.source)) if a not in taken]
+        for n, lib in grafted.items()
+        if lib.origin == "rocm" and any(fnmatch.fnmatch(n, p) for p in dlopen_patterns)
+    }
+    callers = [*(i.path for i in host.values()), *(lib.info.path for lib in grafted.values())]
+    found = index.referenced(callers, {a for names in other.values() for a in names})
+    aliases = {n: tuple(a for a in names if a in found) for n, names in other.items()}
     libraries = tuple(
-        Library(**{**asdict(lib), "info": lib.info, "needed_by": tuple(sorted(set(needers[n])))})
+        Library(
+            **{
+                **asdict(lib),
+                "info": lib.info,
+                "needed_by": tuple(sorted(set(needers[n]))),
+                "aliases": aliases.get(n, ()),
+            }
+        )
         for n, lib in sorted(grafted.items())
     )
 
@@ -687,6 +739,8 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
             methods[lib.arcname] = _stream_elf(
                 writer, lib.arcname, src, "$ORIGIN", Path(scratch), 0o755
             )
+            for alias in lib.aliases:
+                writer.add_copy(lib.arcname, posixpath.join(plan.lib_dir, alias))
             progress.advance(task, src.stat().st_size)
         for data in plan.data:
             writer.add_file(data.arcname, Path(data.source), 0o644)
@@ -948,16 +1002,7 @@ def bundle_wheel(
             "targets": list(targets),
             "lib_dir": plan.lib_dir,
             "libraries": sorted(
-                [
-                    {
-                        "name": lib.name,
-                        "origin": lib.origin,
-                        "reason": lib.reason,
-                        "source": lib.source,
-                        "needed_by": list(lib.needed_by),
-                    }
-                    for lib in plan.libraries
-                ]
+                plan.summary()["libraries"]
                 + [
                     x
                     for x in old.get("libraries", [])

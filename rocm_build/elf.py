@@ -20,7 +20,7 @@ import mmap
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,6 +205,24 @@ def read_elf(path: Path | str) -> ElfInfo:
             has_fatbin=has_fatbin,
             versions_by_library=tuple(by_library),
         )
+
+
+def strings_present(path: Path | str, names: Iterable[str]) -> frozenset[str]:
+    """Which of ``names`` occur as whole C strings in the file's read-only data (``.rodata``).
+
+    This is where the literal a library passes to ``dlopen`` lives; device code and symbol
+    tables are not searched, so a 1.3 GB library costs a scan of its few MB of ``.rodata``.
+    """
+    wanted = {n.encode() for n in names}
+    if not wanted:
+        return frozenset()
+    with _elf(path) as (elf, mm):
+        section = elf.get_section_by_name(".rodata")
+        if section is None or section["sh_type"] == "SHT_NOBITS":
+            return frozenset()
+        start = section["sh_offset"]
+        data = b"\0" + mm[start : start + section["sh_size"]] + b"\0"
+    return frozenset(n.decode() for n in wanted if b"\0" + n + b"\0" in data)
 
 
 def _version_sort_key(name: str) -> tuple[str, tuple[int, ...]]:

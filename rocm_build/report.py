@@ -209,6 +209,8 @@ def render(data: dict[str, Any]) -> Iterator[str]:
                 else "needed by " + ", ".join(posixpath.basename(n) for n in lib["needed_by"])
             )
             yield f"  {lib['name']}  from {lib['origin']}: {lib['source']}  ({why})"
+            if lib.get("aliases"):
+                yield f"    also as {', '.join(lib['aliases'])} (the name it is opened by)"
     if data["coverage"]:
         yield ""
         yield "gfx coverage (requested vs present):"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,8 @@ class TreeIndex:
 
     rocm: dict[str, ElfInfo]
     system: dict[str, ElfInfo] = field(default_factory=dict)
+    links: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> all its names
+    strings: dict[str, frozenset[str]] = field(default_factory=dict)  # ELF path -> constants
 
     def find(self, name: str, like: ElfInfo) -> bundle.Candidate | None:
         if name in self.rocm:
@@ -51,6 +53,13 @@ class TreeIndex:
             for n, info in sorted(self.rocm.items())
             if any(fnmatch.fnmatch(n, p) for p in patterns)
         ]
+
+    def other_names(self, library: Path) -> tuple[str, ...]:
+        return self.links.get(library.name, (library.name,))
+
+    def referenced(self, callers: Sequence[str], names: Iterable[str]) -> frozenset[str]:
+        held = frozenset().union(*(self.strings.get(c, frozenset()) for c in callers))
+        return held & frozenset(names)
 
 
 ROCM = TreeIndex(
@@ -203,3 +212,26 @@ def test_parse_targets() -> None:
     )
     with pytest.raises(ConfigError, match="gfx9000"):
         bundle.parse_targets("gfx9000", ("gfx90a",), fams)
+
+
+def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
+    """comgr is asked for by its unversioned name: a copy goes in under it; a name nobody holds
+    as a string (the real file name) and one the wheel already has do not."""
+    index = TreeIndex(
+        rocm=ROCM.rocm,
+        links={
+            "libamd_comgr.so.2": ("libamd_comgr.so", "libamd_comgr.so.2", "libamd_comgr.so.2.4")
+        },
+        strings={"hip": frozenset({"libamd_comgr.so", "libc.so.6"})},
+    )
+    ext = {"ext/_k.so": lib("k", "libamdhip64.so.5")}
+    (comgr,) = [x for x in plan(ext, index=index).libraries if x.name == "libamd_comgr.so.2"]
+    assert comgr.aliases == ("libamd_comgr.so",)
+    assert plan(ext, index=index).summary()["libraries"][0]["aliases"] == ["libamd_comgr.so"]
+    # the wheel already carries a file by that name: no copy
+    ext2 = {**ext, "ext/lib/libamd_comgr.so": lib("own", soname="libamd_comgr.so")}
+    (comgr2,) = [x for x in plan(ext2, index=index).libraries if x.name == "libamd_comgr.so.2"]
+    assert comgr2.aliases == ()
+    # not a dlopen library: no aliases looked for
+    none = plan(ext, index=index, dlopen_patterns=())
+    assert all(x.aliases == () for x in none.libraries)

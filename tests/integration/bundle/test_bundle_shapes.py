@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -162,3 +163,70 @@ def test_vision_like_wheel_uses_torch_libs(run_cli, tree_copy: Path, tmp_path: P
     status, mapped = run.stdout.split()
     assert status == "100"
     assert mapped.startswith(str(site / "torch" / "lib"))
+
+
+def test_library_opened_by_another_name_goes_in_under_it(  # type: ignore[no-untyped-def]
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:
+    """Debian's real libhsa-runtime64 dlopens the unversioned "libhsa-amd-aqlprofile64.so";
+    Debian has no aqlprofile, so a gcc-built one with ROCm's naming is put in the tree. A wheel
+    cannot hold the symlink, so the library must go in under that name too; a caller in the
+    wheel that dlopens it by that name finds it once installed, with the tree gone."""
+    lib = tree_copy / "lib"
+    real = versioned_lib(lib, "hsa-amd-aqlprofile64", "1.0.0", "int aql_version(void){return 7;}\n")
+    caller = cc_shared(
+        tmp_path / "build" / "_probe.so",
+        "#include <dlfcn.h>\n"
+        "int hipGetDeviceCount(int*);\n"
+        "int probe(void){int n; hipGetDeviceCount(&n);\n"
+        '  void *h = dlopen("libhsa-amd-aqlprofile64.so", RTLD_NOW);\n'
+        '  if (!h) return -1; int (*v)(void) = (int (*)(void))dlsym(h, "aql_version");\n'
+        "  return v ? v() : -2;}\n",
+        libs=[lib / "libamdhip64.so.5"],
+        extra=["-ldl"],
+    )
+    wheel = make_wheel(
+        tmp_path / "dist", "probe", "1.0", {"probe/__init__.py": b"", "probe/_probe.so": caller}
+    )
+    out = tmp_path / "out"
+    res = run_cli(
+        ["--json", "bundle", "-z", "1", str(wheel), "--rocm", str(tree_copy), "--output-dir",
+         str(out)],
+        cwd=tmp_path,
+        env={"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhsa-amd-aqlprofile64.so*"},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    (result,) = json.loads(res.stdout)
+    libs = {x["name"]: x for x in result["plan"]["libraries"]}
+    assert libs["libhsa-amd-aqlprofile64.so.1"]["reason"] == "dlopen"
+    assert libs["libhsa-amd-aqlprofile64.so.1"]["aliases"] == ["libhsa-amd-aqlprofile64.so"]
+    assert libs["libamdhip64.so.5"]["aliases"] == []  # nothing asks for libamdhip64.so's file
+    fat = Path(result["output"])
+    with zipfile.ZipFile(fat) as zf:
+        names = zf.namelist()
+        versioned = zf.read("probe/lib/libhsa-amd-aqlprofile64.so.1")
+        assert zf.read("probe/lib/libhsa-amd-aqlprofile64.so") == versioned
+    assert f"probe/lib/{real.name}" not in names  # the real file name: nobody asks for it
+    subprocess.run(
+        [sys.executable, "-m", "wheel", "unpack", "-d", str(tmp_path / "u"), str(fat)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip  (verifies RECORD)
+
+    shown = run_cli(["inspect", str(fat)], cwd=tmp_path)
+    assert "also as libhsa-amd-aqlprofile64.so" in shown.stdout, shown.stdout
+
+    shutil.rmtree(tree_copy)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, fat)
+    check = (
+        "import ctypes, os, probe\n"
+        "lib = ctypes.CDLL(os.path.join(os.path.dirname(probe.__file__), '_probe.so'))\n"
+        "print(lib.probe())\n"
+    )
+    run = subprocess.run(
+        [str(python), "-c", check], capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["7"]
