@@ -1101,7 +1101,12 @@ def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path) -> BundleResult
 
     start = time.monotonic()
     output_dir.mkdir(parents=True, exist_ok=True)
-    add_path = os.pathsep.join(str(rocm / d) for d in ("bin", "lib") if (rocm / d).is_dir())
+    dirs = [rocm / d for d in ("bin", "lib") if (rocm / d).is_dir()]
+    add_path = os.pathsep.join(map(str, dirs))
+    # ROCm DLLs keep their names (they are loaded by name and find their data by it); other
+    # DLLs get delvewheel's usual hashed names, so they cannot clash with another wheel's copy
+    rocm_dlls = sorted({p.name for d in dirs for p in d.iterdir() if p.suffix.lower() == ".dll"})
+    keep = ["--no-mangle", os.pathsep.join(rocm_dlls)] if rocm_dlls else []
     with tempfile.TemporaryDirectory(prefix=".rocm-build-delvewheel-", dir=output_dir) as tmp:
         proc.run(
             [
@@ -1109,7 +1114,7 @@ def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path) -> BundleResult
                 "-m",
                 "delvewheel",
                 "repair",
-                "--no-mangle-all",
+                *keep,
                 "--add-path",
                 add_path,
                 "-w",

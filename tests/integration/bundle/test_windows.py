@@ -4,6 +4,8 @@ hands them to delvewheel and the ROCm DLL names survive (no name mangling)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,12 +54,19 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
         "-lhsa-runtime64",
     )
     (tree / "lib").mkdir()
+    # a DLL from outside the ROCm tree (found on PATH, as on a Windows build machine)
+    vendor = _dll(
+        tmp_path / "vendor" / "vendorz.dll",
+        "__declspec(dllexport) int vz(void) { return 1; }\n",
+    )
     ext = _dll(
         tmp_path / "build" / "_k.pyd",
-        "int hipGetDeviceCount(int *n);\n"
-        "__declspec(dllexport) int count(void) { int n; return hipGetDeviceCount(&n); }\n",
+        "int hipGetDeviceCount(int *n); int vz(void);\n"
+        "__declspec(dllexport) int count(void) { int n; return vz() + hipGetDeviceCount(&n); }\n",
         f"-L{hip.parent}",
         "-lamdhip64",
+        f"-L{vendor.parent}",
+        "-lvendorz",
     )
     assert "amdhip64.dll" in _imports(ext.read_bytes())
     wheel = make_wheel(
@@ -71,6 +80,7 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     res = run_cli(
         ["--json", "bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out)],
         cwd=tmp_path,
+        env={"PATH": f"{vendor.parent}{os.pathsep}{os.environ['PATH']}"},
     )
     assert res.returncode == 0, res.stderr
     (fat,) = out.glob("*.whl")
@@ -81,8 +91,12 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
         pyd = zf.read("winext/_k.pyd")
         hip_in_wheel = next(n for n in names if n.endswith("amdhip64.dll"))
         assert "hsa-runtime64.dll" in _imports(zf.read(hip_in_wheel))
-    assert libs == ["amdhip64.dll", "hsa-runtime64.dll"]  # names kept, not mangled
+    # ROCm names kept; the other DLL got delvewheel's hashed name, and the import follows it
+    assert libs[:2] == ["amdhip64.dll", "hsa-runtime64.dll"]
+    (mangled,) = libs[2:]
+    assert re.fullmatch(r"vendorz-[0-9a-f]+\.dll", mangled), mangled
     assert "amdhip64.dll" in _imports(pyd)
+    assert mangled.lower() in _imports(pyd)
     subprocess.run(
         [sys.executable, "-m", "wheel", "unpack", "-d", str(tmp_path / "u"), str(fat)],
         check=True,
