@@ -816,6 +816,16 @@ def _read_provenance(path: Path, arcname: str) -> dict[str, Any] | None:
         return None
 
 
+def _up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) -> Path | None:
+    """The output of these very inputs and settings, if it is already in ``output_dir``."""
+    for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
+        prov = _read_provenance(existing, arcname)
+        if prov and prov.get("fingerprint") == fingerprint and _sources_unchanged(prov):
+            log.info("%s is up to date (same input, tree and settings)", existing.name)
+            return existing
+    return None
+
+
 def _sources_unchanged(prov: Mapping[str, Any]) -> bool:
     for path, size, mtime in prov.get("sources", []):
         try:
@@ -903,12 +913,8 @@ def bundle_wheel(
     }
     fingerprint = _fingerprint(settings)
     top = lib_dir.split("/", 1)[0]
-    # quick check: the output of these very inputs and settings is already in place
-    for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
-        prov = _read_provenance(existing, f"{top}/{PROVENANCE}")
-        if prov and prov.get("fingerprint") == fingerprint and _sources_unchanged(prov):
-            log.info("%s is up to date (same input, tree and settings)", existing.name)
-            return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
+    if existing := _up_to_date(wheel, output_dir, f"{top}/{PROVENANCE}", fingerprint):
+        return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
 
     index = LibraryIndex(tree_lib_dirs(rocm), system_dirs if system_dirs is not None else [])
     with (
@@ -1070,7 +1076,8 @@ def bundle_many(
         name = WheelName.parse(wheel.name)
         platform = str(cfg["bundle.platform"])
         if platform == "windows" or (platform == "auto" and is_windows_wheel(wheel)):
-            results.append(bundle_windows(wheel, rocm=rocm, output_dir=output_dir))
+            level = int(cfg["bundle.compression_level"])
+            results.append(bundle_windows(wheel, rocm=rocm, output_dir=output_dir, level=level))
             continue
         with WheelReader(wheel) as reader:
             members = [m.name for m in reader.members]
@@ -1095,18 +1102,39 @@ def bundle_many(
     return results
 
 
-def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path) -> BundleResult:
-    """Windows wheels: delvewheel, with ROCm DLL names kept (they find their data by name)."""
+def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path, level: int = 6) -> BundleResult:
+    """Windows wheels: delvewheel, with ROCm DLL names kept (they find their data by name).
+
+    The result carries the same provenance file as a Linux fat wheel, so running again is a
+    no-op and a wheel bundled already is left as it is.
+    """
     import sys
 
     start = time.monotonic()
-    output_dir.mkdir(parents=True, exist_ok=True)
+    wheel = wheel.resolve()
     dirs = [rocm / d for d in ("bin", "lib") if (rocm / d).is_dir()]
-    add_path = os.pathsep.join(map(str, dirs))
+    if not dirs:
+        raise RocmTreeError(f"{rocm} has no bin/ or lib/ folder with DLLs; pass --rocm DIR")
+    with WheelReader(wheel) as reader:
+        members = [m.name for m in reader.members]
+        top = project_lib_dir(reader.name.distribution, {}, members, None).split("/", 1)[0]
+    arcname = f"{top}/{PROVENANCE}"
+    settings = {"tool": __version__, "input": _stat(wheel), "rocm": str(rocm.resolve())}
+    fingerprint = _fingerprint({**settings, "platform": "windows", "level": level})
+    if existing := _up_to_date(wheel, output_dir, arcname, fingerprint):
+        return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if arcname in members:
+        out = output_dir / wheel.name
+        if out.resolve() != wheel:
+            _atomic_copy(wheel, out)
+        log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
+        return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
+
     # ROCm DLLs keep their names (they are loaded by name and find their data by it); other
     # DLLs get delvewheel's usual hashed names, so they cannot clash with another wheel's copy
-    rocm_dlls = sorted({p.name for d in dirs for p in d.iterdir() if p.suffix.lower() == ".dll"})
-    keep = ["--no-mangle", os.pathsep.join(rocm_dlls)] if rocm_dlls else []
+    in_tree = {p.name.lower(): p for d in reversed(dirs) for p in d.glob("*") if _is_dll(p)}
+    keep = ["--no-mangle", os.pathsep.join(sorted(in_tree))] if in_tree else []
     with tempfile.TemporaryDirectory(prefix=".rocm-build-delvewheel-", dir=output_dir) as tmp:
         proc.run(
             [
@@ -1116,7 +1144,7 @@ def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path) -> BundleResult
                 "repair",
                 *keep,
                 "--add-path",
-                add_path,
+                os.pathsep.join(map(str, dirs)),
                 "-w",
                 tmp,
                 wheel,
@@ -1128,5 +1156,42 @@ def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path) -> BundleResult
         if not produced:
             raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
         out = output_dir / produced[0].name
-        produced[0].replace(out)
+        with WheelReader(produced[0]) as repaired:
+            added = sorted(
+                posixpath.basename(m.name)
+                for m in repaired.members
+                if m.name not in members and m.name.lower().endswith(".dll")
+            )
+            libraries: list[dict[str, Any]] = [
+                {
+                    "name": name,
+                    "origin": "rocm" if name.lower() in in_tree else "system",
+                    "reason": "needed",
+                    "source": str(in_tree[name.lower()]) if name.lower() in in_tree else "",
+                    "needed_by": [],
+                    "aliases": [],
+                }
+                for name in added
+            ]
+            provenance = {
+                "tool": f"rocm-build {__version__}",
+                "fingerprint": fingerprint,
+                "rocm": str(rocm.resolve()),
+                "rocm_version": _rocm_version(rocm),
+                "platform": "windows",
+                "libraries": libraries,
+                "sources": [_stat(in_tree[n.lower()]) for n in added if n.lower() in in_tree],
+            }
+            record = f"{repaired.dist_info}/RECORD"
+            with WheelWriter(out, repaired.dist_info, level=level) as writer:
+                for m in repaired.members:
+                    if m.name != record and not m.is_dir:
+                        writer.copy_member(repaired, m.name)
+                writer.add_bytes(arcname, (json.dumps(provenance, indent=1) + "\n").encode())
+                writer.commit()
+    log.info("bundled %s: %d DLLs added (%s)", wheel.name, len(added), ", ".join(added))
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
+
+
+def _is_dll(path: Path) -> bool:
+    return path.suffix.lower() == ".dll" and path.is_file()

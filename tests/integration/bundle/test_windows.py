@@ -77,11 +77,13 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
         tag="cp311-cp311-win_amd64",
     )
     out = tmp_path / "out"
-    res = run_cli(
-        ["--json", "bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out)],
-        cwd=tmp_path,
-        env={"PATH": f"{vendor.parent}{os.pathsep}{os.environ['PATH']}"},
-    )
+    path = {"PATH": f"{vendor.parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def bundle(wheel: Path, out: Path):  # type: ignore[no-untyped-def]
+        args = ["--json", "bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out)]
+        return run_cli(args, cwd=tmp_path, env=path)
+
+    res = bundle(wheel, out)
     assert res.returncode == 0, res.stderr
     (fat,) = out.glob("*.whl")
     assert json.loads(res.stdout)[0]["output"] == str(fat)
@@ -102,3 +104,23 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
         check=True,
         capture_output=True,
     )
+    with zipfile.ZipFile(fat) as zf:
+        prov = json.loads(zf.read("winext/.rocm-build-bundle.json"))
+    origins = {x["name"]: x["origin"] for x in prov["libraries"]}
+    assert origins == {"amdhip64.dll": "rocm", "hsa-runtime64.dll": "rocm", mangled: "system"}
+
+    # again, output in place: nothing is redone or rewritten
+    before = fat.stat().st_mtime_ns
+    again = bundle(wheel, out)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)[0]["status"] == "up-to-date"
+    assert fat.stat().st_mtime_ns == before
+    # a DLL of the tree changed: bundled again
+    hsa.write_bytes(hsa.read_bytes() + b"\0")
+    third = bundle(wheel, out)
+    assert json.loads(third.stdout)[0]["status"] == "bundled", third.stderr
+    # the fat wheel itself, bundled: left as it is
+    fat_bytes = fat.read_bytes()
+    res2 = bundle(fat, tmp_path / "o2")
+    assert json.loads(res2.stdout)[0]["status"] == "unchanged", res2.stderr
+    assert (tmp_path / "o2" / fat.name).read_bytes() == fat_bytes
