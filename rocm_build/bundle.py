@@ -422,14 +422,19 @@ def select_data(
     lib_dir: str,
     library_names: Iterable[str],
     targets: Sequence[str],
+    read_from: Mapping[str, str] | None = None,
 ) -> tuple[list[DataFile], int]:
-    """Files of the data trees whose owner library is bundled, filtered to ``targets``."""
+    """Files of the data trees whose owner library is bundled, filtered to ``targets``.
+
+    Trees are named as in the Linux layout; ``read_from`` gives another place in the tree to
+    read one from (Windows keeps ``lib/rocblas/library`` in ``bin/rocblas/library``).
+    """
     names = [n.lower() for n in library_names]
     wanted = set(targets)
     files: list[DataFile] = []
     skipped = 0
     for tree in trees:
-        src = rocm / tree
+        src = rocm / (read_from or {}).get(tree, tree)
         if not src.exists():
             continue
         owner = _tree_owner(tree)
@@ -1076,8 +1081,16 @@ def bundle_many(
         name = WheelName.parse(wheel.name)
         platform = str(cfg["bundle.platform"])
         if platform == "windows" or (platform == "auto" and is_windows_wheel(wheel)):
-            level = int(cfg["bundle.compression_level"])
-            results.append(bundle_windows(wheel, rocm=rocm, output_dir=output_dir, level=level))
+            result = bundle_windows(
+                wheel,
+                rocm=rocm,
+                output_dir=output_dir,
+                targets=targets,
+                dlopen_patterns=list(cfg["bundle.dlopen_libs"]),
+                data_trees=list(cfg["bundle.data_trees"]),
+                level=int(cfg["bundle.compression_level"]),
+            )
+            results.append(result)
             continue
         with WheelReader(wheel) as reader:
             members = [m.name for m in reader.members]
@@ -1102,11 +1115,21 @@ def bundle_many(
     return results
 
 
-def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path, level: int = 6) -> BundleResult:
-    """Windows wheels: delvewheel, with ROCm DLL names kept (they find their data by name).
-
-    The result carries the same provenance file as a Linux fat wheel, so running again is a
-    no-op and a wheel bundled already is left as it is.
+def bundle_windows(
+    wheel: Path,
+    *,
+    rocm: Path,
+    output_dir: Path,
+    targets: Sequence[str] = (),
+    dlopen_patterns: Sequence[str] = (),
+    data_trees: Sequence[str] = (),
+    level: int = 6,
+) -> BundleResult:
+    """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
+    names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
+    loads with ``LoadLibrary`` (``.dll`` patterns of ``bundle.dlopen_libs``) and the data trees
+    of the bundled DLLs (``lib/X`` is read from the tree's ``bin/X``, where Windows keeps it)
+    go beside them, and the provenance file makes a re-run a no-op.
     """
     import sys
 
@@ -1119,8 +1142,17 @@ def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path, level: int = 6)
         members = [m.name for m in reader.members]
         top = project_lib_dir(reader.name.distribution, {}, members, None).split("/", 1)[0]
     arcname = f"{top}/{PROVENANCE}"
-    settings = {"tool": __version__, "input": _stat(wheel), "rocm": str(rocm.resolve())}
-    fingerprint = _fingerprint({**settings, "platform": "windows", "level": level})
+    settings = {
+        "tool": __version__,
+        "input": _stat(wheel),
+        "rocm": str(rocm.resolve()),
+        "platform": "windows",
+        "targets": list(targets),
+        "dlopen": list(dlopen_patterns),
+        "data_trees": list(data_trees),
+        "level": level,
+    }
+    fingerprint = _fingerprint(settings)
     if existing := _up_to_date(wheel, output_dir, arcname, fingerprint):
         return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -1131,8 +1163,8 @@ def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path, level: int = 6)
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
 
-    # ROCm DLLs keep their names (they are loaded by name and find their data by it); other
-    # DLLs get delvewheel's usual hashed names, so they cannot clash with another wheel's copy
+    # ROCm DLLs keep their names; other DLLs get delvewheel's usual hashed names, so they cannot
+    # clash with another wheel's copy
     in_tree = {p.name.lower(): p for d in reversed(dirs) for p in d.glob("*") if _is_dll(p)}
     keep = ["--no-mangle", os.pathsep.join(sorted(in_tree))] if in_tree else []
     with tempfile.TemporaryDirectory(prefix=".rocm-build-delvewheel-", dir=output_dir) as tmp:
@@ -1157,21 +1189,46 @@ def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path, level: int = 6)
             raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
         out = output_dir / produced[0].name
         with WheelReader(produced[0]) as repaired:
-            added = sorted(
-                posixpath.basename(m.name)
+            added = {
+                posixpath.basename(m.name): m.name
                 for m in repaired.members
                 if m.name not in members and m.name.lower().endswith(".dll")
-            )
+            }
+            from_tree = [n for n in added if n.lower() in in_tree]
+            loaded: dict[str, Path] = {}
+            data: list[DataFile] = []
+            skipped = 0
+            if from_tree:  # the wheel uses ROCm: what delvewheel cannot see goes beside it
+                libs_dir = posixpath.dirname(added[from_tree[0]])
+                have = {n.lower() for n in added} | {posixpath.basename(m).lower() for m in members}
+                loaded = {
+                    p.name: p
+                    for name, p in sorted(in_tree.items())
+                    if name not in have
+                    and any(fnmatch.fnmatch(name, pat.lower()) for pat in dlopen_patterns)
+                }
+                # Windows keeps DLLs and the data beside them in bin/
+                in_bin = {
+                    t: "bin/" + t.strip("/")[len("lib/") :]
+                    for t in data_trees
+                    if t.strip("/").startswith("lib/")
+                    and (rocm / "bin" / t.strip("/")[len("lib/") :]).exists()
+                }
+                data, skipped = select_data(
+                    rocm, data_trees, libs_dir, [*added, *loaded], targets, read_from=in_bin
+                )
+                for name in loaded:
+                    added[name] = posixpath.join(libs_dir, name)
             libraries: list[dict[str, Any]] = [
                 {
                     "name": name,
                     "origin": "rocm" if name.lower() in in_tree else "system",
-                    "reason": "needed",
+                    "reason": "dlopen" if name in loaded else "needed",
                     "source": str(in_tree[name.lower()]) if name.lower() in in_tree else "",
                     "needed_by": [],
                     "aliases": [],
                 }
-                for name in added
+                for name in sorted(added)
             ]
             provenance = {
                 "tool": f"rocm-build {__version__}",
@@ -1179,17 +1236,28 @@ def bundle_windows(wheel: Path, *, rocm: Path, output_dir: Path, level: int = 6)
                 "rocm": str(rocm.resolve()),
                 "rocm_version": _rocm_version(rocm),
                 "platform": "windows",
+                "targets": list(targets),
                 "libraries": libraries,
-                "sources": [_stat(in_tree[n.lower()]) for n in added if n.lower() in in_tree],
+                "data_files": len(data),
+                "data_skipped": skipped,
+                "sources": [_stat(in_tree[n.lower()]) for n in added if n.lower() in in_tree]
+                + [_stat(Path(d.source)) for d in data],
             }
             record = f"{repaired.dist_info}/RECORD"
             with WheelWriter(out, repaired.dist_info, level=level) as writer:
                 for m in repaired.members:
                     if m.name != record and not m.is_dir:
                         writer.copy_member(repaired, m.name)
+                for name, path in loaded.items():
+                    writer.add_file(added[name], path, 0o755)
+                for d in data:
+                    writer.add_file(d.arcname, Path(d.source), 0o644)
                 writer.add_bytes(arcname, (json.dumps(provenance, indent=1) + "\n").encode())
                 writer.commit()
-    log.info("bundled %s: %d DLLs added (%s)", wheel.name, len(added), ", ".join(added))
+    log.info(
+        "bundled %s: %d DLLs (%s), %d data files (%d left out for other targets)",
+        wheel.name, len(added), ", ".join(sorted(added)), len(data), skipped,
+    )  # fmt: skip
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
@@ -54,6 +55,13 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
         "-lhsa-runtime64",
     )
     (tree / "lib").mkdir()
+    # loaded with LoadLibrary by name (no import points at it), and a library with a data tree
+    _dll(tree / "bin" / "amd_comgr_3.dll", "__declspec(dllexport) int comgr(void){return 3;}\n")
+    blas = _dll(tree / "bin" / "rocblas.dll", "__declspec(dllexport) int rb(void){return 2;}\n")
+    kernels = tree / "bin" / "rocblas" / "library"
+    kernels.mkdir(parents=True)
+    for name in ("TensileLibrary_gfx90a.dat", "TensileLibrary_gfx1030.dat", "TensileManifest.txt"):
+        (kernels / name).write_text(name)
     # a DLL from outside the ROCm tree (found on PATH, as on a Windows build machine)
     vendor = _dll(
         tmp_path / "vendor" / "vendorz.dll",
@@ -61,10 +69,13 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     )
     ext = _dll(
         tmp_path / "build" / "_k.pyd",
-        "int hipGetDeviceCount(int *n); int vz(void);\n"
-        "__declspec(dllexport) int count(void) { int n; return vz() + hipGetDeviceCount(&n); }\n",
+        "int hipGetDeviceCount(int *n); int vz(void); int rb(void);\n"
+        "__declspec(dllexport) int count(void)\n"
+        "{ int n; return rb() + vz() + hipGetDeviceCount(&n); }\n",
         f"-L{hip.parent}",
         "-lamdhip64",
+        f"-L{blas.parent}",
+        "-lrocblas",
         f"-L{vendor.parent}",
         "-lvendorz",
     )
@@ -80,7 +91,8 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     path = {"PATH": f"{vendor.parent}{os.pathsep}{os.environ['PATH']}"}
 
     def bundle(wheel: Path, out: Path):  # type: ignore[no-untyped-def]
-        args = ["--json", "bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out)]
+        args = ["--json", "bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out),
+                "--arch", "gfx90a"]  # fmt: skip
         return run_cli(args, cwd=tmp_path, env=path)
 
     res = bundle(wheel, out)
@@ -94,8 +106,15 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
         hip_in_wheel = next(n for n in names if n.endswith("amdhip64.dll"))
         assert "hsa-runtime64.dll" in _imports(zf.read(hip_in_wheel))
     # ROCm names kept; the other DLL got delvewheel's hashed name, and the import follows it
-    assert libs[:2] == ["amdhip64.dll", "hsa-runtime64.dll"]
-    (mangled,) = libs[2:]
+    assert libs[:4] == ["amd_comgr_3.dll", "amdhip64.dll", "hsa-runtime64.dll", "rocblas.dll"]
+    (mangled,) = libs[4:]
+    libs_dir = posixpath.dirname(hip_in_wheel)
+    assert posixpath.join(libs_dir, "amd_comgr_3.dll") in names  # beside the others
+    data = sorted(n[len(libs_dir) + 1 :] for n in names if "/rocblas/" in n)
+    assert data == [
+        "rocblas/library/TensileLibrary_gfx90a.dat",
+        "rocblas/library/TensileManifest.txt",
+    ]
     assert re.fullmatch(r"vendorz-[0-9a-f]+\.dll", mangled), mangled
     assert "amdhip64.dll" in _imports(pyd)
     assert mangled.lower() in _imports(pyd)
@@ -107,7 +126,14 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     with zipfile.ZipFile(fat) as zf:
         prov = json.loads(zf.read("winext/.rocm-build-bundle.json"))
     origins = {x["name"]: x["origin"] for x in prov["libraries"]}
-    assert origins == {"amdhip64.dll": "rocm", "hsa-runtime64.dll": "rocm", mangled: "system"}
+    assert origins == {
+        "amd_comgr_3.dll": "rocm",
+        "amdhip64.dll": "rocm",
+        "hsa-runtime64.dll": "rocm",
+        "rocblas.dll": "rocm",
+        mangled: "system",
+    }
+    assert (prov["data_files"], prov["data_skipped"]) == (2, 1)
 
     # again, output in place: nothing is redone or rewritten
     before = fat.stat().st_mtime_ns
