@@ -11,6 +11,8 @@ Rules (see the README's "Fat wheels" section):
   out; anything else that cannot be found stops the bundle, naming what is missing and who
   needs it;
 * libraries ROCm loads with ``dlopen`` are added by file-name pattern (``bundle.dlopen_libs``);
+* a library opened by another name than its soname (a symlink name some ELF file in the wheel
+  holds as a string) gets a stub library of that name that NEEDs it;
 * data trees (``bundle.data_trees``) keep their relative layout beside the libraries, filtered
   to the requested gfx targets;
 * libraries keep their names and sonames (no hashing) and go to the project's ``lib_dir``; every
@@ -105,8 +107,9 @@ class Library:
     reason: Literal["needed", "dlopen"]
     needed_by: tuple[str, ...]
     info: elf.ElfInfo
-    #: other names a bundled library passes to ``dlopen`` for this one (its unversioned symlink,
-    #: say): copies under those names, since a wheel cannot hold the symlink
+    #: other names a library in the wheel passes to ``dlopen`` for this one (its unversioned
+    #: symlink, say). A wheel cannot hold the symlink, and a copy would be a second instance when
+    #: the library is loaded by its soname too, so each alias is a stub library that NEEDs it.
     aliases: tuple[str, ...] = ()
 
 
@@ -302,19 +305,12 @@ class LibraryIndex:
         return list(found.values())
 
     def other_names(self, library: Path) -> tuple[str, ...]:
-        """Every name the tree has for ``library``'s file: its symlinks and its real name."""
+        """Every name ``library``'s file has in its folder and the tree: symlinks, real name."""
         real = library.resolve()
         stem = real.name.split(".so", 1)[0]
-        return tuple(
-            sorted(
-                {
-                    p.name
-                    for d in self.rocm_dirs
-                    for p in d.glob(f"{stem}.so*")
-                    if p.resolve() == real
-                }
-            )
-        )
+        dirs = dict.fromkeys([*self.rocm_dirs, real.parent])
+        names = {p.name for d in dirs for p in d.glob(f"{stem}.so*") if p.resolve() == real}
+        return tuple(sorted(names))
 
     def referenced(self, callers: Sequence[str], names: Iterable[str]) -> frozenset[str]:
         """Which of ``names`` one of the ELF files ``callers`` holds as a string constant."""
@@ -556,13 +552,12 @@ def make_plan(
             "build machine's library folders, or install the wheel that provides it and pass it "
             "with --with"
         )
-    # A library ROCm opens by another name than its soname (HSA asks for the unversioned
-    # "libhsa-amd-aqlprofile64.so") also goes in under that name.
+    # A library opened by another name than its soname (HSA asks for the unversioned
+    # "libhsa-amd-aqlprofile64.so", rocSHMEM for "libnuma.so") also answers to that name.
     taken = set(provided) | set(grafted)
     other = {
         n: [a for a in index.other_names(Path(lib.source)) if a not in taken]
         for n, lib in grafted.items()
-        if lib.origin == "rocm" and any(fnmatch.fnmatch(n, p) for p in dlopen_patterns)
     }
     callers = [*(i.path for i in host.values()), *(lib.info.path for lib in grafted.values())]
     found = index.referenced(callers, {a for names in other.values() for a in names})
@@ -694,7 +689,7 @@ def _patchelf() -> str:
 
 
 def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path], *,
-               level: int, provenance: dict[str, Any],
+               level: int, provenance: dict[str, Any], linker: str = "",
                progress: Progress = NO_PROGRESS) -> Path:  # fmt: skip
     """Write the output wheel in one pass; returns its path.
 
@@ -745,7 +740,9 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
                 writer, lib.arcname, src, "$ORIGIN", Path(scratch), 0o755
             )
             for alias in lib.aliases:
-                writer.add_copy(lib.arcname, posixpath.join(plan.lib_dir, alias))
+                stub = _alias_stub(linker, src, alias, Path(scratch))
+                arc = posixpath.join(plan.lib_dir, alias)
+                methods[arc] = _stream_elf(writer, arc, stub, "$ORIGIN", Path(scratch), 0o755)
             progress.advance(task, src.stat().st_size)
         for data in plan.data:
             writer.add_file(data.arcname, Path(data.source), 0o644)
@@ -1027,8 +1024,41 @@ def bundle_wheel(
             "sources": sources,
         }
         output_dir.mkdir(parents=True, exist_ok=True)
-        apply_plan(plan, reader, extracted, level=level, provenance=provenance, progress=progress)
+        linker = find_linker(rocm) if any(lib.aliases for lib in plan.libraries) else ""
+        apply_plan(
+            plan, reader, extracted, level=level, provenance=provenance, linker=linker,
+            progress=progress,
+        )  # fmt: skip
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary())
+
+
+def find_linker(rocm: Path) -> str:
+    """A linker for alias stubs: the tree's ld.lld (it links for any target), else ``ld``."""
+    for rel in ("lib/llvm/bin/ld.lld", "llvm/bin/ld.lld"):
+        if (rocm / rel).is_file():
+            return str(rocm / rel)
+    for name in ("ld.lld", "ld"):
+        if found := shutil.which(name):
+            return found
+    raise BundleError(
+        "a bundled library is opened by another name, and making its alias needs a linker: "
+        "install binutils (ld) or use a ROCm tree with lib/llvm/bin/ld.lld"
+    )
+
+
+def _alias_stub(linker: str, library: Path, alias: str, scratch: Path) -> Path:
+    """A shared library named ``alias`` whose only content is a NEEDED entry for ``library``'s
+    soname: opening it by that name loads the one real library, and ``dlsym`` on its handle
+    finds the real library's symbols (a handle's lookup scope includes its dependencies)."""
+    out = scratch / "alias" / alias
+    out.parent.mkdir(parents=True, exist_ok=True)
+    proc.run(
+        [linker, "-shared", "-soname", alias, "--no-as-needed", "--disable-new-dtags",
+         "-rpath", "$ORIGIN", "--build-id=none", "-o", str(out), str(library)],
+        capture=True,
+        what=f"linking the alias {alias}",
+    )  # fmt: skip
+    return out
 
 
 def _shallow(plan: BundlePlan) -> dict[str, Any]:

@@ -213,16 +213,17 @@ def strings_present(path: Path | str, names: Iterable[str]) -> frozenset[str]:
     This is where the literal a library passes to ``dlopen`` lives; device code and symbol
     tables are not searched, so a 1.3 GB library costs a scan of its few MB of ``.rodata``.
     """
-    wanted = {n.encode() for n in names}
+    wanted = sorted({re.escape(n.encode()) for n in names}, key=len, reverse=True)
     if not wanted:
         return frozenset()
+    pattern = re.compile(b"(?<=\0)(?:" + b"|".join(wanted) + b")(?=\0)")
     with _elf(path) as (elf, mm):
         section = elf.get_section_by_name(".rodata")
         if section is None or section["sh_type"] == "SHT_NOBITS":
             return frozenset()
         start = section["sh_offset"]
         data = b"\0" + mm[start : start + section["sh_size"]] + b"\0"
-    return frozenset(n.decode() for n in wanted if b"\0" + n + b"\0" in data)
+    return frozenset(m.decode() for m in pattern.findall(data))
 
 
 def _version_sort_key(name: str) -> tuple[str, tuple[int, ...]]:

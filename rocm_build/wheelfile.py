@@ -35,7 +35,7 @@ import zipfile
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import IO, BinaryIO, Protocol
@@ -408,30 +408,6 @@ class WheelWriter:
                     digest.update(block)
             old = RecordEntry(name, record_hash(digest.digest()), member.file_size)
         self._records.append(RecordEntry(arcname, old.hash, member.file_size))
-
-    def add_copy(self, existing: str, arcname: str) -> None:
-        """Add ``arcname`` with the content of the already written ``existing``.
-
-        A wheel cannot hold symlinks; the compressed bytes are copied, not deflated again.
-        """
-        self._check_name(arcname)
-        key = existing.encode("utf-8")
-        src = next((e for e in self._entries if e.name == key), None)
-        if src is None:
-            raise BundleError(f"{existing}: not in the wheel yet, cannot copy it to {arcname}")
-        record = next(r for r in self._records if r.path == existing)
-        self._fh.flush()
-        local = _LOCAL.unpack(os.pread(self._fh.fileno(), _LOCAL.size, src.header_offset))
-        start = src.header_offset + _LOCAL.size + local[-2] + local[-1]
-        encoded = arcname.encode("utf-8")
-        entry = replace(src, name=encoded, flag_bits=0 if encoded.isascii() else 0x800)
-        zip64 = max(entry.file_size, entry.compress_size) >= _ZIP32_LIMIT
-        entry.header_offset = self._write_local(entry, zip64)
-        with self._tmp.open("rb") as fh:
-            _copy_range(fh, start, self._fh, entry.compress_size)
-        self.bytes_copied += entry.compress_size
-        self._entries.append(entry)
-        self._records.append(RecordEntry(arcname, record.hash, record.size))
 
     def add_file(self, arcname: str, path: Path, mode: int | None = None) -> None:
         st = path.stat()

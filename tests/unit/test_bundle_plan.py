@@ -215,8 +215,8 @@ def test_parse_targets() -> None:
 
 
 def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
-    """comgr is asked for by its unversioned name: a copy goes in under it; a name nobody holds
-    as a string (the real file name) and one the wheel already has do not."""
+    """comgr is asked for by its unversioned name: an alias goes in under it; a name nobody
+    holds as a string (the real file name) and one the wheel already has do not."""
     index = TreeIndex(
         rocm=ROCM.rocm,
         links={
@@ -232,6 +232,8 @@ def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
     ext2 = {**ext, "ext/lib/libamd_comgr.so": lib("own", soname="libamd_comgr.so")}
     (comgr2,) = [x for x in plan(ext2, index=index).libraries if x.name == "libamd_comgr.so.2"]
     assert comgr2.aliases == ()
-    # not a dlopen library: no aliases looked for
-    none = plan(ext, index=index, dlopen_patterns=())
-    assert all(x.aliases == () for x in none.libraries)
+    # a NEEDED library asked for by its bare name too (rocSHMEM's dlopen("libnuma.so"))
+    index.links["libnuma.so.1"] = ("libnuma.so", "libnuma.so.1")
+    index.strings["k"] = frozenset({"libnuma.so"})
+    (numa,) = [x for x in plan(ext, index=index).libraries if x.name == "libnuma.so.1"]
+    assert (numa.reason, numa.aliases) == ("needed", ("libnuma.so",))
