@@ -689,7 +689,7 @@ def _patchelf() -> str:
 
 
 def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path], *,
-               level: int, provenance: dict[str, Any], linker: str = "",
+               level: int, provenance: dict[str, Any], linkers: Sequence[str] = (),
                progress: Progress = NO_PROGRESS) -> Path:  # fmt: skip
     """Write the output wheel in one pass; returns its path.
 
@@ -740,7 +740,7 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
                 writer, lib.arcname, src, "$ORIGIN", Path(scratch), 0o755
             )
             for alias in lib.aliases:
-                stub = _alias_stub(linker, src, alias, Path(scratch))
+                stub = _alias_stub(linkers, src, alias, Path(scratch))
                 arc = posixpath.join(plan.lib_dir, alias)
                 methods[arc] = _stream_elf(writer, arc, stub, "$ORIGIN", Path(scratch), 0o755)
             progress.advance(task, src.stat().st_size)
@@ -1024,41 +1024,42 @@ def bundle_wheel(
             "sources": sources,
         }
         output_dir.mkdir(parents=True, exist_ok=True)
-        linker = find_linker(rocm) if any(lib.aliases for lib in plan.libraries) else ""
         apply_plan(
-            plan, reader, extracted, level=level, provenance=provenance, linker=linker,
-            progress=progress,
+            plan, reader, extracted, level=level, provenance=provenance,
+            linkers=find_linkers(rocm), progress=progress,
         )  # fmt: skip
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary())
 
 
-def find_linker(rocm: Path) -> str:
-    """A linker for alias stubs: the tree's ld.lld (it links for any target), else ``ld``."""
-    for rel in ("lib/llvm/bin/ld.lld", "llvm/bin/ld.lld"):
-        if (rocm / rel).is_file():
-            return str(rocm / rel)
-    for name in ("ld.lld", "ld"):
-        if found := shutil.which(name):
-            return found
-    raise BundleError(
-        "a bundled library is opened by another name, and making its alias needs a linker: "
-        "install binutils (ld) or use a ROCm tree with lib/llvm/bin/ld.lld"
-    )
+def find_linkers(rocm: Path) -> list[str]:
+    """Linkers for alias stubs, in the order tried: binutils ``ld`` (5 MB of memory; native
+    targets only), then the tree's ``ld.lld`` (any target; 100 MB)."""
+    found = [
+        shutil.which("ld"),
+        *(str(rocm / r) for r in ("lib/llvm/bin/ld.lld", "llvm/bin/ld.lld")),
+    ]
+    found.append(shutil.which("ld.lld"))
+    return [f for f in dict.fromkeys(found) if f and Path(f).is_file()]
 
 
-def _alias_stub(linker: str, library: Path, alias: str, scratch: Path) -> Path:
+def _alias_stub(linkers: Sequence[str], library: Path, alias: str, scratch: Path) -> Path:
     """A shared library named ``alias`` whose only content is a NEEDED entry for ``library``'s
     soname: opening it by that name loads the one real library, and ``dlsym`` on its handle
     finds the real library's symbols (a handle's lookup scope includes its dependencies)."""
     out = scratch / "alias" / alias
     out.parent.mkdir(parents=True, exist_ok=True)
-    proc.run(
-        [linker, "-shared", "-soname", alias, "--no-as-needed", "--disable-new-dtags",
-         "-rpath", "$ORIGIN", "--build-id=none", "-o", str(out), str(library)],
-        capture=True,
-        what=f"linking the alias {alias}",
-    )  # fmt: skip
-    return out
+    failures = []
+    for linker in linkers:
+        args = [linker, "-shared", "-soname", alias, "--no-as-needed", "--disable-new-dtags",
+                "-rpath", "$ORIGIN", "--build-id=none", "-o", str(out), str(library)]  # fmt: skip
+        result = proc.run(args, capture=True, check=False, what=f"linking the alias {alias}")
+        if result.returncode == 0:
+            return out
+        failures.append(f"{Path(linker).name}: {' '.join(result.tail[-1:]).strip()[:200]}")
+    raise BundleError(
+        f"cannot link the alias {alias} for {library.name} ({'; '.join(failures) or 'no linker'})"
+        ": install binutils (ld) or use a ROCm tree with lib/llvm/bin/ld.lld"
+    )
 
 
 def _shallow(plan: BundlePlan) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf
+from rocm_build import bundle, elf
+from rocm_build.errors import BundleError
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel, versioned_lib
@@ -238,3 +239,15 @@ def test_library_opened_by_another_name_goes_in_under_it(  # type: ignore[no-unt
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["7", "True"]
+
+
+def test_alias_stub_tries_the_next_linker(tmp_path: Path) -> None:
+    """A linker that fails (a cross target for binutils ld, say) hands over to the next one;
+    with none left, the error says what to install."""
+    real = versioned_lib(tmp_path / "lib", "thing", "2.1", "int thing(void){return 2;}\n")
+    ld = shutil.which("ld")
+    assert ld is not None
+    stub = bundle._alias_stub(["/bin/false", ld], real, "libthing.so", tmp_path / "s")
+    assert elf.read_elf(stub).needed == ("libthing.so.2",)
+    with pytest.raises(BundleError, match=r"cannot link the alias libthing\.so .*install binutils"):
+        bundle._alias_stub(["/bin/false"], real, "libthing.so", tmp_path / "s2")
