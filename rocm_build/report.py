@@ -22,7 +22,7 @@ from .wheelfile import WheelReader
 
 __all__ = ["InspectResult", "inspect_wheel", "render"]
 
-PYPI_LIMIT = 1 << 30
+PYPI_LIMIT = 100 * 1000 * 1000  # PyPI's default per-file upload limit; raised on request
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,14 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
             }
         )
     code_targets = sorted({t for r in rows for t in r["targets"]})
+    code_bytes: dict[str, int] = defaultdict(int)  # code objects per target, uncompressed
+    for found in bundles.values():
+        for b in found:
+            for entry in b.entries:
+                if entry.target:
+                    code_bytes[entry.target] += entry.size
     data_targets: dict[str, set[str]] = defaultdict(set)
+    data_bytes: dict[str, int] = defaultdict(int)
     sizes: dict[str, int] = defaultdict(int)
     for m in members:
         comp = _component(m.name, lib_dir, set(elves))
@@ -131,6 +138,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
         if comp.startswith("data: "):
             for tok in bundle.gfx_tokens(m.name):
                 data_targets[tok].add(comp[len("data: ") :])
+                data_bytes[tok] += m.file_size
     wanted = list(requested) or list(prov.get("targets", []))
     with_code = [r for r in rows if r["targets"]]
     coverage = [
@@ -140,6 +148,8 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
             # a library with device code but none for t fails on t at run time
             "missing_in": [r["path"] for r in with_code if t not in r["targets"]],
             "data": sorted(data_targets.get(t, ())),
+            "code_bytes": code_bytes.get(t, 0),
+            "data_bytes": data_bytes.get(t, 0),
         }
         for t in sorted(set(wanted) | set(code_targets))
     ]
@@ -178,7 +188,10 @@ def render(data: dict[str, Any]) -> Iterator[str]:
     )
     yield f"platform tag satisfied: {data['platform_tag']}{tag_note}"
     if data["over_pypi_limit"]:
-        yield "note: larger than PyPI's 1 GiB per-file limit: host it on your own index"
+        yield (
+            f"note: larger than PyPI's default {_mb(PYPI_LIMIT)} per-file limit: ask PyPI for a "
+            "larger limit, host it on your own index, or build for fewer targets"
+        )
     yield ""
     yield (
         "ELF files:"
@@ -213,7 +226,7 @@ def render(data: dict[str, Any]) -> Iterator[str]:
                 yield f"    also as {', '.join(lib['aliases'])} (the name it is opened by)"
     if data["coverage"]:
         yield ""
-        yield "gfx coverage (requested vs present):"
+        yield "gfx coverage (requested vs present; bytes per target, uncompressed):"
         req = set(data["requested_targets"])
         for row in data["coverage"]:
             mark = "requested" if row["target"] in req else "extra"
@@ -224,7 +237,11 @@ def render(data: dict[str, Any]) -> Iterator[str]:
                     + ", ".join(posixpath.basename(p) for p in row["missing_in"])
                     + ")"
                 )
-            data_note = ", data: " + ", ".join(row["data"]) if row["data"] else ""
+            if row["code"]:
+                code += f", {_mb(row['code_bytes'])}"
+            data_note = (
+                f", data: {', '.join(row['data'])} {_mb(row['data_bytes'])}" if row["data"] else ""
+            )
             yield f"  {row['target']:<9} {mark:<9} {code}{data_note}"
     yield ""
     yield "size by component (uncompressed):"

@@ -170,6 +170,11 @@ def test_inspect_fat_wheel(run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_pa
     assert not any(r["escaping"] or r["unresolved"] for r in rows.values())
     assert {b["name"] for b in data["bundled"]} >= {"libamdhip64.so.5", "libhiprtc-builtins.so.5"}
     assert data["platform_tag"].split(".")[0] in fat.name
+    assert data["over_pypi_limit"] is False
+    code_bytes = {row["target"]: row["code_bytes"] for row in data["coverage"]}
+    kern_size = next(m for m in zipfile.ZipFile(fat).infolist() if m.filename.endswith("_kern.so"))
+    for target in ("gfx90a", "gfx1030"):  # each target's code object: real, smaller than the file
+        assert 1000 < code_bytes[target] < kern_size.file_size
     text = run_cli(["inspect", str(fat)], cwd=tmp_path)
     assert "gfx90a" in text.stdout
     assert "libamdhip64.so.5  from rocm" in text.stdout

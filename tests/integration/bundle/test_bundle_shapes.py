@@ -86,6 +86,12 @@ def test_data_trees_follow_targets(run_cli, tree_copy: Path, tmp_path: Path) -> 
     assert "blasy/lib/librocblas.so.0" in names
     for name, kept in files.items():
         assert (f"blasy/lib/rocblas/library/{name}" in names) is kept, name
+    # inspect counts each target's data bytes
+    shown = json.loads(run_cli(["--json", "inspect", str(fat)], cwd=tmp_path).stdout)
+    data_bytes = {row["target"]: row["data_bytes"] for row in shown["coverage"]}
+    for target in ("gfx1030", "gfx942"):
+        expected = sum(len(n.encode()) * 50 for n, kept in files.items() if kept and target in n)
+        assert data_bytes[target] == expected
 
 
 def test_vision_like_wheel_uses_torch_libs(run_cli, tree_copy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
