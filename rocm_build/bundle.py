@@ -1162,8 +1162,6 @@ def bundle_windows(
     of the bundled DLLs (``lib/X`` is read from the tree's ``bin/X``, where Windows keeps it)
     go beside them, and the provenance file makes a re-run a no-op.
     """
-    import sys
-
     start = time.monotonic()
     wheel = wheel.resolve()
     dirs = [rocm / d for d in ("bin", "lib") if (rocm / d).is_dir()]
@@ -1197,29 +1195,10 @@ def bundle_windows(
     # ROCm DLLs keep their names; other DLLs get delvewheel's usual hashed names, so they cannot
     # clash with another wheel's copy
     in_tree = {p.name.lower(): p for d in reversed(dirs) for p in d.glob("*") if _is_dll(p)}
-    keep = ["--no-mangle", os.pathsep.join(sorted(in_tree))] if in_tree else []
     with tempfile.TemporaryDirectory(prefix=".rocm-build-delvewheel-", dir=output_dir) as tmp:
-        proc.run(
-            [
-                sys.executable,
-                "-m",
-                "delvewheel",
-                "repair",
-                *keep,
-                "--add-path",
-                os.pathsep.join(map(str, dirs)),
-                "-w",
-                tmp,
-                wheel,
-            ],
-            capture=True,
-            what="delvewheel repair",
-        )
-        produced = sorted(Path(tmp).glob("*.whl"))
-        if not produced:
-            raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
-        out = output_dir / produced[0].name
-        with WheelReader(produced[0]) as repaired:
+        produced = _delvewheel_repair(wheel, dirs, sorted(in_tree), Path(tmp))
+        out = output_dir / produced.name
+        with WheelReader(produced) as repaired:
             added = {
                 posixpath.basename(m.name): m.name
                 for m in repaired.members
@@ -1238,16 +1217,10 @@ def bundle_windows(
                     if name not in have
                     and any(fnmatch.fnmatch(name, pat.lower()) for pat in dlopen_patterns)
                 }
-                # Windows keeps DLLs and the data beside them in bin/
-                in_bin = {
-                    t: "bin/" + t.strip("/")[len("lib/") :]
-                    for t in data_trees
-                    if t.strip("/").startswith("lib/")
-                    and (rocm / "bin" / t.strip("/")[len("lib/") :]).exists()
-                }
                 data, skipped = select_data(
-                    rocm, data_trees, libs_dir, [*added, *loaded], targets, read_from=in_bin
-                )
+                    rocm, data_trees, libs_dir, [*added, *loaded], targets,
+                    read_from=_windows_data_dirs(rocm, data_trees),
+                )  # fmt: skip
                 for name in loaded:
                     added[name] = posixpath.join(libs_dir, name)
             libraries: list[dict[str, Any]] = [
@@ -1290,6 +1263,33 @@ def bundle_windows(
         wheel.name, len(added), ", ".join(sorted(added)), len(data), skipped,
     )  # fmt: skip
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
+
+
+def _delvewheel_repair(wheel: Path, dirs: Sequence[Path], keep: Sequence[str], dest: Path) -> Path:
+    """``delvewheel repair`` into ``dest``; the DLL names in ``keep`` are not mangled."""
+    import sys
+
+    no_mangle = ["--no-mangle", os.pathsep.join(keep)] if keep else []
+    proc.run(
+        [sys.executable, "-m", "delvewheel", "repair", *no_mangle,
+         "--add-path", os.pathsep.join(map(str, dirs)), "-w", dest, wheel],
+        capture=True,
+        what="delvewheel repair",
+    )  # fmt: skip
+    produced = sorted(dest.glob("*.whl"))
+    if not produced:
+        raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
+    return produced[0]
+
+
+def _windows_data_dirs(rocm: Path, trees: Sequence[str]) -> dict[str, str]:
+    """Where a Windows tree keeps each ``lib/X`` data tree: beside the DLLs, in ``bin/X``."""
+    found = {}
+    for tree in trees:
+        rest = tree.strip("/").removeprefix("lib/")
+        if rest != tree.strip("/") and (rocm / "bin" / rest).exists():
+            found[tree] = f"bin/{rest}"
+    return found
 
 
 def _is_dll(path: Path) -> bool:
