@@ -555,9 +555,10 @@ def make_plan(
     # A library opened by another name than its soname (HSA asks for the unversioned
     # "libhsa-amd-aqlprofile64.so", rocSHMEM for "libnuma.so") also answers to that name.
     taken = set(provided) | set(grafted)
-    other = {
+    other = {  # a stub records the soname as its NEEDED entry: no soname, no stub
         n: [a for a in index.other_names(Path(lib.source)) if a not in taken]
         for n, lib in grafted.items()
+        if lib.info.soname == n
     }
     callers = [*(i.path for i in host.values()), *(lib.info.path for lib in grafted.values())]
     found = index.referenced(callers, {a for names in other.values() for a in names})

@@ -237,3 +237,7 @@ def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
     index.strings["k"] = frozenset({"libnuma.so"})
     (numa,) = [x for x in plan(ext, index=index).libraries if x.name == "libnuma.so.1"]
     assert (numa.reason, numa.aliases) == ("needed", ("libnuma.so",))
+    # without a soname the stub would have nothing to NEED: no alias
+    index.rocm["libnuma.so.1"] = lib("numa", "libc.so.6")
+    (numa,) = [x for x in plan(ext, index=index).libraries if x.name == "libnuma.so.1"]
+    assert numa.aliases == ()
