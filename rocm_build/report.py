@@ -176,7 +176,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.1f} kB"
 
 
 def render(data: dict[str, Any]) -> Iterator[str]:
