@@ -1209,6 +1209,7 @@ def bundle_windows(
             loaded: dict[str, Path] = {}
             data: list[DataFile] = []
             skipped = 0
+            libs_dir = posixpath.dirname(next(iter(added.values()), ""))
             if from_tree:  # the wheel uses ROCm: what delvewheel cannot see goes beside it
                 libs_dir = posixpath.dirname(added[from_tree[0]])
                 have = {n.lower() for n in added} | {posixpath.basename(m).lower() for m in members}
@@ -1242,6 +1243,7 @@ def bundle_windows(
                 "rocm_version": _rocm_version(rocm),
                 "platform": "windows",
                 "targets": list(targets),
+                "lib_dir": libs_dir,
                 "libraries": libraries,
                 "data_files": len(data),
                 "data_skipped": skipped,

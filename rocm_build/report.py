@@ -86,6 +86,16 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 pass
             finally:
                 dest.unlink()
+        pes: dict[str, tuple[str, list[str]]] = {}  # Windows DLL/PYD -> (machine, imports)
+        for m in members:
+            if not m.name.lower().endswith((".dll", ".pyd")) or reader.head(m.name, 2) != b"MZ":
+                continue
+            dest = reader.extract(m.name, Path(t) / "x")
+            try:
+                if pe_info := _pe_imports(dest):
+                    pes[m.name] = pe_info
+            finally:
+                dest.unlink()
         name = reader.name
     provided = {posixpath.basename(a) for a in elves} | {
         i.soname for i in elves.values() if i.soname
@@ -122,6 +132,19 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 "targets": targets,
             }
         )
+    in_wheel = {posixpath.basename(a).lower() for a in pes}
+    pe_rows = [
+        {
+            "path": arc,
+            "imports": imports,
+            "unresolved": [
+                n
+                for n in imports
+                if n.lower() not in in_wheel and not _windows_provides(n, machine_type)
+            ],
+        }
+        for arc, (machine_type, imports) in sorted(pes.items())
+    ]
     code_targets = sorted({t for r in rows for t in r["targets"]})
     code_bytes: dict[str, int] = defaultdict(int)  # code objects per target, uncompressed
     for found in bundles.values():
@@ -133,7 +156,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
     data_bytes: dict[str, int] = defaultdict(int)
     sizes: dict[str, int] = defaultdict(int)
     for m in members:
-        comp = _component(m.name, lib_dir, set(elves))
+        comp = _component(m.name, lib_dir, set(elves) | set(pes))
         sizes[comp] += m.file_size
         if comp.startswith("data: "):
             for tok in bundle.gfx_tokens(m.name):
@@ -163,6 +186,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
         "file_platform_tag": name.platform_tag,
         "platform_tag": tag,
         "elf_files": rows,
+        "pe_files": pe_rows,
         "bundled": prov.get("libraries", []),
         "bundle": {k: v for k, v in prov.items() if k not in ("libraries", "sources")},
         "code_targets": code_targets,
@@ -173,6 +197,47 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
     gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
     missing = tuple(t for t in requested if t in gaps)
     return InspectResult(data, missing)
+
+
+def _pe_imports(path: Path) -> tuple[str, list[str]] | None:
+    """A PE file's machine and the DLLs it imports (plain and delay-load); None if not PE."""
+    import pefile  # type: ignore[import-untyped]  # comes with delvewheel
+
+    try:
+        pe = pefile.PE(str(path), fast_load=True)
+    except pefile.PEFormatError:
+        return None
+    try:
+        pe.parse_data_directories(
+            directories=[
+                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
+                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"],
+            ]
+        )
+        entries = [
+            *getattr(pe, "DIRECTORY_ENTRY_IMPORT", []),
+            *getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []),
+        ]
+        machine = pefile.MACHINE_TYPE.get(pe.FILE_HEADER.Machine, "")
+        return str(machine), [e.dll.decode(errors="replace") for e in entries]
+    finally:
+        pe.close()
+
+
+def _windows_provides(dll: str, machine: str) -> bool:
+    """Whether Windows itself provides ``dll``, by delvewheel's lists (its internal module;
+    without it nothing counts as provided, so more is reported, never less)."""
+    try:
+        from delvewheel import _dll_list
+    except ImportError:  # pragma: no cover - delvewheel is a dependency
+        return False
+    names = {
+        "IMAGE_FILE_MACHINE_AMD64": _dll_list.ignore_names_x64,
+        "IMAGE_FILE_MACHINE_ARM64": _dll_list.ignore_names_arm64,
+        "IMAGE_FILE_MACHINE_I386": _dll_list.ignore_names_x86,
+    }.get(machine, _dll_list.ignore_names_x64)
+    low = dll.lower()
+    return low in names or any(r.fullmatch(low) for r in _dll_list.ignore_regexes)
 
 
 def _mb(n: int) -> str:
@@ -193,11 +258,12 @@ def render(data: dict[str, Any]) -> Iterator[str]:
             "larger limit, host it on your own index, or build for fewer targets"
         )
     yield ""
-    yield (
-        "ELF files:"
-        if data["elf_files"]
-        else "ELF files: none (no compiled code: nothing to bundle)"
-    )
+    if data["elf_files"] or not data["pe_files"]:
+        yield (
+            "ELF files:"
+            if data["elf_files"]
+            else "ELF files: none (no compiled code: nothing to bundle)"
+        )
     for row in data["elf_files"]:
         path = ":".join(row["rpath"]) or "-"
         run = f"  RUNPATH={':'.join(row['runpath'])}" if row["runpath"] else ""
@@ -212,6 +278,13 @@ def render(data: dict[str, Any]) -> Iterator[str]:
                 f"    device code: {', '.join(row['targets'])}  ({row['offload_bundles']} bundles,"
                 f" {row['compressed_bundles']} compressed)"
             )
+    if data["pe_files"]:
+        yield "DLL and PYD files:"
+        for row in data["pe_files"]:
+            yield f"  {row['path']}"
+            yield f"    IMPORTS: {', '.join(row['imports']) or '-'}"
+            if row["unresolved"]:
+                yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
     if data["bundled"]:
         yield ""
         yield "bundled libraries:"

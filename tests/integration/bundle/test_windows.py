@@ -135,6 +135,22 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     }
     assert (prov["data_files"], prov["data_skipped"]) == (2, 1)
 
+    # inspect reads the DLLs: before bundling, the ROCm and vendor DLLs are missing; after,
+    # nothing is (Windows' own DLLs, such as KERNEL32.dll, do not count)
+    raw = json.loads(run_cli(["--json", "inspect", str(wheel)], cwd=tmp_path).stdout)
+    (pyd_row,) = raw["pe_files"]
+    assert {n.lower() for n in pyd_row["imports"]} >= {"amdhip64.dll", "kernel32.dll"}
+    assert sorted(n.lower() for n in pyd_row["unresolved"]) == [
+        "amdhip64.dll", "rocblas.dll", "vendorz.dll",
+    ]  # fmt: skip
+    after = json.loads(run_cli(["--json", "inspect", str(fat)], cwd=tmp_path).stdout)
+    assert len(after["pe_files"]) == 6
+    assert not any(row["unresolved"] for row in after["pe_files"])
+    assert after["sizes"]["data: rocblas/library"] > 0
+    text = run_cli(["inspect", str(fat)], cwd=tmp_path).stdout
+    assert "DLL and PYD files:" in text
+    assert "NOT IN THE WHEEL" not in text
+
     # again, output in place: nothing is redone or rewritten
     before = fat.stat().st_mtime_ns
     again = bundle(wheel, out)
