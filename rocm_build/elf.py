@@ -355,6 +355,12 @@ def offload_bundles(path: Path | str) -> tuple[OffloadBundle, ...]:
         return tuple(_walk_bundles(mm, start, end))
 
 
+def offload_bundles_at(path: Path | str, start: int, size: int) -> tuple[OffloadBundle, ...]:
+    """Every offload bundle in a byte range of any file: a PE image's ``.hip_fat`` section."""
+    with _mapped(path) as mm:
+        return tuple(_walk_bundles(mm, start, min(start + size, len(mm))))
+
+
 def offload_targets(path: Path | str) -> frozenset[str]:
     """The gfx targets ``path`` carries device code for (features stripped: ``gfx90a``)."""
     targets: set[str] = set()

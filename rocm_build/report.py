@@ -92,8 +92,11 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 continue
             dest = reader.extract(m.name, Path(t) / "x")
             try:
-                if pe_info := _pe_imports(dest):
-                    pes[m.name] = pe_info
+                if pe_info := _read_pe(dest):
+                    machine_type, imports, fatbin = pe_info
+                    pes[m.name] = (machine_type, imports)
+                    if fatbin:
+                        bundles[m.name] = elf.offload_bundles_at(dest, *fatbin)
             finally:
                 dest.unlink()
         name = reader.name
@@ -117,8 +120,6 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
             and n not in from_torch
         ]
         external |= {n for n in info.needed if n not in provided and n not in from_torch}
-        found = bundles.get(arc, ())
-        targets = sorted(set().union(*(b.targets for b in found))) if found else []
         rows.append(
             {
                 "path": arc,
@@ -127,9 +128,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 "runpath": list(info.runpath),
                 "escaping": escaping,
                 "unresolved": unresolved,
-                "offload_bundles": len(found),
-                "compressed_bundles": sum(1 for b in found if b.compressed),
-                "targets": targets,
+                **_device_code(bundles.get(arc, ())),
             }
         )
     in_wheel = {posixpath.basename(a).lower() for a in pes}
@@ -142,10 +141,11 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 for n in imports
                 if n.lower() not in in_wheel and not _windows_provides(n, machine_type)
             ],
+            **_device_code(bundles.get(arc, ())),
         }
         for arc, (machine_type, imports) in sorted(pes.items())
     ]
-    code_targets = sorted({t for r in rows for t in r["targets"]})
+    code_targets = sorted({t for r in [*rows, *pe_rows] for t in r["targets"]})
     code_bytes: dict[str, int] = defaultdict(int)  # code objects per target, uncompressed
     for found in bundles.values():
         for b in found:
@@ -163,7 +163,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 data_targets[tok].add(comp[len("data: ") :])
                 data_bytes[tok] += m.file_size
     wanted = list(requested) or list(prov.get("targets", []))
-    with_code = [r for r in rows if r["targets"]]
+    with_code = [r for r in [*rows, *pe_rows] if r["targets"]]
     coverage = [
         {
             "target": t,
@@ -199,8 +199,17 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
     return InspectResult(data, missing)
 
 
-def _pe_imports(path: Path) -> tuple[str, list[str]] | None:
-    """A PE file's machine and the DLLs it imports (plain and delay-load); None if not PE."""
+def _device_code(found: tuple[elf.OffloadBundle, ...]) -> dict[str, Any]:
+    return {
+        "offload_bundles": len(found),
+        "compressed_bundles": sum(1 for b in found if b.compressed),
+        "targets": sorted(set().union(*(b.targets for b in found))) if found else [],
+    }
+
+
+def _read_pe(path: Path) -> tuple[str, list[str], tuple[int, int] | None] | None:
+    """A PE file's machine, the DLLs it imports (plain and delay-load) and the file range of its
+    HIP fat binary section (``.hip_fat``: image section names stop at 8 bytes); None if not PE."""
     import pefile  # type: ignore[import-untyped]  # comes with delvewheel
 
     try:
@@ -219,7 +228,15 @@ def _pe_imports(path: Path) -> tuple[str, list[str]] | None:
             *getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []),
         ]
         machine = pefile.MACHINE_TYPE.get(pe.FILE_HEADER.Machine, "")
-        return str(machine), [e.dll.decode(errors="replace") for e in entries]
+        fatbin = next(
+            (
+                (int(sec.PointerToRawData), int(sec.SizeOfRawData))
+                for sec in pe.sections
+                if sec.Name.rstrip(b"\0").startswith(b".hip_fat")
+            ),
+            None,
+        )
+        return str(machine), [e.dll.decode(errors="replace") for e in entries], fatbin
     finally:
         pe.close()
 
@@ -238,6 +255,14 @@ def _windows_provides(dll: str, machine: str) -> bool:
     }.get(machine, _dll_list.ignore_names_x64)
     low = dll.lower()
     return low in names or any(r.fullmatch(low) for r in _dll_list.ignore_regexes)
+
+
+def _device_code_line(row: dict[str, Any]) -> Iterator[str]:
+    if row["offload_bundles"]:
+        yield (
+            f"    device code: {', '.join(row['targets'])}  ({row['offload_bundles']} bundles,"
+            f" {row['compressed_bundles']} compressed)"
+        )
 
 
 def _mb(n: int) -> str:
@@ -273,11 +298,7 @@ def render(data: dict[str, Any]) -> Iterator[str]:
             yield f"    ESCAPES THE WHEEL: {', '.join(row['escaping'])}"
         if row["unresolved"]:
             yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
-        if row["offload_bundles"]:
-            yield (
-                f"    device code: {', '.join(row['targets'])}  ({row['offload_bundles']} bundles,"
-                f" {row['compressed_bundles']} compressed)"
-            )
+        yield from _device_code_line(row)
     if data["pe_files"]:
         yield "DLL and PYD files:"
         for row in data["pe_files"]:
@@ -285,6 +306,7 @@ def render(data: dict[str, Any]) -> Iterator[str]:
             yield f"    IMPORTS: {', '.join(row['imports']) or '-'}"
             if row["unresolved"]:
                 yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
+            yield from _device_code_line(row)
     if data["bundled"]:
         yield ""
         yield "bundled libraries:"

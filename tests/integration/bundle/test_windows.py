@@ -166,3 +166,33 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     res2 = bundle(fat, tmp_path / "o2")
     assert json.loads(res2.stdout)[0]["status"] == "unchanged", res2.stderr
     assert (tmp_path / "o2" / fat.name).read_bytes() == fat_bytes
+
+
+def test_inspect_reads_device_code_in_a_dll(run_cli, hip_ext_so: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A Windows HIP library keeps its offload bundles in a ``.hip_fat`` section. The real
+    bundle clang wrote into the Linux test library (gfx90a and gfx1030) is placed in such a
+    section of a mingw-built DLL; inspect reads its targets, and --require-arch uses them."""
+    from elftools.elf.elffile import ELFFile
+
+    with hip_ext_so.open("rb") as fh:
+        fatbin = ELFFile(fh).get_section_by_name(".hip_fatbin").data()
+    array = ",".join(str(b) for b in fatbin)
+    dll = _dll(
+        tmp_path / "build" / "kern.dll",
+        f'__attribute__((section(".hip_fat"), used)) const unsigned char fatbin[] = {{{array}}};\n'
+        "__declspec(dllexport) int k(void) { return 1; }\n",
+    )
+    sections = [s.Name.rstrip(b"\0") for s in pefile.PE(str(dll)).sections]
+    assert b".hip_fat" in sections
+    wheel = make_wheel(
+        tmp_path / "dist", "winhip", "1.0", {"winhip/kern.dll": dll}, tag="cp311-cp311-win_amd64"
+    )
+    shown = json.loads(run_cli(["--json", "inspect", str(wheel)], cwd=tmp_path).stdout)
+    (row,) = shown["pe_files"]
+    assert row["targets"] == ["gfx1030", "gfx90a"]
+    assert row["offload_bundles"] >= 1
+    ok = run_cli(["inspect", str(wheel), "--require-arch", "gfx90a"], cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "device code: gfx1030, gfx90a" in ok.stdout
+    missing = run_cli(["inspect", str(wheel), "--require-arch", "gfx1100"], cwd=tmp_path)
+    assert missing.returncode == 11
