@@ -42,7 +42,7 @@ from typing import Any, Literal, Protocol
 
 from packaging.utils import canonicalize_name
 
-from . import __version__, arch, elf, elfpatch, proc, wheelfile
+from . import __version__, arch, elf, elfpatch, pe, proc, wheelfile
 from .config import Config, ProjectSpec
 from .errors import BundleError, ConfigError, RocmTreeError
 from .progress import NO_PROGRESS, Progress
@@ -1193,6 +1193,8 @@ def bundle_windows(
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
 
+    if not targets:  # default: the targets the wheel's own device code was built for
+        targets = tuple(sorted(_windows_wheel_targets(wheel)))
     # ROCm DLLs keep their names; other DLLs get delvewheel's usual hashed names, so they cannot
     # clash with another wheel's copy
     in_tree = {p.name.lower(): p for d in reversed(dirs) for p in d.glob("*") if _is_dll(p)}
@@ -1268,13 +1270,29 @@ def bundle_windows(
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
 
 
+def _windows_wheel_targets(wheel: Path) -> frozenset[str]:
+    """The gfx targets of the device code in the wheel's DLLs and PYDs."""
+    found: set[str] = set()
+    with WheelReader(wheel) as reader, tempfile.TemporaryDirectory() as tmp:
+        for m in reader.members:
+            if m.name.lower().endswith((".dll", ".pyd")) and reader.head(m.name, 2) == b"MZ":
+                dest = reader.extract(m.name, Path(tmp) / "x")
+                found |= pe.device_targets(dest)
+                dest.unlink()
+    return frozenset(found)
+
+
 def _delvewheel_repair(wheel: Path, dirs: Sequence[Path], keep: Sequence[str], dest: Path) -> Path:
-    """``delvewheel repair`` into ``dest``; the DLL names in ``keep`` are not mangled."""
+    """``delvewheel repair`` into ``dest``; the DLL names in ``keep`` are not mangled.
+
+    ``--analyze-existing``: torch's ROCm imports come from DLLs the wheel already carries
+    (``torch/lib/torch_hip.dll``), which delvewheel otherwise does not look into.
+    """
     import sys
 
     no_mangle = ["--no-mangle", os.pathsep.join(keep)] if keep else []
     proc.run(
-        [sys.executable, "-m", "delvewheel", "repair", *no_mangle,
+        [sys.executable, "-m", "delvewheel", "repair", "--analyze-existing", *no_mangle,
          "--add-path", os.pathsep.join(map(str, dirs)), "-w", dest, wheel],
         capture=True,
         what="delvewheel repair",

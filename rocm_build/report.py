@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bundle, elf
+from . import bundle, elf, pe
 from .config import Config
 from .errors import RequirementNotMet
 from .wheelfile import WheelReader
@@ -92,7 +92,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 continue
             dest = reader.extract(m.name, Path(t) / "x")
             try:
-                if pe_info := _read_pe(dest):
+                if pe_info := pe.read_pe(dest):
                     machine_type, imports, fatbin = pe_info
                     pes[m.name] = (machine_type, imports)
                     if fatbin:
@@ -139,7 +139,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
             "unresolved": [
                 n
                 for n in imports
-                if n.lower() not in in_wheel and not _windows_provides(n, machine_type)
+                if n.lower() not in in_wheel and not pe.windows_provides(n, machine_type)
             ],
             **_device_code(bundles.get(arc, ())),
         }
@@ -205,56 +205,6 @@ def _device_code(found: tuple[elf.OffloadBundle, ...]) -> dict[str, Any]:
         "compressed_bundles": sum(1 for b in found if b.compressed),
         "targets": sorted(set().union(*(b.targets for b in found))) if found else [],
     }
-
-
-def _read_pe(path: Path) -> tuple[str, list[str], tuple[int, int] | None] | None:
-    """A PE file's machine, the DLLs it imports (plain and delay-load) and the file range of its
-    HIP fat binary section (``.hip_fat``: image section names stop at 8 bytes); None if not PE."""
-    import pefile  # type: ignore[import-untyped]  # comes with delvewheel
-
-    try:
-        pe = pefile.PE(str(path), fast_load=True)
-    except pefile.PEFormatError:
-        return None
-    try:
-        pe.parse_data_directories(
-            directories=[
-                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
-                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"],
-            ]
-        )
-        entries = [
-            *getattr(pe, "DIRECTORY_ENTRY_IMPORT", []),
-            *getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []),
-        ]
-        machine = pefile.MACHINE_TYPE.get(pe.FILE_HEADER.Machine, "")
-        fatbin = next(
-            (
-                (int(sec.PointerToRawData), int(sec.SizeOfRawData))
-                for sec in pe.sections
-                if sec.Name.rstrip(b"\0").startswith(b".hip_fat")
-            ),
-            None,
-        )
-        return str(machine), [e.dll.decode(errors="replace") for e in entries], fatbin
-    finally:
-        pe.close()
-
-
-def _windows_provides(dll: str, machine: str) -> bool:
-    """Whether Windows itself provides ``dll``, by delvewheel's lists (its internal module;
-    without it nothing counts as provided, so more is reported, never less)."""
-    try:
-        from delvewheel import _dll_list
-    except ImportError:  # pragma: no cover - delvewheel is a dependency
-        return False
-    names = {
-        "IMAGE_FILE_MACHINE_AMD64": _dll_list.ignore_names_x64,
-        "IMAGE_FILE_MACHINE_ARM64": _dll_list.ignore_names_arm64,
-        "IMAGE_FILE_MACHINE_I386": _dll_list.ignore_names_x86,
-    }.get(machine, _dll_list.ignore_names_x64)
-    low = dll.lower()
-    return low in names or any(r.fullmatch(low) for r in _dll_list.ignore_regexes)
 
 
 def _device_code_line(row: dict[str, Any]) -> Iterator[str]:

@@ -177,10 +177,19 @@ def test_inspect_reads_device_code_in_a_dll(run_cli, hip_ext_so: Path, tmp_path:
     with hip_ext_so.open("rb") as fh:
         fatbin = ELFFile(fh).get_section_by_name(".hip_fatbin").data()
     array = ",".join(str(b) for b in fatbin)
+    tree = tmp_path / "rocm"
+    blas = _dll(tree / "bin" / "rocblas.dll", "__declspec(dllexport) int rb(void){return 2;}\n")
+    kernels = tree / "bin" / "rocblas" / "library"
+    kernels.mkdir(parents=True)
+    for target in ("gfx90a", "gfx1030", "gfx942"):
+        (kernels / f"TensileLibrary_{target}.dat").write_text(target)
     dll = _dll(
         tmp_path / "build" / "kern.dll",
         f'__attribute__((section(".hip_fat"), used)) const unsigned char fatbin[] = {{{array}}};\n'
-        "__declspec(dllexport) int k(void) { return 1; }\n",
+        "int rb(void);\n"
+        "__declspec(dllexport) int k(void) { return rb(); }\n",
+        f"-L{blas.parent}",
+        "-lrocblas",
     )
     sections = [s.Name.rstrip(b"\0") for s in pefile.PE(str(dll)).sections]
     assert b".hip_fat" in sections
@@ -196,3 +205,16 @@ def test_inspect_reads_device_code_in_a_dll(run_cli, hip_ext_so: Path, tmp_path:
     assert "device code: gfx1030, gfx90a" in ok.stdout
     missing = run_cli(["inspect", str(wheel), "--require-arch", "gfx1100"], cwd=tmp_path)
     assert missing.returncode == 11
+
+    # bundled without --arch: data follows the targets of the wheel's own device code
+    out = tmp_path / "out"
+    res = run_cli(
+        ["--json", "bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out)],
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    with zipfile.ZipFile(json.loads(res.stdout)[0]["output"]) as zf:
+        data = sorted(posixpath.basename(n) for n in zf.namelist() if n.endswith(".dat"))
+        # rocblas is imported by a DLL the wheel already had (as torch_hip.dll is in torch)
+        assert any(n.endswith("/rocblas.dll") for n in zf.namelist())
+    assert data == ["TensileLibrary_gfx1030.dat", "TensileLibrary_gfx90a.dat"]
