@@ -602,9 +602,24 @@ def bundle_cmd(
     if state.json:
         state.emit([r.as_json() for r in results])
         return
+    from .report import PYPI_LIMIT, human_size
+
+    word = {"bundled": "bundled", "up-to-date": "up to date", "unchanged": "unchanged"}
     for r in results:
-        word = {"bundled": "bundled", "up-to-date": "up to date", "unchanged": "unchanged"}
-        out_console.print(f"{word[r.status]}: {r.output}  ({r.seconds:.1f} s)")
+        size = Path(r.output).stat().st_size
+        out_console.print(
+            f"{word[r.status]}: {r.output}  ({human_size(size)}, {r.seconds:.1f} s)",
+            markup=False,
+            soft_wrap=True,
+        )
+        if size > PYPI_LIMIT:
+            err_console.print(
+                f"note: {Path(r.output).name} is larger than PyPI's default "
+                f"{human_size(PYPI_LIMIT)} per-file limit: ask PyPI for a larger limit, host it "
+                "on your own index, or build for fewer targets (inspect shows each target's size)",
+                markup=False,
+                soft_wrap=True,
+            )
 
 
 @cli.command("inspect")

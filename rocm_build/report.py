@@ -20,7 +20,7 @@ from .config import Config
 from .errors import RequirementNotMet
 from .wheelfile import WheelReader
 
-__all__ = ["InspectResult", "inspect_wheel", "render"]
+__all__ = ["PYPI_LIMIT", "InspectResult", "human_size", "inspect_wheel", "render"]
 
 PYPI_LIMIT = 100 * 1000 * 1000  # PyPI's default per-file upload limit; raised on request
 
@@ -215,12 +215,12 @@ def _device_code_line(row: dict[str, Any]) -> Iterator[str]:
         )
 
 
-def _mb(n: int) -> str:
+def human_size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.1f} kB"
 
 
 def render(data: dict[str, Any]) -> Iterator[str]:
-    yield f"{data['wheel']}  ({_mb(data['size'])})"
+    yield f"{data['wheel']}  ({human_size(data['size'])})"
     tag_note = (
         ""
         if data["platform_tag"].split(".")[0] in data["file_platform_tag"]
@@ -229,8 +229,8 @@ def render(data: dict[str, Any]) -> Iterator[str]:
     yield f"platform tag satisfied: {data['platform_tag']}{tag_note}"
     if data["over_pypi_limit"]:
         yield (
-            f"note: larger than PyPI's default {_mb(PYPI_LIMIT)} per-file limit: ask PyPI for a "
-            "larger limit, host it on your own index, or build for fewer targets"
+            f"note: larger than PyPI's default {human_size(PYPI_LIMIT)} per-file limit: ask PyPI "
+            "for a larger limit, host it on your own index, or build for fewer targets"
         )
     yield ""
     if data["elf_files"] or not data["pe_files"]:
@@ -283,12 +283,14 @@ def render(data: dict[str, Any]) -> Iterator[str]:
                     + ")"
                 )
             if row["code"]:
-                code += f", {_mb(row['code_bytes'])}"
+                code += f", {human_size(row['code_bytes'])}"
             data_note = (
-                f", data: {', '.join(row['data'])} {_mb(row['data_bytes'])}" if row["data"] else ""
+                f", data: {', '.join(row['data'])} {human_size(row['data_bytes'])}"
+                if row["data"]
+                else ""
             )
             yield f"  {row['target']:<9} {mark:<9} {code}{data_note}"
     yield ""
     yield "size by component (uncompressed):"
     for comp, n in list(data["sizes"].items())[:20]:
-        yield f"  {_mb(n):>12}  {comp}"
+        yield f"  {human_size(n):>12}  {comp}"

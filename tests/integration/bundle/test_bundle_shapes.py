@@ -4,6 +4,7 @@ trees follow the targets, a vision-like wheel uses the torch fat wheel's librari
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -257,3 +258,29 @@ def test_alias_stub_tries_the_next_linker(tmp_path: Path) -> None:
     assert elf.read_elf(stub).needed == ("libthing.so.2",)
     with pytest.raises(BundleError, match=r"cannot link the alias libthing\.so .*install binutils"):
         bundle._alias_stub(["/bin/false"], real, "libthing.so", tmp_path / "s2")
+
+
+def test_bundle_prints_size_and_notes_pypi_limit(
+    tree_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary line carries the wheel's size; above PyPI's default limit (lowered here to
+    this wheel's size) a note says what to do."""
+    from click.testing import CliRunner
+
+    from rocm_build import cli, report
+
+    ext = cc_shared(tmp_path / "build" / "_p.so", "int p(void){return 1;}\n")
+    wheel = make_wheel(tmp_path / "dist", "plain", "1.0", {"plain/_p.so": ext})
+    monkeypatch.chdir(tmp_path)
+    args = ["bundle", str(wheel), "--rocm", str(tree_copy), "--output-dir", str(tmp_path / "o")]
+    first = CliRunner().invoke(cli.cli, args)
+    assert first.exit_code == 0, first.output
+    line = re.search(r"^bundled: (\S+)  \((.+?), [0-9.]+ s\)$", first.output, re.M)
+    assert line, first.output
+    fat = Path(line[1])
+    assert line[2] == report.human_size(fat.stat().st_size)
+    assert "per-file limit" not in first.output
+    monkeypatch.setattr(report, "PYPI_LIMIT", fat.stat().st_size - 1)
+    second = CliRunner().invoke(cli.cli, args)  # up to date, and still too big for PyPI
+    assert "up to date: " in second.output
+    assert "larger than PyPI's default" in second.output
