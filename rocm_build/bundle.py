@@ -33,7 +33,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
@@ -59,6 +59,7 @@ __all__ = [
     "TorchWheel",
     "bundle_wheel",
     "make_plan",
+    "plan_lines",
     "platform_tag",
 ]
 
@@ -790,12 +791,41 @@ def _count(values: Iterable[str]) -> str:
 class BundleResult:
     input: str
     output: str
-    status: Literal["bundled", "up-to-date", "unchanged"]
+    status: Literal["bundled", "up-to-date", "unchanged", "planned"]
     seconds: float
     plan: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def plan_lines(result: BundleResult) -> Iterator[str]:
+    """A planned (dry-run) bundle, for people."""
+    plan = result.plan or {}
+    if plan.get("platform") == "windows":
+        yield f"would bundle {Path(result.input).name} (Windows, delvewheel):"
+        yield from (f"  {line}" for line in str(plan.get("delvewheel_show", "")).splitlines())
+        return
+    yield f"would bundle {Path(result.input).name} -> {result.output}"
+    yield f"  platform tag: {plan.get('platform_tag', '')}"
+    libs = plan.get("libraries", [])
+    yield f"  libraries to add: {len(libs)}" + (" (none: self-contained)" if not libs else "")
+    for lib in libs:
+        why = "dlopen" if lib["reason"] == "dlopen" else "needed"
+        also = f"; also as {', '.join(lib['aliases'])}" if lib["aliases"] else ""
+        yield f"    {lib['name']}  from {lib['origin']}: {lib['source']}  ({why}{also})"
+    targets = ", ".join(plan.get("targets", [])) or "every target"
+    yield (
+        f"  data files: {plan.get('data_files', 0)} for {targets}"
+        f" ({plan.get('data_skipped', 0)} left out for other targets)"
+    )
+    for change in plan.get("rpaths", []):
+        old = ":".join(change["old"]) or "-"
+        yield f"  search path of {change['arcname']}: {old} -> {change['new']}"
+    if plan.get("from_torch"):
+        yield f"  from the torch wheel: {', '.join(plan['from_torch'])}"
+    for req in plan.get("requires", []):
+        yield f"  requires: {req}"
 
 
 def _stat(path: Path) -> list[Any]:
@@ -893,8 +923,12 @@ def bundle_wheel(
     torch: TorchWheel | None = None,
     system_dirs: Sequence[Path] | None = None,
     progress: Progress = NO_PROGRESS,
+    dry_run: bool = False,
 ) -> BundleResult:
-    """Bundle one wheel (see the module docstring); a no-op when its output is up to date."""
+    """Bundle one wheel (see the module docstring); a no-op when its output is up to date.
+
+    ``dry_run``: plan only and return the plan (status "planned"); nothing is written.
+    """
     start = time.monotonic()
     wheel = wheel.resolve()
     if not rocm.exists():
@@ -980,6 +1014,10 @@ def bundle_wheel(
         out_name = reader.name.with_version(version).with_platform(provisional.platform_tag)
         plan = BundlePlan(**{**_shallow(provisional), "output": str(output_dir / str(out_name))})
         out = Path(plan.output)
+        if dry_run:
+            return BundleResult(
+                str(wheel), str(out), "planned", time.monotonic() - start, plan.summary()
+            )
         if not plan.changes_content and str(out_name) == wheel.name:
             if out.resolve() == wheel:
                 log.info("%s is already self-contained: nothing to do", wheel.name)
@@ -1093,8 +1131,13 @@ def bundle_many(
     with_wheels: Sequence[Path] = (),
     lib_dir: str | None = None,
     progress: Progress = NO_PROGRESS,
+    dry_run: bool = False,
 ) -> list[BundleResult]:
-    """Bundle each wheel; torch first, so the others can use the torch fat wheel just made."""
+    """Bundle each wheel; torch first, so the others can use the torch fat wheel just made.
+
+    ``dry_run``: plan each wheel and write nothing (a torchvision wheel given with an unbundled
+    torch is then planned against that torch's libraries as they are).
+    """
     rocm = (cfg.cwd / (str(cfg["rocm"]) or "/opt/rocm")).resolve()
     output_dir = cfg.path("output_dir")
     targets = parse_targets(str(cfg["arch"]), cfg.known_targets, cfg.target_families)
@@ -1121,6 +1164,7 @@ def bundle_many(
                 dlopen_patterns=list(cfg["bundle.dlopen_libs"]),
                 data_trees=list(cfg["bundle.data_trees"]),
                 level=int(cfg["bundle.compression_level"]),
+                dry_run=dry_run,
             )
             results.append(result)
             continue
@@ -1140,8 +1184,9 @@ def bundle_many(
             policy=str(cfg["bundle.policy"]),
             torch=None if is_torch else torch,
             progress=progress,
+            dry_run=dry_run,
         )
-        if is_torch:
+        if is_torch and not dry_run:
             torch = TorchWheel.read(Path(result.output), project_dir)
         results.append(result)
     return results
@@ -1156,6 +1201,7 @@ def bundle_windows(
     dlopen_patterns: Sequence[str] = (),
     data_trees: Sequence[str] = (),
     level: int = 6,
+    dry_run: bool = False,
 ) -> BundleResult:
     """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
     names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
@@ -1198,6 +1244,10 @@ def bundle_windows(
     # ROCm DLLs keep their names; other DLLs get delvewheel's usual hashed names, so they cannot
     # clash with another wheel's copy
     in_tree = {p.name.lower(): p for d in reversed(dirs) for p in d.glob("*") if _is_dll(p)}
+    if dry_run:  # what delvewheel would take; the LoadLibrary DLLs and data follow from it
+        shown = _delvewheel("show", wheel, dirs, sorted(in_tree), capture=True).stdout
+        plan = {"platform": "windows", "targets": list(targets), "delvewheel_show": shown}
+        return BundleResult(str(wheel), "", "planned", time.monotonic() - start, plan)
     with tempfile.TemporaryDirectory(prefix=".rocm-build-delvewheel-", dir=output_dir) as tmp:
         produced = _delvewheel_repair(wheel, dirs, sorted(in_tree), Path(tmp))
         out = output_dir / produced.name
@@ -1282,21 +1332,29 @@ def _windows_wheel_targets(wheel: Path) -> frozenset[str]:
     return frozenset(found)
 
 
-def _delvewheel_repair(wheel: Path, dirs: Sequence[Path], keep: Sequence[str], dest: Path) -> Path:
-    """``delvewheel repair`` into ``dest``; the DLL names in ``keep`` are not mangled.
+def _delvewheel(
+    command: str, wheel: Path, dirs: Sequence[Path], keep: Sequence[str], *extra: str | Path,
+    capture: bool = True,
+) -> proc.Result:  # fmt: skip
+    """``delvewheel show|repair``; the DLL names in ``keep`` are not mangled.
 
     ``--analyze-existing``: torch's ROCm imports come from DLLs the wheel already carries
     (``torch/lib/torch_hip.dll``), which delvewheel otherwise does not look into.
     """
     import sys
 
-    no_mangle = ["--no-mangle", os.pathsep.join(keep)] if keep else []
-    proc.run(
-        [sys.executable, "-m", "delvewheel", "repair", "--analyze-existing", *no_mangle,
-         "--add-path", os.pathsep.join(map(str, dirs)), "-w", dest, wheel],
-        capture=True,
-        what="delvewheel repair",
+    no_mangle = ["--no-mangle", os.pathsep.join(keep)] if keep and command == "repair" else []
+    return proc.run(
+        [sys.executable, "-m", "delvewheel", command, "--analyze-existing", *no_mangle,
+         "--add-path", os.pathsep.join(map(str, dirs)), *extra, wheel],
+        capture=capture,
+        what=f"delvewheel {command}",
     )  # fmt: skip
+
+
+def _delvewheel_repair(wheel: Path, dirs: Sequence[Path], keep: Sequence[str], dest: Path) -> Path:
+    """``delvewheel repair`` into ``dest``."""
+    _delvewheel("repair", wheel, dirs, keep, "-w", dest)
     produced = sorted(dest.glob("*.whl"))
     if not produced:
         raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")

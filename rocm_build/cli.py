@@ -564,7 +564,13 @@ def _rocm_dir(cfg: config.Config) -> Path:
     "--compression-level",
     type=click.IntRange(0, 9),
     default=None,
-    help="zlib level for new members (unchanged ones are copied as they are).",
+    help="Deflate level for new members, zlib's scale (unchanged ones are copied as they are).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    default=None,
+    help="Print what would be bundled (libraries, data, search paths, tag); write nothing.",
 )
 @pass_state
 def bundle_cmd(
@@ -578,6 +584,7 @@ def bundle_cmd(
     platform: str | None,
     policy: str | None,
     compression_level: int | None,
+    dry_run: bool | None,
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from . import bundle
@@ -590,17 +597,24 @@ def bundle_cmd(
             "bundle.platform": platform,
             "bundle.policy": policy,
             "bundle.compression_level": compression_level,
+            "bundle.dry_run": dry_run,
         }
     )
     bars = state.progress()
     try:
         results = bundle.bundle_many(
-            cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars
-        )
+            cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars,
+            dry_run=bool(cfg["bundle.dry_run"]),
+        )  # fmt: skip
     finally:
         _close(bars)
     if state.json:
         state.emit([r.as_json() for r in results])
+        return
+    if cfg["bundle.dry_run"]:
+        for r in results:
+            for line in bundle.plan_lines(r):
+                out_console.print(line, markup=False, soft_wrap=True)
         return
     from .report import PYPI_LIMIT, human_size
 

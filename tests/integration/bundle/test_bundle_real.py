@@ -201,3 +201,27 @@ def test_tag_matches_auditwheel_show(
     file_tags = fat.name[: -len(".whl")].split("-")[-1].split(".")
     assert found.group(1) in file_tags
     assert found.group(1).startswith("manylinux_")
+
+
+def test_dry_run_plans_and_writes_nothing(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out_dir = tmp_path / "out"
+    text = _bundle(run_cli, hip_ext_wheel, tree_copy, out_dir, "--dry-run", "--arch", "gfx90a")
+    assert text.returncode == 0, text.stderr
+    assert not out_dir.exists() or not list(out_dir.iterdir())
+    assert f"would bundle {hip_ext_wheel.name} -> " in text.stdout
+    assert "libamdhip64.so.5  from rocm" in text.stdout
+    assert "search path of hipext/_kern.so: - -> $ORIGIN/lib" in text.stdout
+    data = json.loads(
+        _bundle(run_cli, hip_ext_wheel, tree_copy, out_dir, "--json", "--dry-run").stdout
+    )
+    (planned,) = data
+    assert planned["status"] == "planned"
+    assert "libhsa-runtime64.so.1" in {lib["name"] for lib in planned["plan"]["libraries"]}
+    assert not out_dir.exists() or not list(out_dir.iterdir())
+    # the real run then does what the plan said
+    real = json.loads(_bundle(run_cli, hip_ext_wheel, tree_copy, out_dir, "--json").stdout)[0]
+    assert real["status"] == "bundled"
+    assert real["output"] == planned["output"]
+    assert real["plan"]["libraries"] == planned["plan"]["libraries"]

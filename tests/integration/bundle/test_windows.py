@@ -95,6 +95,16 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
                 "--arch", "gfx90a"]  # fmt: skip
         return run_cli(args, cwd=tmp_path, env=path)
 
+    planned = run_cli(
+        ["bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out), "--dry-run"],
+        cwd=tmp_path, env=path,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    assert (
+        "would bundle winext-1.0-cp311-cp311-win_amd64.whl (Windows, delvewheel)" in planned.stdout
+    )
+    assert "amdhip64.dll" in planned.stdout
+    assert not out.exists() or not list(out.iterdir())
     res = bundle(wheel, out)
     assert res.returncode == 0, res.stderr
     (fat,) = out.glob("*.whl")
