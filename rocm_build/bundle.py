@@ -1239,44 +1239,60 @@ def bundle_windows(
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
 
-    if not targets:  # default: the targets the wheel's own device code was built for
-        targets = tuple(sorted(_windows_wheel_targets(wheel)))
+    imports, own_targets = _windows_wheel_facts(wheel)
+    targets = tuple(targets) or tuple(sorted(own_targets))  # default: the wheel's device code
     # ROCm DLLs keep their names; other DLLs get delvewheel's usual hashed names, so they cannot
     # clash with another wheel's copy
     in_tree = {p.name.lower(): p for d in reversed(dirs) for p in d.glob("*") if _is_dll(p)}
-    if dry_run:  # what delvewheel would take; the LoadLibrary DLLs and data follow from it
-        shown = _delvewheel("show", wheel, dirs, sorted(in_tree), capture=True).stdout
+    # A wheel that uses ROCm also gets the DLLs ROCm loads with LoadLibrary, and the tree DLLs
+    # those import: delvewheel takes in what --include names, but not what that imports.
+    have = {posixpath.basename(m).lower() for m in members}
+    loaded = (
+        {
+            p.name
+            for name, p in in_tree.items()
+            if name not in have
+            and any(fnmatch.fnmatch(name, pat.lower()) for pat in dlopen_patterns)
+        }
+        if imports & set(in_tree)
+        else set()
+    )
+    wanted = {n.lower() for n in loaded}
+    queue = sorted(wanted)
+    while queue:
+        info = pe.read_pe(in_tree[queue.pop()])
+        for dep in (n.lower() for n in (info[1] if info else [])):
+            if dep in in_tree and dep not in have and dep not in wanted:
+                wanted.add(dep)
+                queue.append(dep)
+    names = sorted(in_tree[n].name for n in wanted)
+    include = ("--include", os.pathsep.join(names)) if names else ()
+    if dry_run:  # what delvewheel would take; the data follows from it
+        shown = _delvewheel("show", wheel, dirs, sorted(in_tree), *include).stdout
         plan = {"platform": "windows", "targets": list(targets), "delvewheel_show": shown}
         return BundleResult(str(wheel), "", "planned", time.monotonic() - start, plan)
     with tempfile.TemporaryDirectory(prefix=".rocm-build-delvewheel-", dir=output_dir) as tmp:
-        produced = _delvewheel_repair(wheel, dirs, sorted(in_tree), Path(tmp))
-        out = output_dir / produced.name
-        with WheelReader(produced) as repaired:
+        _delvewheel("repair", wheel, dirs, sorted(in_tree), *include, "-w", tmp)
+        produced = sorted(Path(tmp).glob("*.whl"))
+        if not produced:
+            raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
+        out = output_dir / produced[0].name
+        with WheelReader(produced[0]) as repaired:
             added = {
                 posixpath.basename(m.name): m.name
                 for m in repaired.members
                 if m.name not in members and m.name.lower().endswith(".dll")
             }
             from_tree = [n for n in added if n.lower() in in_tree]
-            loaded: dict[str, Path] = {}
             data: list[DataFile] = []
             skipped = 0
             libs_dir = posixpath.dirname(next(iter(added.values()), ""))
-            if from_tree:  # the wheel uses ROCm: what delvewheel cannot see goes beside it
+            if from_tree:  # the data trees of the ROCm DLLs go beside them
                 libs_dir = posixpath.dirname(added[from_tree[0]])
-                have = {n.lower() for n in added} | {posixpath.basename(m).lower() for m in members}
-                loaded = {
-                    p.name: p
-                    for name, p in sorted(in_tree.items())
-                    if name not in have
-                    and any(fnmatch.fnmatch(name, pat.lower()) for pat in dlopen_patterns)
-                }
                 data, skipped = select_data(
-                    rocm, data_trees, libs_dir, [*added, *loaded], targets,
+                    rocm, data_trees, libs_dir, list(added), targets,
                     read_from=_windows_data_dirs(rocm, data_trees),
                 )  # fmt: skip
-                for name in loaded:
-                    added[name] = posixpath.join(libs_dir, name)
             libraries: list[dict[str, Any]] = [
                 {
                     "name": name,
@@ -1307,8 +1323,6 @@ def bundle_windows(
                 for m in repaired.members:
                     if m.name != record and not m.is_dir:
                         writer.copy_member(repaired, m.name)
-                for name, path in loaded.items():
-                    writer.add_file(added[name], path, 0o755)
                 for d in data:
                     writer.add_file(d.arcname, Path(d.source), 0o644)
                 writer.add_bytes(arcname, (json.dumps(provenance, indent=1) + "\n").encode())
@@ -1320,22 +1334,24 @@ def bundle_windows(
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
 
 
-def _windows_wheel_targets(wheel: Path) -> frozenset[str]:
-    """The gfx targets of the device code in the wheel's DLLs and PYDs."""
-    found: set[str] = set()
+def _windows_wheel_facts(wheel: Path) -> tuple[set[str], frozenset[str]]:
+    """What the wheel's DLLs and PYDs import (lower case) and their device code's gfx targets."""
+    imports: set[str] = set()
+    targets: set[str] = set()
     with WheelReader(wheel) as reader, tempfile.TemporaryDirectory() as tmp:
         for m in reader.members:
             if m.name.lower().endswith((".dll", ".pyd")) and reader.head(m.name, 2) == b"MZ":
                 dest = reader.extract(m.name, Path(tmp) / "x")
-                found |= pe.device_targets(dest)
+                if info := pe.read_pe(dest):
+                    imports |= {n.lower() for n in info[1]}
+                    targets |= pe.device_targets(dest)
                 dest.unlink()
-    return frozenset(found)
+    return imports, frozenset(targets)
 
 
 def _delvewheel(
-    command: str, wheel: Path, dirs: Sequence[Path], keep: Sequence[str], *extra: str | Path,
-    capture: bool = True,
-) -> proc.Result:  # fmt: skip
+    command: str, wheel: Path, dirs: Sequence[Path], keep: Sequence[str], *extra: str | Path
+) -> proc.Result:
     """``delvewheel show|repair``; the DLL names in ``keep`` are not mangled.
 
     ``--analyze-existing``: torch's ROCm imports come from DLLs the wheel already carries
@@ -1347,18 +1363,9 @@ def _delvewheel(
     return proc.run(
         [sys.executable, "-m", "delvewheel", command, "--analyze-existing", *no_mangle,
          "--add-path", os.pathsep.join(map(str, dirs)), *extra, wheel],
-        capture=capture,
+        capture=True,
         what=f"delvewheel {command}",
     )  # fmt: skip
-
-
-def _delvewheel_repair(wheel: Path, dirs: Sequence[Path], keep: Sequence[str], dest: Path) -> Path:
-    """``delvewheel repair`` into ``dest``."""
-    _delvewheel("repair", wheel, dirs, keep, "-w", dest)
-    produced = sorted(dest.glob("*.whl"))
-    if not produced:
-        raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
-    return produced[0]
 
 
 def _windows_data_dirs(rocm: Path, trees: Sequence[str]) -> dict[str, str]:

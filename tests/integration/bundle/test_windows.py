@@ -56,7 +56,14 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     )
     (tree / "lib").mkdir()
     # loaded with LoadLibrary by name (no import points at it), and a library with a data tree
-    _dll(tree / "bin" / "amd_comgr_3.dll", "__declspec(dllexport) int comgr(void){return 3;}\n")
+    # (comgr imports a DLL of its own, which nothing else imports: it must come along)
+    zstd = _dll(tree / "bin" / "comgr_zstd.dll", "__declspec(dllexport) int zs(void){return 4;}\n")
+    _dll(
+        tree / "bin" / "amd_comgr_3.dll",
+        "int zs(void);\n__declspec(dllexport) int comgr(void){return zs();}\n",
+        f"-L{zstd.parent}",
+        "-lcomgr_zstd",
+    )
     blas = _dll(tree / "bin" / "rocblas.dll", "__declspec(dllexport) int rb(void){return 2;}\n")
     kernels = tree / "bin" / "rocblas" / "library"
     kernels.mkdir(parents=True)
@@ -116,8 +123,10 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
         hip_in_wheel = next(n for n in names if n.endswith("amdhip64.dll"))
         assert "hsa-runtime64.dll" in _imports(zf.read(hip_in_wheel))
     # ROCm names kept; the other DLL got delvewheel's hashed name, and the import follows it
-    assert libs[:4] == ["amd_comgr_3.dll", "amdhip64.dll", "hsa-runtime64.dll", "rocblas.dll"]
-    (mangled,) = libs[4:]
+    assert libs[:5] == [
+        "amd_comgr_3.dll", "amdhip64.dll", "comgr_zstd.dll", "hsa-runtime64.dll", "rocblas.dll",
+    ]  # fmt: skip
+    (mangled,) = libs[5:]
     libs_dir = posixpath.dirname(hip_in_wheel)
     assert posixpath.join(libs_dir, "amd_comgr_3.dll") in names  # beside the others
     data = sorted(n[len(libs_dir) + 1 :] for n in names if "/rocblas/" in n)
@@ -136,8 +145,11 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     with zipfile.ZipFile(fat) as zf:
         prov = json.loads(zf.read("winext/.rocm-build-bundle.json"))
     origins = {x["name"]: x["origin"] for x in prov["libraries"]}
+    reasons = {x["name"]: x["reason"] for x in prov["libraries"]}
+    assert (reasons["amd_comgr_3.dll"], reasons["comgr_zstd.dll"]) == ("dlopen", "needed")
     assert origins == {
         "amd_comgr_3.dll": "rocm",
+        "comgr_zstd.dll": "rocm",
         "amdhip64.dll": "rocm",
         "hsa-runtime64.dll": "rocm",
         "rocblas.dll": "rocm",
@@ -154,7 +166,7 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
         "amdhip64.dll", "rocblas.dll", "vendorz.dll",
     ]  # fmt: skip
     after = json.loads(run_cli(["--json", "inspect", str(fat)], cwd=tmp_path).stdout)
-    assert len(after["pe_files"]) == 6
+    assert len(after["pe_files"]) == 7
     assert not any(row["unresolved"] for row in after["pe_files"])
     assert after["sizes"]["data: rocblas/library"] > 0
     text = run_cli(["inspect", str(fat)], cwd=tmp_path).stdout
