@@ -1151,21 +1151,19 @@ def bundle_many(
     def order(path: Path) -> int:
         return 0 if canonicalize_name(WheelName.parse(path.name).distribution) == "torch" else 1
 
+    platform = str(cfg["bundle.platform"])
+    dlopen_patterns = list(cfg["bundle.dlopen_libs"])
+    data_trees = list(cfg["bundle.data_trees"])
+    level = int(cfg["bundle.compression_level"])
     results: list[BundleResult] = []
     for wheel in sorted(wheels, key=order):
         name = WheelName.parse(wheel.name)
-        platform = str(cfg["bundle.platform"])
         if platform == "windows" or (platform == "auto" and is_windows_wheel(wheel)):
             result = bundle_windows(
-                wheel,
-                rocm=rocm,
-                output_dir=output_dir,
-                targets=targets,
-                dlopen_patterns=list(cfg["bundle.dlopen_libs"]),
-                data_trees=list(cfg["bundle.data_trees"]),
-                level=int(cfg["bundle.compression_level"]),
+                wheel, rocm=rocm, output_dir=output_dir, targets=targets,
+                dlopen_patterns=dlopen_patterns, data_trees=data_trees, level=level,
                 dry_run=dry_run,
-            )
+            )  # fmt: skip
             results.append(result)
             continue
         with WheelReader(wheel) as reader:
@@ -1178,9 +1176,9 @@ def bundle_many(
             output_dir=output_dir,
             targets=targets,
             lib_dir=project_dir,
-            dlopen_patterns=list(cfg["bundle.dlopen_libs"]),
-            data_trees=list(cfg["bundle.data_trees"]),
-            level=int(cfg["bundle.compression_level"]),
+            dlopen_patterns=dlopen_patterns,
+            data_trees=data_trees,
+            level=level,
             policy=str(cfg["bundle.policy"]),
             torch=None if is_torch else torch,
             progress=progress,
