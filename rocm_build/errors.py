@@ -14,12 +14,16 @@ __all__ = [
     "ConfigError",
     "DirtyCheckout",
     "FetchError",
+    "FileAccessError",
+    "Interrupted",
+    "Locked",
     "PatchConflict",
     "RequirementNotMet",
     "RocmBuildError",
     "RocmTreeError",
     "SmokeFailed",
     "ToolMissing",
+    "UnsafeInput",
 ]
 
 
@@ -102,6 +106,30 @@ class SmokeFailed(RocmBuildError):
     exit_code = 12
 
 
+class Locked(RocmBuildError):
+    """Another run holds the lock on a checkout, patch folder or wheel (``--no-wait``)."""
+
+    exit_code = 13
+
+
+class FileAccessError(RocmBuildError):
+    """A file or folder cannot be read or written: permission, not a folder, or a full disk."""
+
+    exit_code = 14
+
+
+class UnsafeInput(RocmBuildError):
+    """A wheel or archive is unsafe or malformed: member names, symlink members, RECORD."""
+
+    exit_code = 15
+
+
+class Interrupted(RocmBuildError):
+    """Ctrl-C (SIGINT) or SIGTERM: the run stopped; running the same command again resumes it."""
+
+    exit_code = 130
+
+
 #: Exit code -> meaning, for ``--help``; the README's exit-code table says the same (a test checks).
 EXIT_CODES: dict[int, str] = {
     0: 'success, including "nothing to do"',
@@ -123,5 +151,13 @@ EXIT_CODES: dict[int, str] = {
     SmokeFailed.exit_code: (
         "smoke tests failed, or the wheels do not install into a fresh environment"
     ),
+    Locked.exit_code: "another rocm-build run holds the lock it needs (`--no-wait`)",
+    FileAccessError.exit_code: (
+        "a file or folder cannot be read or written (permission, not a folder, disk full)"
+    ),
+    UnsafeInput.exit_code: (
+        "an input wheel or archive is unsafe or malformed (member names, symlinks, RECORD)"
+    ),
     70: "internal error: a bug in rocm-build, please report it with the traceback",
+    Interrupted.exit_code: "interrupted (Ctrl-C); run the same command again to resume",
 }
