@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 import click
 from rich import filesize
@@ -212,6 +212,35 @@ def parse_pairs(option: str, pairs: tuple[str, ...], key: str) -> dict[str, str]
             raise click.BadParameter(msg)
         out[f"projects.{name.strip()}.{key}"] = value.strip()
     return out
+
+
+if TYPE_CHECKING:
+    _ParamType: TypeAlias = click.ParamType[Any]
+else:  # click < 8.2 has no generic ParamType at run time
+    _ParamType = click.ParamType
+
+
+class Setting(_ParamType):
+    """A flag that takes a setting's value: its type, range or choices come from
+    ``config.SETTINGS``, and a bad value gets the same one-line error (exit 2) as a bad value in
+    the config file or the environment."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.spec = config.SETTINGS[key]
+        self.name = self.spec.kind.__name__
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        spec = self.spec
+        if spec.choices:
+            return "[" + "|".join(spec.choices) + "]"
+        if spec.min is not None and spec.max is not None:
+            return f"[{spec.min:g}-{spec.max:g}]"
+        return "N" if spec.kind is int else self.name.upper()
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        flag = max(param.opts, key=len) if param is not None else config.flag_name(self.key)
+        return config.check(self.key, value, f"flag {flag}")
 
 
 #: ``rocm-build --help`` lists the commands in pipeline order, then the helpers.
@@ -552,7 +581,7 @@ def _rocm_dir(cfg: config.Config) -> Path:
 )
 @click.option(
     "--platform",
-    type=click.Choice(["auto", "linux", "windows"]),
+    type=Setting("bundle.platform"),
     default=None,
     help="auto: from the wheel's tag; windows wheels go through delvewheel.",
 )
@@ -562,7 +591,7 @@ def _rocm_dir(cfg: config.Config) -> Path:
 @click.option(
     "-z",
     "--compression-level",
-    type=click.IntRange(0, 9),
+    type=Setting("bundle.compression_level"),
     default=None,
     help="Deflate level for new members, zlib's scale (unchanged ones are copied as they are).",
 )
@@ -685,8 +714,8 @@ _patchset_option = click.option("--patchset", help="Patch series name (default: 
 @click.option("--train", help="Release train whose refs to check out (e.g. 2.9).")
 @click.option("--ref", "refs", multiple=True, metavar="PROJECT=REF", help="Branch, tag or SHA.")
 @click.option("--origin", "origins", multiple=True, metavar="PROJECT=URL", help="Git URL.")
-@click.option("--depth", type=click.IntRange(min=0), help="History depth (0 = full).")
-@click.option("--jobs", type=click.IntRange(min=1), help="Parallel submodule fetches.")
+@click.option("--depth", type=Setting("checkout.depth"), help="History depth (0 = full).")
+@click.option("--jobs", type=Setting("checkout.jobs"), help="Parallel submodule fetches.")
 @_patches_dir_option
 @_patchset_option
 @click.option("--no-hipify", is_flag=True, default=None, help="Do not run hipify.")
@@ -915,11 +944,9 @@ def _show_plan(plan: Any) -> None:
 @click.option("--src-dir", type=click.Path(path_type=Path), help="Checkouts, one per project.")
 @click.option("--output-dir", type=click.Path(path_type=Path), help="Wheels go here (./wheels).")
 @click.option("--work-dir", type=click.Path(path_type=Path), help="Logs and the build venv.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
+@click.option("-j", "--jobs", type=Setting("jobs"), help="Parallel compile jobs (0: auto).")
 @click.option(
-    "--cache",
-    type=click.Choice(["auto", "ccache", "sccache", "none"]),
-    help="Compiler cache (auto: ccache when installed).",
+    "--cache", type=Setting("build.cache"), help="Compiler cache (auto: ccache when installed)."
 )
 @click.option("--cache-url", metavar="URL", help="Remote storage for the compiler cache.")
 @click.option("--version-suffix", metavar="+LABEL", help="Local version label (+rocm<ver>).")
@@ -1258,10 +1285,8 @@ def rocm_fetch(state: State, url: str, sha256: str) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Logs, venvs, stamps, run report (./.rocm-build).",
 )
-@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel compile jobs.")
-@click.option(
-    "--cache", type=click.Choice(["auto", "ccache", "sccache", "none"]), help="Compiler cache."
-)
+@click.option("-j", "--jobs", type=Setting("jobs"), help="Parallel compile jobs (0: auto).")
+@click.option("--cache", type=Setting("build.cache"), help="Compiler cache.")
 @click.option(
     "--find-links",
     multiple=True,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import math
 import os
 import re
 import tomllib
@@ -22,9 +23,13 @@ from typing import Any
 from .errors import ConfigError
 
 __all__ = [
+    "PROJECT_SETTINGS",
+    "SETTINGS",
     "Config",
     "ProjectSpec",
+    "Setting",
     "Source",
+    "check",
     "load",
     "load_defaults",
 ]
@@ -204,39 +209,178 @@ def _flatten_scalars(data: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _coerce(key: str, raw: Any, default: Any, origin: str) -> Any:
-    """Make ``raw`` the type of ``default``; strings (environment) are parsed."""
-    kind = type(default)
-    try:
-        if kind is bool:
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError(text)
-        if kind is int and not isinstance(raw, bool):
-            return int(raw)
-        if kind is float and not isinstance(raw, bool):
-            return float(raw)
-        if kind is list:
-            if isinstance(raw, str):
-                return [p.strip() for p in raw.replace(";", ",").split(",") if p.strip()]
-            if isinstance(raw, (list, tuple)):
-                return [str(x) for x in raw]
-            raise ValueError(raw)
-        if kind is str:
-            if isinstance(raw, (list, tuple)):
-                return ";".join(str(x) for x in raw)
-            if isinstance(raw, (str, int, float, Path)) and not isinstance(raw, bool):
-                return str(raw)
-            raise ValueError(raw)
-    except ValueError:
-        pass
-    msg = f"{origin}: '{key}' must be {kind.__name__}, got {raw!r}"
-    raise ConfigError(msg)
+@dataclass(frozen=True)
+class Setting:
+    """What one setting may hold: its type, its range or choices, and one line of help.
+
+    The one table of constraints: the config file, the environment and the command-line flags
+    are all checked against it, before any work starts."""
+
+    kind: type
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def allowed(self) -> str:
+        """What the setting accepts, as the error message and ``--help`` say it."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        name = "list of str" if self.kind is list else self.kind.__name__
+        if self.min is not None and self.max is not None:
+            return f"{name} ({_num(self.min)} to {_num(self.max)})"
+        if self.min is not None:
+            return f"{name} (>= {_num(self.min)})"
+        if self.max is not None:
+            return f"{name} (<= {_num(self.max)})"
+        return name
+
+    @property
+    def ranged(self) -> bool:
+        return self.min is not None or self.max is not None or bool(self.choices)
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+#: Every scalar setting (dotted key). A key here must have a default in defaults.toml and the
+#: other way round (a unit test holds them together).
+SETTINGS: Mapping[str, Setting] = {
+    "src_dir": Setting(str, "checkouts, one folder per project"),
+    "patches_dir": Setting(str, "saved patch series"),
+    "patchset": Setting(str, "patch series name; '' = the release train's name"),
+    "train": Setting(str, "release train: which project refs go together"),
+    "default_projects": Setting(list, "projects a command works on when none are named"),
+    "arch": Setting(str, "gfx targets, ';' or ',' separated; families expand"),
+    "rocm": Setting(str, "the ROCm tree; '' = ROCM_PATH, ROCM_HOME, then /opt/rocm"),
+    "output_dir": Setting(str, "built and bundled wheels"),
+    "work_dir": Setting(str, "logs, reports, the build environment"),
+    "jobs": Setting(int, "parallel compile jobs; 0 = from cores and memory", min=0),
+    "checkout.depth": Setting(int, "history depth; 0 = full history", min=0),
+    "checkout.jobs": Setting(int, "parallel submodule fetches", min=1),
+    "checkout.hipify": Setting(bool, "run the project's hipify step"),
+    "checkout.patches": Setting(bool, "apply the patch series"),
+    "checkout.force": Setting(bool, "discard local changes and commits"),
+    "checkout.manifest": Setting(str, "replay this source manifest instead of the train"),
+    "checkout.retries": Setting(int, "network attempts before failing (0 counts as 1)", min=0),
+    "checkout.retry_delay": Setting(float, "seconds before the first retry (doubles)", min=0),
+    "build.cache": Setting(str, "compiler cache", choices=("auto", "ccache", "sccache", "none")),
+    "build.cache_url": Setting(str, "remote compiler cache storage"),
+    "build.version_suffix": Setting(str, "local version label; '' = +rocm<ROCm version>"),
+    "build.venv": Setting(str, "create, current, or a venv folder"),
+    "build.index_url": Setting(str, "index for build requirements"),
+    "build.find_links": Setting(list, "local folders of wheels for build requirements"),
+    "build.no_index": Setting(bool, "only the find_links folders"),
+    "build.dry_run": Setting(bool, "print the plan, build nothing"),
+    "build.force": Setting(bool, "rebuild projects whose inputs are unchanged"),
+    "build.rocm_cache": Setting(str, "downloaded ROCm trees"),
+    "bundle.compression_level": Setting(
+        int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9
+    ),
+    "bundle.dry_run": Setting(bool, "print the plan, write nothing"),
+    "bundle.platform": Setting(
+        str, "auto (from the wheel tag), linux or windows", choices=("auto", "linux", "windows")
+    ),
+    "bundle.policy": Setting(str, "manylinux policy to tag with; auto = the best that fits"),
+    "bundle.dlopen_libs": Setting(list, "libraries ROCm loads by name (fnmatch patterns)"),
+    "bundle.data_trees": Setting(list, "data the bundled libraries find next to themselves"),
+    "smoke.python": Setting(str, "interpreter for the smoke venv; '' = this one"),
+    "smoke.offline": Setting(bool, "install only from find_links"),
+    "smoke.find_links": Setting(list, "local folders of wheels: dependencies, pytest"),
+    "smoke.packages": Setting(list, "import names to test; [] = what the wheels install"),
+    "smoke.upstream_tests": Setting(str, "glob of PyTorch's own test files to run too"),
+    "matrix.pythons": Setting(list, "Python versions of the CI jobs"),
+    "matrix.trains": Setting(list, "release trains of the CI jobs; [] = the train setting"),
+    "matrix.arch_groups": Setting(list, "gfx target groups of the CI jobs"),
+    "matrix.rocm": Setting(str, "the ROCm tree (folder or URL) each job builds against"),
+    "matrix.gpu_labels": Setting(list, "runs-on labels of the GPU smoke job"),
+    "matrix.version_suffix": Setting(str, "build --version-suffix per job"),
+}
+
+#: The scalar fields of ``[projects.NAME]`` tables that have a type or range to check.
+PROJECT_SETTINGS: Mapping[str, Setting] = {
+    "job_memory_gb": Setting(float, "peak memory of one compile job, in GB", min=0.1),
+    "build_tool": Setting(str, "how the project is built", choices=("pip", "setup.py")),
+}
+
+
+def flag_name(key: str) -> str:
+    """The flag of a setting: ``bundle.compression_level`` -> ``--compression-level``."""
+    return "--" + key.rsplit(".", 1)[-1].replace("_", "-")
+
+
+def check(key: str, raw: Any, origin: str, spec: Setting | None = None) -> Any:
+    """``raw`` made the setting's type and checked against its range or choices.
+
+    ``origin`` names where the value came from (the config file's path, ``environment variable
+    ROCM_BUILD_JOBS``, ``flag --jobs``); a bad value is a one-line ``ConfigError`` that names the
+    origin, the key and what is allowed."""
+    spec = spec or SETTINGS[key]
+    value = _coerce(raw, spec.kind)
+    bad = value is _INVALID
+    if not bad and spec.choices:
+        bad = value not in spec.choices
+    if not bad and spec.min is not None:
+        bad = value < spec.min
+    if not bad and spec.max is not None:
+        bad = value > spec.max
+    if bad:
+        msg = f"{origin}: '{key}' must be {spec.allowed()}, got {raw!r}"
+        raise ConfigError(msg)
+    return value
+
+
+_INVALID: Any = object()
+
+
+def _coerce(raw: Any, kind: type) -> Any:
+    """``raw`` as ``kind``; strings (the environment, flags) are parsed. ``_INVALID`` if it is
+    not one: a float where an int is wanted is refused, not truncated."""
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off", ""):
+            return False
+        return _INVALID
+    if isinstance(raw, bool):
+        return _INVALID
+    if kind is int:
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, str):
+            try:
+                return int(raw.strip())
+            except ValueError:
+                return _INVALID
+        return _INVALID
+    if kind is float:
+        if isinstance(raw, (int, float)):
+            value = float(raw)
+        elif isinstance(raw, str):
+            try:
+                value = float(raw.strip())
+            except ValueError:
+                return _INVALID
+        else:
+            return _INVALID
+        return value if math.isfinite(value) else _INVALID
+    if kind is list:
+        if isinstance(raw, str):
+            return [p.strip() for p in raw.replace(";", ",").split(",") if p.strip()]
+        if isinstance(raw, (list, tuple)):
+            return [str(x) for x in raw]
+        return _INVALID
+    if kind is str:
+        if isinstance(raw, (list, tuple)):
+            return ";".join(str(x) for x in raw)
+        if isinstance(raw, (str, int, float, Path)):
+            return str(raw)
+        return _INVALID
+    return _INVALID
 
 
 def _find_config_file(cwd: Path, explicit: Path | None) -> tuple[Path | None, dict[str, Any]]:
@@ -258,6 +402,14 @@ def _find_config_file(cwd: Path, explicit: Path | None) -> tuple[Path | None, di
         if section is not None:
             return pyproject, section
     return None, {}
+
+
+def _shown_path(path: Path, cwd: Path) -> str:
+    """A config file's path as messages show it: relative to the working directory if inside."""
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -299,8 +451,8 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
                 msg = f"{where}: [projects.{name}] {key} must be a list"
                 raise ConfigError(msg)
             value = tuple(str(v) for v in value)
-        elif key == "job_memory_gb":
-            value = float(value)
+        elif key in PROJECT_SETTINGS:
+            value = check(f"projects.{name}.{key}", value, where, PROJECT_SETTINGS[key])
         else:
             value = str(value)
         kwargs[key] = value
@@ -324,7 +476,7 @@ def load(
     allowed = list(values)
 
     path, file_data = _find_config_file(cwd, config_file)
-    where = str(path.name if path else CONFIG_FILE)
+    where = _shown_path(path, cwd) if path else CONFIG_FILE
     top_allowed = [k for k in defaults if k not in SCALAR_SECTIONS] + list(SCALAR_SECTIONS)
     _check_keys(where, file_data, top_allowed)
     for section in SCALAR_SECTIONS:
@@ -332,14 +484,14 @@ def load(
             raise ConfigError(f"{where}: '{section}' must be a table ([{section}])")
         _check_keys(f"{where} [{section}]", file_data.get(section, {}), list(defaults[section]))
     for key, raw in _flatten_scalars(file_data).items():
-        values[key] = _coerce(key, raw, values[key], where)
+        values[key] = check(key, raw, where)
         sources[key] = Source.FILE
 
     for key in allowed:
         names = [*ENV_ALIASES.get(key, ()), "ROCM_BUILD_" + key.replace(".", "_").upper()]
         for name in names:
             if env.get(name):
-                values[key] = _coerce(key, env[name], defaults_value(defaults, key), name)
+                values[key] = check(key, env[name], f"environment variable {name}")
                 sources[key] = Source.ENVIRONMENT
     env_names = {"ROCM_BUILD_" + k.replace(".", "_").upper() for k in allowed}
     for name in env:
@@ -356,7 +508,7 @@ def load(
             continue
         if key not in values:
             raise ConfigError(_unknown("setting", key, allowed))
-        values[key] = _coerce(key, raw, defaults_value(defaults, key), "command line")
+        values[key] = check(key, raw, f"flag {flag_name(key)}")
         sources[key] = Source.FLAG
 
     projects_data: dict[str, dict[str, Any]] = {
@@ -405,13 +557,6 @@ def load(
         config_file=path,
         env=dict(env),
     )
-
-
-def defaults_value(defaults: Mapping[str, Any], key: str) -> Any:
-    if "." in key:
-        section, sub = key.split(".", 1)
-        return defaults[section][sub]
-    return defaults[key]
 
 
 def from_environment(
