@@ -119,25 +119,37 @@ def project_version(source: Path, spec: ProjectSpec, label: str) -> str:
     return text
 
 
+#: PEP 517/518's fallback for a pyproject.toml without a [build-system] table (torchvision's and
+#: torchaudio's have tool settings only) or without ``requires``/``build-backend`` in it; pip does
+#: the same.
+DEFAULT_BUILD_REQUIRES = ("setuptools>=40.8.0",)
+LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
+
+
 def read_build_requirements(source: Path, spec: ProjectSpec) -> tuple[str, ...]:
-    """The ``[build-system] requires`` of the project (the PEP 517 default without one)."""
+    """What the build environment needs before the build runs: the ``[build-system] requires``
+    of the project (the PEP 517 default without one), plus what its backend would ask for.
+
+    A build without isolation (``pip wheel --no-build-isolation``, ``setup.py bdist_wheel``)
+    never asks the backend (``get_requires_for_build_wheel``): setuptools' backend asks for
+    ``wheel``, which setuptools before 70.1 needs for bdist_wheel (Python 3.11's venvs come with
+    setuptools 65), so it is added here whenever setuptools builds the wheel."""
     pyproject = source / "pyproject.toml"
-    requires: list[str] = []
+    data: dict[str, Any] = {}
     if pyproject.is_file():
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             msg = f"{pyproject}: not valid TOML ({exc})"
             raise BuildFailed(msg) from None
-        table = data.get("build-system")
-        if isinstance(table, dict) and isinstance(table.get("requires"), list):
-            requires = [str(r) for r in table["requires"]]
-        else:
-            requires = ["setuptools>=40.8.0"]
-    else:
-        requires = ["setuptools>=40.8.0"]
-    if spec.build_tool == "setup.py" and not any(_req_name(r) == "wheel" for r in requires):
-        requires.append("wheel")  # setup.py bdist_wheel comes from the wheel package
+    table = data.get("build-system")
+    table = table if isinstance(table, dict) else {}
+    raw = table.get("requires")
+    requires = [str(r) for r in raw] if isinstance(raw, list) else list(DEFAULT_BUILD_REQUIRES)
+    backend = str(table.get("build-backend") or LEGACY_BACKEND)
+    by_setuptools = spec.build_tool == "setup.py" or backend.startswith("setuptools.build_meta")
+    if by_setuptools and not any(_req_name(r) == "wheel" for r in requires):
+        requires.append("wheel")
     return tuple(requires)
 
 

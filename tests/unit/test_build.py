@@ -204,3 +204,37 @@ def test_pin_conflict_is_a_failed_build(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path / "a.whl", ["torch==2.8.0"])
     with pytest.raises(BuildFailed, match="wrong version"):
         build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "tool", "expected"),
+    [
+        # torchvision/torchaudio: tool settings only -> PEP 517's legacy setuptools backend.
+        ("[tool.black]\nline-length = 120\n", "pip", ("setuptools>=40.8.0", "wheel")),
+        (None, "pip", ("setuptools>=40.8.0", "wheel")),
+        ('[build-system]\nrequires = ["setuptools>=61"]\n', "pip", ("setuptools>=61", "wheel")),
+        (
+            '[build-system]\nrequires = ["setuptools", "Wheel>=0.40"]\n'
+            'build-backend = "setuptools.build_meta"\n',
+            "pip",
+            ("setuptools", "Wheel>=0.40"),
+        ),
+        (
+            '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n',
+            "pip",
+            ("hatchling",),
+        ),
+        (
+            '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n',
+            "setup.py",
+            ("hatchling", "wheel"),
+        ),
+    ],
+)
+def test_build_requirements_cover_what_the_backend_asks_for(
+    tmp_path: Path, pyproject: str | None, tool: str, expected: tuple[str, ...]
+) -> None:
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    spec = config.ProjectSpec(name="p", origin="x", build_tool=tool)
+    assert build.read_build_requirements(tmp_path, spec) == expected

@@ -1,0 +1,1 @@
+"""A torchvision-shaped fixture whose pyproject.toml has no [build-system] table."""
