@@ -1,10 +1,12 @@
-"""``python smoke_gpu_check.py GFX``: exercise every visible device (all of one gfx target) in a
-fresh process, so each target's code objects are loaded and run on their own."""
+"""``python smoke_gpu_check.py --result FILE GFX``: exercise every visible device (all of one gfx
+target) in a fresh process, so each target's code objects are loaded and run on their own. The
+result goes to FILE as JSON (stdout belongs to the packages, which may print)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -28,4 +30,11 @@ def main(gfx: str) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    json.dump(main(sys.argv[1]), sys.stdout)
+    args = sys.argv[1:]
+    if args[:1] == ["--result"]:
+        out = Path(args[1])
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(main(args[2])), encoding="utf-8")
+        tmp.replace(out)
+    else:
+        json.dump(main(args[0]), sys.stdout)

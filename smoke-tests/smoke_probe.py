@@ -1,9 +1,11 @@
 """Probe run in a fresh interpreter: import packages, report what the process mapped.
 
-``python smoke_probe.py PKG [PKG...]`` prints one JSON object: the import error (if any), every
-file mapped into the process (from /proc/self/maps), the HIP runtime's answer to
-hipGetDeviceCount, and torch facts when torch is among the packages. A fresh process per probe
-keeps one package's imports from hiding another's.
+``python smoke_probe.py [--result FILE] PKG [PKG...]`` writes one JSON object to FILE (or, run by
+hand without --result, prints it): the import error (if any), every file mapped into the process
+(from /proc/self/maps), the HIP runtime's answer to hipGetDeviceCount, and torch facts when torch
+is among the packages. A fresh process per probe keeps one package's imports from hiding
+another's. The result goes to its own file because stdout belongs to the packages: one that
+prints on import must not spoil the result.
 """
 
 from __future__ import annotations
@@ -87,5 +89,16 @@ def main(packages: list[str]) -> dict[str, Any]:
     return out
 
 
+def write_result(data: dict[str, Any], path: Path) -> None:
+    """The result, put in place whole (a reader never sees half of it)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.replace(path)
+
+
 if __name__ == "__main__":
-    json.dump(main(sys.argv[1:]), sys.stdout)
+    args = sys.argv[1:]
+    if args[:1] == ["--result"]:
+        write_result(main(args[2:]), Path(args[1]))
+    else:
+        json.dump(main(args), sys.stdout)

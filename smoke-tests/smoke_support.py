@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,22 +97,38 @@ def probe(smoke: SmokeConfig, *packages: str) -> dict[str, Any]:
     """Import ``packages`` in a fresh interpreter: what it mapped and what HIP said (cached)."""
     key = tuple(packages)
     if key not in _PROBES:
-        proc = subprocess.run(
-            [sys.executable, str(HERE / "smoke_probe.py"), *packages],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=600,
-        )
-        if proc.returncode != 0:
-            pytest.fail(
-                f"probe importing {', '.join(packages)} crashed (exit {proc.returncode}):\n"
-                f"{proc.stderr[-4000:]}"
-            )
-        _PROBES[key] = json.loads(proc.stdout)
+        _PROBES[key] = run_script(HERE / "smoke_probe.py", *packages, what="probe importing")
         shown = {k: v for k, v in _PROBES[key].items() if not k.startswith("maps")}
         smoke.facts["probes"][",".join(key)] = shown
     return _PROBES[key]
+
+
+def run_script(
+    script: Path, *args: str, what: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> dict[str, Any]:
+    """Run a probe script in a fresh interpreter and return the JSON it wrote to its result file.
+
+    The result travels in a file of its own, not on stdout: stdout and stderr belong to the
+    packages under test, which may print on import. Fails the test, with the output's tail, when
+    the script crashes or ends without a result."""
+    with tempfile.TemporaryDirectory(prefix="smoke-probe-") as tmp:
+        result = Path(tmp) / "result.json"
+        proc = subprocess.run(
+            [sys.executable, str(script), "--result", str(result), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+            env=env,
+        )
+        label = f"{what} {', '.join(args)}"
+        output = f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
+        if proc.returncode != 0:
+            pytest.fail(f"{label} crashed (exit {proc.returncode}):\n{output}", pytrace=False)
+        if not result.is_file():
+            pytest.fail(f"{label} ended without a result (exit 0):\n{output}", pytrace=False)
+        data: dict[str, Any] = json.loads(result.read_text(encoding="utf-8"))
+        return data
 
 
 def imported(smoke: SmokeConfig, *packages: str) -> dict[str, Any]:

@@ -132,7 +132,7 @@ def test_nms_on_gpu(torch: Any, smoke: SmokeConfig) -> None:
         assert got.tolist() == want.tolist(), dev
 
 
-def test_each_gfx_target_in_its_own_process(torch: Any) -> None:
+def test_each_gfx_target_in_its_own_process(torch: Any, tmp_path: Path) -> None:
     by_target: dict[str, list[int]] = {}
     for i in range(torch.cuda.device_count()):
         gfx = getattr(torch.cuda.get_device_properties(i), "gcnArchName", "?").split(":")[0]
@@ -145,8 +145,10 @@ def test_each_gfx_target_in_its_own_process(torch: Any) -> None:
         physical = [filt[1][i] for i in indices] if filt else [str(i) for i in indices]
         env.pop("CUDA_VISIBLE_DEVICES", None)
         env["HIP_VISIBLE_DEVICES"] = ",".join(physical)
+        # The result has a file of its own: stdout belongs to torch, which may print.
+        out = tmp_path / f"{gfx}.json"
         proc = subprocess.run(
-            [sys.executable, str(CHECK_SCRIPT), gfx],
+            [sys.executable, str(CHECK_SCRIPT), "--result", str(out), gfx],
             env=env,
             capture_output=True,
             text=True,
@@ -155,7 +157,9 @@ def test_each_gfx_target_in_its_own_process(torch: Any) -> None:
         )
         if proc.returncode != 0:
             failures.append(f"{gfx} (devices {','.join(physical)}):\n{proc.stderr[-2000:]}")
+        elif not out.is_file():
+            failures.append(f"{gfx}: the check ended without a result:\n{proc.stdout[-2000:]}")
         else:
-            result = json.loads(proc.stdout)
+            result = json.loads(out.read_text(encoding="utf-8"))
             assert result["gfx"] == gfx
     assert not failures, "per-target checks failed:\n" + "\n".join(failures)
