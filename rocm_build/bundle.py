@@ -34,7 +34,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -46,6 +46,7 @@ from . import __version__, arch, elf, elfpatch, pe, proc, wheelfile
 from .config import Config, ProjectSpec
 from .errors import BundleError, ConfigError, RocmTreeError
 from .progress import NO_PROGRESS, Progress
+from .treepath import TreeGuard, denied, reading, walk_files
 from .wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
@@ -192,6 +193,11 @@ class BundlePlan:
                 }
                 for lib in self.libraries
             ],
+            "from_system": [
+                {"name": lib.name, "source": lib.source}
+                for lib in self.libraries
+                if lib.origin == "system"
+            ],
             "rpaths": [asdict(r) for r in self.rpaths],
             "data_files": len(self.data),
             "data_skipped": self.data_skipped,
@@ -208,9 +214,17 @@ def tree_lib_dirs(rocm: Path) -> list[Path]:
     return [rocm / d for d in TREE_LIB_DIRS if (rocm / d).is_dir()]
 
 
-def system_lib_dirs(machine: str = "EM_X86_64") -> list[Path]:
-    """The build machine's library folders, as the dynamic loader would search them."""
-    dirs: list[Path] = []
+def system_lib_dirs(
+    machine: str = "EM_X86_64",
+    *,
+    env: Mapping[str, str] | None = None,
+    ld_so_conf: Path = Path("/etc/ld.so.conf"),
+) -> list[Path]:
+    """The build machine's library folders, as the dynamic loader would search them:
+    ``LD_LIBRARY_PATH`` (of ``env``), then ``ld_so_conf`` and its includes, then the defaults."""
+    dirs: list[Path] = [
+        Path(p) for p in (env or {}).get("LD_LIBRARY_PATH", "").split(os.pathsep) if p
+    ]
 
     def conf(path: Path, depth: int = 0) -> None:
         if depth > 5 or not path.is_file():
@@ -227,7 +241,7 @@ def system_lib_dirs(machine: str = "EM_X86_64") -> list[Path]:
             else:
                 dirs.append(Path(line))
 
-    conf(Path("/etc/ld.so.conf"))
+    conf(ld_so_conf)
     arch = _MACHINE_ARCH.get(machine, "x86_64")
     multiarch = f"{arch}-linux-gnu"
     dirs += [
@@ -263,6 +277,8 @@ class LibraryIndex:
 
     rocm_dirs: Sequence[Path]
     system_dirs: Sequence[Path]
+    #: refuses tree files that resolve outside the tree (None: no check)
+    guard: TreeGuard | None = None
     _cache: dict[Path, elf.ElfInfo | None] = field(default_factory=dict)
 
     def _info(self, path: Path) -> elf.ElfInfo | None:
@@ -270,15 +286,28 @@ class LibraryIndex:
         if real not in self._cache:
             try:
                 self._cache[real] = elf.read_elf(real)
+            except PermissionError as exc:
+                raise denied(exc, f"a library for the bundle, as {path}") from None
             except (elf.NotElfError, OSError):
                 self._cache[real] = None
         return self._cache[real]
+
+    def _tree_file(self, path: Path) -> bool:
+        """``path`` is a file; a tree file must not lead outside the tree."""
+        with reading(f"a library folder, looking for {path.name}"):
+            if not path.is_file():
+                return False
+        if self.guard is not None:
+            self.guard.check(path)
+        return True
 
     def find(self, name: str, like: elf.ElfInfo) -> Candidate | None:
         for origin, dirs in (("rocm", self.rocm_dirs), ("system", self.system_dirs)):
             for d in dirs:
                 path = d / name
-                if not path.is_file():
+                if origin == "rocm" and not self._tree_file(path):
+                    continue
+                if origin == "system" and not path.is_file():
                     continue
                 info = self._info(path)
                 if info and info.machine == like.machine and info.elf_class == like.elf_class:
@@ -292,10 +321,12 @@ class LibraryIndex:
         """One candidate per real file matching ``patterns`` in the ROCm tree."""
         found: dict[Path, Candidate] = {}
         for d in self.rocm_dirs:
-            for path in sorted(d.iterdir()):
+            with reading("a library folder of the ROCm tree"):
+                listing = sorted(d.iterdir())
+            for path in listing:
                 if not any(fnmatch.fnmatch(path.name, p) for p in patterns):
                     continue
-                if not path.is_file():
+                if not self._tree_file(path):
                     continue
                 real = path.resolve()
                 if real in found:
@@ -304,6 +335,15 @@ class LibraryIndex:
                 if info and info.machine == like.machine and info.elf_class == like.elf_class:
                     found[real] = Candidate(path, "rocm", info)
         return list(found.values())
+
+    def stems(self) -> frozenset[str]:
+        """Library names of the tree without their version (``libhsa-runtime64``): a library
+        of that name must come from the tree, whatever its version."""
+        names: set[str] = set()
+        for d in self.rocm_dirs:
+            with reading("a library folder of the ROCm tree"):
+                names |= {n.split(".so", 1)[0] for n in os.listdir(d) if ".so" in n}
+        return frozenset(n for n in names if n.startswith("lib"))
 
     def other_names(self, library: Path) -> tuple[str, ...]:
         """Every name ``library``'s file has in its folder and the tree: symlinks, real name."""
@@ -420,26 +460,35 @@ def select_data(
     library_names: Iterable[str],
     targets: Sequence[str],
     read_from: Mapping[str, str] | None = None,
+    guard: TreeGuard | None = None,
 ) -> tuple[list[DataFile], int]:
     """Files of the data trees whose owner library is bundled, filtered to ``targets``.
 
     Trees are named as in the Linux layout; ``read_from`` gives another place in the tree to
-    read one from (Windows keeps ``lib/rocblas/library`` in ``bin/rocblas/library``).
+    read one from (Windows keeps ``lib/rocblas/library`` in ``bin/rocblas/library``). Symlinks
+    are followed while they stay inside the tree; one that leads outside it (and outside the
+    folders ``guard`` allows) stops the bundle. A file this user cannot read stops it too.
     """
+    guard = guard or TreeGuard.of(rocm)
     names = [n.lower() for n in library_names]
     wanted = set(targets)
     files: list[DataFile] = []
     skipped = 0
     for tree in trees:
         src = rocm / (read_from or {}).get(tree, tree)
-        if not src.exists():
-            continue
         owner = _tree_owner(tree)
         if not any(owner in n for n in names):
             continue
+        with reading(f"the data tree {tree}"):
+            if not src.exists():
+                continue
+            is_file = src.is_file()
+        guard.check(src)
         dest = data_destination(lib_dir, tree)
-        paths = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file())
+        paths = [src] if is_file else walk_files(src, guard, f"the data tree {tree}")
         for path in paths:
+            if not os.access(path, os.R_OK):
+                raise denied(PermissionError(13, "Permission denied", str(path)), "a data file")
             rel = "" if path == src else path.relative_to(src).as_posix()
             tokens = gfx_tokens(rel or path.name)
             if wanted and tokens and not tokens & wanted:
@@ -483,8 +532,17 @@ def make_plan(
     torch: TorchWheel | None = None,
     fingerprint: str = "",
     policy: str = "auto",
+    rocm_only: Sequence[str] = (),
+    system_allowed: Sequence[str] = ("*",),
+    tree: str = "",
 ) -> BundlePlan:
-    """Everything the bundle will do, decided before a byte is written."""
+    """Everything the bundle will do, decided before a byte is written.
+
+    A library the tree lacks comes from the build machine only if its name matches
+    ``system_allowed`` and none of ``rocm_only`` (ROCm's own libraries: those come from the
+    tree ``tree`` or the bundle stops). A file reached by several names is bundled once, under
+    its soname; the other names become alias stubs.
+    """
     lib_dir = lib_dir.strip("/")
     host = {arc: info for arc, info in elves.items() if info.is_host}
     like = next(iter(host.values()), None)
@@ -494,19 +552,30 @@ def make_plan(
         if info.soname:
             provided.setdefault(info.soname, arc)
     grafted: dict[str, Library] = {}
+    same: dict[str, str] = {}  # another name of a grafted library's file -> its grafted name
+    by_file: dict[str, str] = {}  # real file -> grafted name
     needers: dict[str, list[str]] = {}
     missing: dict[str, list[str]] = {}
+    refused: dict[str, tuple[str, str, list[str]]] = {}  # name -> (why, system path, needers)
     from_torch: dict[str, str] = {}
     system: set[str] = set()
     queue: list[tuple[str, elf.ElfInfo]] = sorted(host.items())
 
     def add(cand: Candidate, name: str, reason: Literal["needed", "dlopen"], who: str) -> None:
+        source = str(cand.path.resolve())
+        if source in by_file and cand.info.soname:  # one file, two names: one copy
+            first = same[name] = by_file[source]
+            needers[first] += [who] if who else []
+            if reason == "needed":
+                grafted[first] = replace(grafted[first], reason="needed")
+            return
+        by_file.setdefault(source, name)
         arc = posixpath.join(lib_dir, name)
         needers[name] = [who] if who else []
         grafted[name] = Library(
             name=name,
             arcname=arc,
-            source=str(cand.path.resolve()),
+            source=source,
             origin=cand.origin,
             reason=reason,
             needed_by=(),
@@ -522,14 +591,17 @@ def make_plan(
                     system.add(name)
                 elif name in provided:
                     continue
-                elif name in grafted:
-                    needers[name].append(who)
+                elif name in grafted or name in same:
+                    needers[same.get(name, name)].append(who)
                 elif torch is not None and name in torch.libs:
                     from_torch[name] = torch.libs[name]
                 else:
                     cand = index.find(name, info)
+                    why = _system_refusal(cand, name, rocm_only, system_allowed)
                     if cand is None:
                         missing.setdefault(name, []).append(who)
+                    elif why:
+                        refused.setdefault(name, (why, str(cand.path), []))[2].append(who)
                     else:
                         add(cand, name, "needed", who)
 
@@ -540,10 +612,14 @@ def make_plan(
     if like is not None and uses_rocm and dlopen_patterns:
         for cand in index.dlopen_candidates(dlopen_patterns, like):
             name = cand.info.soname or cand.path.name
-            if name in provided or name in grafted or (torch and name in torch.libs):
+            if name in provided or name in grafted or name in same:
+                continue
+            if torch and name in torch.libs:
                 continue
             add(cand, name, "dlopen", "")
         walk()
+    if refused:
+        raise BundleError(_refusal_message(refused, tree))
     if missing:
         parts = [
             f"{name} (needed by {', '.join(sorted(set(who)))})" for name, who in missing.items()
@@ -553,9 +629,10 @@ def make_plan(
             "build machine's library folders, or install the wheel that provides it and pass it "
             "with --with"
         )
+    grafted, forced = _one_copy(grafted, same, needers, provided)
     # A library opened by another name than its soname (HSA asks for the unversioned
     # "libhsa-amd-aqlprofile64.so", rocSHMEM for "libnuma.so") also answers to that name.
-    taken = set(provided) | set(grafted)
+    taken = set(provided) | set(grafted) | set(same)
     other = {  # a stub records the soname as its NEEDED entry: no soname, no stub
         n: [a for a in index.other_names(Path(lib.source)) if a not in taken]
         for n, lib in grafted.items()
@@ -563,7 +640,10 @@ def make_plan(
     }
     callers = [*(i.path for i in host.values()), *(lib.info.path for lib in grafted.values())]
     found = index.referenced(callers, {a for names in other.values() for a in names})
-    aliases = {n: tuple(a for a in names if a in found) for n, names in other.items()}
+    aliases = {
+        n: tuple(sorted({*forced.get(n, ()), *(a for a in other.get(n, ()) if a in found)}))
+        for n in grafted
+    }
     libraries = tuple(
         Library(
             **{
@@ -578,7 +658,7 @@ def make_plan(
 
     # search paths of the wheel's own ELF files
     location = {n: posixpath.dirname(a) for n, a in provided.items()}
-    location.update(dict.fromkeys(grafted, lib_dir))
+    location.update(dict.fromkeys([*grafted, *same], lib_dir))
     if torch is not None:
         location.update({n: posixpath.dirname(a) for n, a in from_torch.items()})
     rpaths: list[RpathChange] = []
@@ -642,6 +722,65 @@ def make_plan(
         provenance_arcname=f"{top}/{PROVENANCE}",
         fingerprint=fingerprint,
     )
+
+
+def _system_refusal(
+    cand: Candidate | None, name: str, rocm_only: Sequence[str], system_allowed: Sequence[str]
+) -> str:
+    """Why the build machine's copy of ``name`` may not go into the wheel ("" if it may)."""
+    if cand is None or cand.origin != "system":
+        return ""
+    if any(fnmatch.fnmatchcase(name, p) for p in rocm_only):
+        return "rocm"
+    if not any(fnmatch.fnmatchcase(name, p) for p in system_allowed):
+        return "unlisted"
+    return ""
+
+
+def _refusal_message(refused: Mapping[str, tuple[str, str, list[str]]], tree: str) -> str:
+    parts = []
+    for name, (why, path, who) in sorted(refused.items()):
+        needers = f" (needed by {', '.join(sorted(set(who)))})" if who else ""
+        if why == "rocm":
+            parts.append(
+                f"{name}{needers} is a ROCm library missing from the ROCm tree {tree}; the build "
+                f"machine's {path} may be another ROCm's: use a tree that has it"
+            )
+        else:
+            parts.append(
+                f"{name}{needers} is not in the ROCm tree {tree} and bundle.system_libs does not "
+                f"list it: add it to the tree, or to bundle.system_libs to take {path}"
+            )
+    return "; ".join(parts)
+
+
+def _one_copy(
+    grafted: Mapping[str, Library],
+    same: Mapping[str, str],
+    needers: dict[str, list[str]],
+    provided: Mapping[str, str],
+) -> tuple[dict[str, Library], dict[str, tuple[str, ...]]]:
+    """Libraries reached by several names (an unversioned NEEDED name and the soname HIP
+    ``dlopen``s, say) go into the wheel once, named by their soname; the other names of each
+    become alias stubs. Returns the libraries by their name in the wheel, and those names."""
+    names_of: dict[str, list[str]] = {name: [name] for name in grafted}
+    for other, first in same.items():
+        names_of[first].append(other)
+    out: dict[str, Library] = {}
+    aliases: dict[str, tuple[str, ...]] = {}
+    for name, lib in grafted.items():
+        final = name
+        soname = lib.info.soname
+        shared = len(names_of[name]) > 1 and soname and soname not in provided
+        if shared and soname and (soname == name or soname not in grafted):
+            final = soname
+        if final != name:
+            lib = replace(lib, name=final, arcname=posixpath.join(posixpath.dirname(lib.arcname),
+                                                                  final))  # fmt: skip
+            needers[final] = needers.pop(name)
+        out[final] = lib
+        aliases[final] = tuple(sorted(n for n in names_of[name] if n != final))
+    return dict(sorted(out.items())), aliases
 
 
 def _policy_priority(name: str) -> int:
@@ -814,6 +953,7 @@ def plan_lines(result: BundleResult) -> Iterator[str]:
         why = "dlopen" if lib["reason"] == "dlopen" else "needed"
         also = f"; also as {', '.join(lib['aliases'])}" if lib["aliases"] else ""
         yield f"    {lib['name']}  from {lib['origin']}: {lib['source']}  ({why}{also})"
+    yield from system_lines(plan)
     targets = ", ".join(plan.get("targets", [])) or "every target"
     yield (
         f"  data files: {plan.get('data_files', 0)} for {targets}"
@@ -826,6 +966,12 @@ def plan_lines(result: BundleResult) -> Iterator[str]:
         yield f"  from the torch wheel: {', '.join(plan['from_torch'])}"
     for req in plan.get("requires", []):
         yield f"  requires: {req}"
+
+
+def system_lines(plan: Mapping[str, Any]) -> Iterator[str]:
+    """One line per library taken from the build machine instead of the ROCm tree."""
+    for lib in plan.get("from_system", []):
+        yield f"  from the build machine, not the ROCm tree: {lib['name']} ({lib['source']})"
 
 
 def _stat(path: Path) -> list[Any]:
@@ -924,18 +1070,23 @@ def bundle_wheel(
     system_dirs: Sequence[Path] | None = None,
     progress: Progress = NO_PROGRESS,
     dry_run: bool = False,
+    allow_outside: Sequence[Path] = (),
+    system_libs: Sequence[str] = ("*",),
+    rocm_libs: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> BundleResult:
     """Bundle one wheel (see the module docstring); a no-op when its output is up to date.
 
     ``dry_run``: plan only and return the plan (status "planned"); nothing is written.
+    ``allow_outside``: folders outside the tree that its symlinks may lead to. ``system_libs``
+    (patterns): libraries that may come from the build machine's folders (``LD_LIBRARY_PATH``
+    of ``env``, ld.so.conf, the defaults) when the tree lacks them; ``rocm_libs`` (patterns),
+    the ``dlopen_patterns`` and the names of the tree's own libraries never may.
     """
     start = time.monotonic()
     wheel = wheel.resolve()
-    if not rocm.exists():
-        msg = f"ROCm tree {rocm} does not exist; pass --rocm DIR (the tree it was built with)"
-        raise RocmTreeError(msg)
-    if not rocm.is_dir() or not (rocm / "lib").is_dir():
-        raise RocmTreeError(f"{rocm} is not a ROCm tree (no lib/ folder); pass --rocm DIR")
+    with reading("the ROCm tree"):
+        _check_tree(rocm)
     settings = {
         "tool": __version__,
         "input": _stat(wheel),
@@ -947,13 +1098,19 @@ def bundle_wheel(
         "level": level,
         "policy": policy,
         "torch": _stat(Path(torch.path)) if torch else None,
+        "allow_outside": [str(a) for a in allow_outside],
+        "system_libs": list(system_libs),
+        "rocm_libs": list(rocm_libs),
     }
     fingerprint = _fingerprint(settings)
     top = lib_dir.split("/", 1)[0]
     if existing := _up_to_date(wheel, output_dir, f"{top}/{PROVENANCE}", fingerprint):
         return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
 
-    index = LibraryIndex(tree_lib_dirs(rocm), system_dirs if system_dirs is not None else [])
+    guard = TreeGuard.of(rocm, allow_outside)
+    with reading("the ROCm tree's library folders"):
+        lib_dirs = tree_lib_dirs(rocm)
+    index = LibraryIndex(lib_dirs, system_dirs if system_dirs is not None else [], guard)
     with (
         WheelReader(wheel) as reader,
         tempfile.TemporaryDirectory(
@@ -986,13 +1143,18 @@ def bundle_wheel(
                     found |= elf.offload_targets(extracted[arc])
             targets = tuple(sorted(found))
         if system_dirs is None:
-            index.system_dirs = system_lib_dirs(like.machine if like else "EM_X86_64")
+            index.system_dirs = system_lib_dirs(
+                like.machine if like else "EM_X86_64", env=os.environ if env is None else env
+            )
         metadata = reader.metadata()
         version = wheelfile.consistent_version(reader.name.version, metadata)
         members = [m.name for m in reader.members]
 
         def selector(names: Sequence[str]) -> tuple[list[DataFile], int]:
-            return select_data(rocm, data_trees, lib_dir, names, targets)
+            return select_data(rocm, data_trees, lib_dir, names, targets, guard=guard)
+
+        so_patterns = [p for p in dlopen_patterns if ".so" in p]
+        stems = [f"{stem}.so*" for stem in sorted(index.stems())]
 
         provisional = make_plan(
             input_path=wheel,
@@ -1010,6 +1172,9 @@ def bundle_wheel(
             torch=torch,
             fingerprint=fingerprint,
             policy=policy,
+            rocm_only=[*rocm_libs, *so_patterns, *stems],
+            system_allowed=system_libs,
+            tree=str(rocm),
         )
         out_name = reader.name.with_version(version).with_platform(provisional.platform_tag)
         plan = BundlePlan(**{**_shallow(provisional), "output": str(output_dir / str(out_name))})
@@ -1057,6 +1222,8 @@ def bundle_wheel(
                 ],
                 key=lambda x: str(x["name"]),
             ),
+            "from_system": plan.summary()["from_system"],
+            "allowed_outside": [str(a) for a in allow_outside],
             "data_files": len(plan.data) + int(old.get("data_files", 0)),
             "data_skipped": plan.data_skipped,
             "from_torch": [n for n, _ in plan.from_torch],
@@ -1068,6 +1235,17 @@ def bundle_wheel(
             linkers=find_linkers(rocm), progress=progress,
         )  # fmt: skip
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary())
+
+
+def _check_tree(rocm: Path) -> None:
+    if not rocm.exists():
+        msg = f"ROCm tree {rocm} does not exist; pass --rocm DIR (the tree it was built with)"
+        raise RocmTreeError(msg)
+    if not rocm.is_dir() or not (rocm / "lib").is_dir():
+        raise RocmTreeError(f"{rocm} is not a ROCm tree (no lib/ folder); pass --rocm DIR")
+    for folder in (rocm, rocm / "lib"):
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise denied(PermissionError(13, "Permission denied", str(folder)), "the ROCm tree")
 
 
 def find_linkers(rocm: Path) -> list[str]:
@@ -1155,6 +1333,9 @@ def bundle_many(
     dlopen_patterns = list(cfg["bundle.dlopen_libs"])
     data_trees = list(cfg["bundle.data_trees"])
     level = int(cfg["bundle.compression_level"])
+    allow_outside = [cfg.cwd / str(a) for a in cfg["bundle.allow_outside"]]
+    system_libs = [str(p) for p in cfg["bundle.system_libs"]]
+    rocm_libs = [str(p) for p in cfg["bundle.rocm_libs"]]
     results: list[BundleResult] = []
     for wheel in sorted(wheels, key=order):
         name = WheelName.parse(wheel.name)
@@ -1162,7 +1343,7 @@ def bundle_many(
             result = bundle_windows(
                 wheel, rocm=rocm, output_dir=output_dir, targets=targets,
                 dlopen_patterns=dlopen_patterns, data_trees=data_trees, level=level,
-                dry_run=dry_run,
+                dry_run=dry_run, allow_outside=allow_outside,
             )  # fmt: skip
             results.append(result)
             continue
@@ -1183,6 +1364,10 @@ def bundle_many(
             torch=None if is_torch else torch,
             progress=progress,
             dry_run=dry_run,
+            allow_outside=allow_outside,
+            system_libs=system_libs,
+            rocm_libs=rocm_libs,
+            env=cfg.env,
         )
         if is_torch and not dry_run:
             torch = TorchWheel.read(Path(result.output), project_dir)
@@ -1200,6 +1385,7 @@ def bundle_windows(
     data_trees: Sequence[str] = (),
     level: int = 6,
     dry_run: bool = False,
+    allow_outside: Sequence[Path] = (),
 ) -> BundleResult:
     """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
     names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
@@ -1225,6 +1411,7 @@ def bundle_windows(
         "dlopen": list(dlopen_patterns),
         "data_trees": list(data_trees),
         "level": level,
+        "allow_outside": [str(a) for a in allow_outside],
     }
     fingerprint = _fingerprint(settings)
     if existing := _up_to_date(wheel, output_dir, arcname, fingerprint):
@@ -1290,6 +1477,7 @@ def bundle_windows(
                 data, skipped = select_data(
                     rocm, data_trees, libs_dir, list(added), targets,
                     read_from=_windows_data_dirs(rocm, data_trees),
+                    guard=TreeGuard.of(rocm, allow_outside),
                 )  # fmt: skip
             libraries: list[dict[str, Any]] = [
                 {

@@ -601,6 +601,13 @@ def _rocm_dir(cfg: config.Config) -> Path:
     default=None,
     help="Print what would be bundled (libraries, data, search paths, tag); write nothing.",
 )
+@click.option(
+    "--allow-outside",
+    "allow_outside",
+    multiple=True,
+    metavar="DIR",
+    help="A folder outside the ROCm tree that symlinks in the tree may lead to (repeatable).",
+)
 @pass_state
 def bundle_cmd(
     state: State,
@@ -614,6 +621,7 @@ def bundle_cmd(
     policy: str | None,
     compression_level: int | None,
     dry_run: bool | None,
+    allow_outside: tuple[str, ...],
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from . import bundle
@@ -627,6 +635,7 @@ def bundle_cmd(
             "bundle.policy": policy,
             "bundle.compression_level": compression_level,
             "bundle.dry_run": dry_run,
+            "bundle.allow_outside": list(allow_outside) or None,
         }
     )
     bars = state.progress()
@@ -655,6 +664,8 @@ def bundle_cmd(
             markup=False,
             soft_wrap=True,
         )
+        for line in bundle.system_lines(r.plan or {}):
+            out_console.print(line, markup=False, soft_wrap=True)
         if size > PYPI_LIMIT:
             err_console.print(
                 f"note: {Path(r.output).name} is larger than PyPI's default "

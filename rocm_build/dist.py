@@ -25,6 +25,7 @@ from urllib.request import url2pathname
 from . import arch
 from .config import ProjectSpec
 from .errors import ConfigError, FetchError, RocmTreeError
+from .treepath import denied, reading
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -137,6 +138,11 @@ def find_tree(setting: str) -> Path:
     """The tree folder from the resolved ``rocm`` setting (``--rocm``, then ``ROCM_PATH`` /
     ``ROCM_HOME`` through config's aliases, then the config file), else ``/opt/rocm``. URLs are
     fetched by the caller first."""
+    with reading("the ROCm tree"):
+        return _find_tree(setting)
+
+
+def _find_tree(setting: str) -> Path:
     if setting:
         path = Path(setting).expanduser()
         if not path.exists():
@@ -204,9 +210,27 @@ def _bitcode_targets(device_lib_dir: Path | None) -> tuple[str, ...]:
     return tuple(sorted(names, key=lambda n: (len(n), n)))
 
 
+#: Folders of a tree whose contents validation looks at; a listing this user may not read would
+#: look like a missing part, so it is refused as a permission problem instead.
+_READ_DIRS = ("", "lib", "bin", "include", "lib/llvm/bin", "llvm/bin", ".info", *_DEVICE_LIB_DIRS)
+
+
+def _require_readable(root: Path) -> None:
+    for rel in _READ_DIRS:
+        folder = root / rel if rel else root
+        if folder.is_dir() and not os.access(folder, os.R_OK | os.X_OK):
+            raise denied(PermissionError(13, "Permission denied", str(folder)), "the ROCm tree")
+
+
 def open_tree(root: Path) -> RocmTree:
     """Read the facts of the tree at ``root`` (no validation: see ``validate``)."""
+    with reading("the ROCm tree"):
+        return _open_tree(root)
+
+
+def _open_tree(root: Path) -> RocmTree:
     root = root.resolve()
+    _require_readable(root)
     if root.name.startswith(_SDK_DEVEL):
         layout = "rocm-sdk-devel"
     elif (root / "share" / "therock").is_dir() or (root / "lib" / "llvm").is_dir():
@@ -243,7 +267,14 @@ def _has_cmake_package(root: Path, package: str) -> bool:
 
 
 def validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence[str]) -> TreeCheck:
-    """Check everything a build of ``projects`` for ``targets`` needs; report every problem."""
+    """Check everything a build of ``projects`` for ``targets`` needs; report every problem.
+    A part this user may not read is a ``FileAccessError``, not a missing part."""
+    with reading("the ROCm tree"):
+        _require_readable(tree.root)
+        return _validate(tree, projects, targets)
+
+
+def _validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence[str]) -> TreeCheck:
     problems: list[str] = []
     warnings: list[str] = []
     if not tree.version:
