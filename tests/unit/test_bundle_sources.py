@@ -82,6 +82,13 @@ def test_system_lib_dirs_honour_ld_library_path_and_ld_so_conf(tmp_path: Path) -
     assert dirs[:2] == [first, second]
 
 
+def test_tree_library_names_without_versions(tree: Path) -> None:
+    (tree / "lib" / "libnuma.so.1").write_bytes(b"")
+    (tree / "lib" / "cmake").mkdir()
+    index = bundle.LibraryIndex([tree / "lib"], [])
+    assert index.stems() == {"libfoo", "libnuma"}
+
+
 # --- libraries from the system ---------------------------------------------------------------
 
 
