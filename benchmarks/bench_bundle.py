@@ -124,7 +124,7 @@ def closure(tree: Path, wheel: Path) -> list[Path]:
 
     with WheelReader(wheel) as reader:
         ext = WORK / "closure-ext.so"
-        reader.extract("sparseext/_sparse.so", ext)
+        reader.extract("sparseext/_sparse.so", WORK, ext.name)
     index = bundle.LibraryIndex(bundle.tree_lib_dirs(tree), bundle.system_lib_dirs())
     plan = bundle.make_plan(
         input_path=wheel,

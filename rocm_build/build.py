@@ -9,11 +9,8 @@ dependency, dependencies pinned to the versions just built) before it is put in 
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import csv
 import hashlib
-import io
 import json
 import logging
 import os
@@ -23,7 +20,6 @@ import sys
 import tempfile
 import time
 import tomllib
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from email.parser import HeaderParser
@@ -39,6 +35,7 @@ from .cache import CompilerCache, mask_values, resolve_cache
 from .config import Config, ProjectSpec
 from .errors import BuildFailed, CommandFailed, ConfigError, ToolMissing
 from .progress import NO_PROGRESS, Progress
+from .wheelfile import WheelReader, WheelWriter
 
 __all__ = [
     "BuildPlan",
@@ -420,34 +417,14 @@ class WheelFacts:
 
 
 def wheel_metadata(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
-    """(name, version, Requires-Dist entries) of a wheel."""
-    with zipfile.ZipFile(wheel) as zf:
-        meta = _metadata_member(zf)
-        parsed = HeaderParser().parsestr(zf.read(meta).decode("utf-8"))
+    """(name, version, Requires-Dist entries) of a wheel (opened by the checking reader)."""
+    with WheelReader(wheel) as reader:
+        parsed = HeaderParser().parsestr(reader.metadata())
     return (
         str(parsed["Name"]),
         str(parsed["Version"]),
         tuple(str(v) for v in parsed.get_all("Requires-Dist") or ()),
     )
-
-
-def _metadata_member(zf: zipfile.ZipFile) -> str:
-    found = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
-    if len(found) != 1:
-        msg = f"{zf.filename} has {len(found)} .dist-info/METADATA files; it is not a valid wheel"
-        raise BuildFailed(msg)
-    return found[0]
-
-
-def _elf_members(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
-    out = []
-    for info in zf.infolist():
-        if info.is_dir() or info.file_size < 64:
-            continue
-        with zf.open(info) as fh:
-            if fh.read(4) == b"\x7fELF":
-                out.append(info)
-    return out
 
 
 def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts:
@@ -459,21 +436,21 @@ def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts
     wanted = {arch.base_name(t) for t in targets}
     per_file: dict[str, frozenset[str]] = {}
     runtime: list[str] = []
-    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
-        for info in _elf_members(zf):
-            path = Path(tmp) / "member"
-            with zf.open(info) as src, path.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+    with WheelReader(wheel) as reader, tempfile.TemporaryDirectory() as tmp:
+        for m in reader.members:
+            if m.is_dir or m.file_size < 64 or reader.head(m.name, 4) != elf.ELF_MAGIC:
+                continue
+            path = reader.extract(m.name, Path(tmp), "member")
             try:
                 facts = elf.read_elf(path)
                 have = elf.offload_targets(path)
             except elf.NotElfError:
-                log.warning("%s: %s looks like ELF but cannot be read", project, info.filename)
+                log.warning("%s: %s looks like ELF but cannot be read", project, m.name)
                 continue
             if any(_HIP_RUNTIME.match(n) for n in facts.needed):
-                runtime.append(info.filename)
+                runtime.append(m.name)
             if have:
-                per_file[info.filename] = have
+                per_file[m.name] = have
     found = set().union(*per_file.values()) if per_file else set()
     if not found or not runtime:
         why = "no HIP code objects" if not found else "no dependency on libamdhip64"
@@ -506,11 +483,6 @@ def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts
     return WheelFacts(name, version, requires, tuple(sorted(found)), tuple(runtime))
 
 
-def _record_line(path: str, data: bytes) -> list[str]:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return [path, f"sha256={digest}", str(len(data))]
-
-
 def pin_requirement(wheel: Path, dep: str, version: str) -> str | None:
     """Make ``wheel`` require exactly ``dep==version``. Returns None when it already does,
     else what changed; raises when the wheel pins another version of ``dep``."""
@@ -540,11 +512,12 @@ def pin_requirement(wheel: Path, dep: str, version: str) -> str | None:
 
 
 def _rewrite_requires(wheel: Path, *, drop: set[str], add: str) -> None:
-    tmp = wheel.with_name(wheel.name + ".tmp")
-    with zipfile.ZipFile(wheel) as zin:
-        meta_name = _metadata_member(zin)
-        record_name = meta_name.rsplit("/", 1)[0] + "/RECORD"
-        head, sep, body = zin.read(meta_name).decode("utf-8").partition("\n\n")
+    """Rewrite METADATA's Requires-Dist; every other member is copied raw (checked against
+    RECORD on the way) and RECORD is written anew; the result replaces ``wheel`` atomically."""
+    with WheelReader(wheel) as reader:
+        meta_name = f"{reader.dist_info}/METADATA"
+        record_name = f"{reader.dist_info}/RECORD"
+        head, sep, body = reader.read_text(meta_name).partition("\n\n")
         lines = [
             ln
             for ln in head.split("\n")
@@ -552,21 +525,15 @@ def _rewrite_requires(wheel: Path, *, drop: set[str], add: str) -> None:
         ]
         lines.append(f"Requires-Dist: {add}")
         meta = ("\n".join(lines) + (sep or "\n") + body).encode("utf-8")
-        rows = list(csv.reader(io.StringIO(zin.read(record_name).decode("utf-8"))))
-        rows = [_record_line(meta_name, meta) if r and r[0] == meta_name else r for r in rows]
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(rows)
-        record = out.getvalue().encode("utf-8")
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zout:
-            for info in zin.infolist():
-                if info.filename == meta_name:
-                    zout.writestr(info, meta)
-                elif info.filename == record_name:
-                    zout.writestr(info, record)
+        with WheelWriter(wheel, reader.dist_info) as writer:
+            for m in reader.members:
+                if m.is_dir or m.name == record_name:
+                    continue
+                if m.name == meta_name:
+                    writer.add_bytes(meta_name, meta)
                 else:
-                    with zin.open(info) as src, zout.open(info, "w", force_zip64=True) as dst:
-                        shutil.copyfileobj(src, dst, 1 << 20)
-    tmp.replace(wheel)
+                    writer.copy_member(reader, m.name)
+            writer.commit()
 
 
 # --- execution ----------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from packaging.utils import canonicalize_name
 
 from . import __version__, arch, elf, elfpatch, pe, proc, wheelfile
 from .config import Config, ProjectSpec
-from .errors import BundleError, ConfigError, RocmTreeError
+from .errors import BundleError, ConfigError, RocmBuildError, RocmTreeError
 from .progress import NO_PROGRESS, Progress
 from .treepath import TreeGuard, denied, reading, walk_files
 from .wheelfile import WheelName, WheelReader, WheelWriter
@@ -985,14 +985,21 @@ def _fingerprint(settings: Mapping[str, Any]) -> str:
 
 
 def _read_provenance(path: Path, arcname: str) -> dict[str, Any] | None:
-    import zipfile
-
     try:
-        with zipfile.ZipFile(path) as zf:
-            data: dict[str, Any] = json.loads(zf.read(arcname))
-            return data
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        with WheelReader(path) as reader:
+            return _provenance_in(reader, arcname)
+    except RocmBuildError:
         return None
+
+
+def _provenance_in(reader: WheelReader, arcname: str) -> dict[str, Any] | None:
+    if not reader.has(arcname):
+        return None
+    try:
+        data: dict[str, Any] = json.loads(reader.read_bytes(arcname))
+    except ValueError:
+        return None
+    return data
 
 
 def _up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) -> Path | None:
@@ -1124,8 +1131,7 @@ def bundle_wheel(
                 continue
             if reader.head(m.name, 4) != elf.ELF_MAGIC:
                 continue
-            dest = Path(tmp) / m.name
-            reader.extract(m.name, dest)
+            dest = reader.extract(m.name, Path(tmp))
             try:
                 info = elf.read_elf(dest)
             except elf.NotElfError:
@@ -1184,6 +1190,7 @@ def bundle_wheel(
                 str(wheel), str(out), "planned", time.monotonic() - start, plan.summary()
             )
         if not plan.changes_content and str(out_name) == wheel.name:
+            reader.verify_all()  # handed on as it is: its RECORD must be right
             if out.resolve() == wheel:
                 log.info("%s is already self-contained: nothing to do", wheel.name)
                 return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
@@ -1205,7 +1212,7 @@ def bundle_wheel(
         )
         sources = [_stat(Path(lib.source)) for lib in plan.libraries]
         sources += [_stat(Path(d.source)) for d in plan.data]
-        old = _read_provenance(wheel, plan.provenance_arcname) or {}
+        old = _provenance_in(reader, plan.provenance_arcname) or {}
         provenance = {
             "tool": f"rocm-build {__version__}",
             "fingerprint": fingerprint,
@@ -1401,6 +1408,8 @@ def bundle_windows(
     with WheelReader(wheel) as reader:
         members = [m.name for m in reader.members]
         top = project_lib_dir(reader.name.distribution, {}, members, None).split("/", 1)[0]
+        if not dry_run:  # delvewheel rewrites RECORD: a corrupt input must not pass unnoticed
+            reader.verify_all()
     arcname = f"{top}/{PROVENANCE}"
     settings = {
         "tool": __version__,
@@ -1527,7 +1536,7 @@ def _windows_wheel_facts(wheel: Path) -> tuple[set[str], frozenset[str]]:
     with WheelReader(wheel) as reader, tempfile.TemporaryDirectory() as tmp:
         for m in reader.members:
             if m.name.lower().endswith((".dll", ".pyd")) and reader.head(m.name, 2) == b"MZ":
-                dest = reader.extract(m.name, Path(tmp) / "x")
+                dest = reader.extract(m.name, Path(tmp), "x")
                 if info := pe.read_pe(dest):
                     imports |= {n.lower() for n in info[1]}
                     targets |= pe.device_targets(dest)

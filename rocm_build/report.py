@@ -75,7 +75,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 continue
             if reader.head(m.name, 4) != elf.ELF_MAGIC:
                 continue
-            dest = reader.extract(m.name, Path(t) / "x")
+            dest = reader.extract(m.name, Path(t), "x")
             try:
                 info = elf.read_elf(dest)
                 if info.is_host:
@@ -90,7 +90,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
         for m in members:
             if not m.name.lower().endswith((".dll", ".pyd")) or reader.head(m.name, 2) != b"MZ":
                 continue
-            dest = reader.extract(m.name, Path(t) / "x")
+            dest = reader.extract(m.name, Path(t), "x")
             try:
                 if pe_info := pe.read_pe(dest):
                     machine_type, imports, fatbin = pe_info

@@ -15,7 +15,6 @@ import shutil
 import sys
 import time
 import xml.etree.ElementTree as ET
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Any
 from . import arch as arch_mod
 from . import proc, upstream
 from .config import Config
-from .errors import CommandFailed, ConfigError, SmokeFailed
+from .errors import BundleError, CommandFailed, ConfigError, SmokeFailed
+from .wheelfile import WheelReader
 
 __all__ = [
     "SCRUBBED_VARIABLES",
@@ -178,13 +178,16 @@ def suite_dir() -> Path:
 
 
 def import_names(wheel: Path) -> tuple[str, ...]:
-    """Top-level import names a wheel installs (top_level.txt, else its RECORD's folders)."""
+    """Top-level import names a wheel installs (top_level.txt, else its RECORD's folders).
+
+    Opened by the checking reader, so an unsafe or malformed wheel stops smoke before pip sees
+    it (``UnsafeInput``)."""
     try:
-        with zipfile.ZipFile(wheel) as zf:
-            names = zf.namelist()
-            top = [n for n in names if n.endswith(".dist-info/top_level.txt")]
-            if top:
-                text = zf.read(top[0]).decode()
+        with WheelReader(wheel) as reader:
+            names = [m.name for m in reader.members]
+            top = f"{reader.dist_info}/top_level.txt"
+            if reader.has(top):
+                text = reader.read_text(top)
                 found = [line.strip() for line in text.splitlines() if line.strip()]
                 # torch's wheel also installs functorch and torchgen: the package named like the
                 # distribution stands for the wheel (they share its files and libraries).
@@ -193,7 +196,7 @@ def import_names(wheel: Path) -> tuple[str, ...]:
                     return (dist,)
                 if found:
                     return tuple(n for n in found if not n.startswith("_"))
-    except (zipfile.BadZipFile, OSError) as exc:
+    except BundleError as exc:
         msg = f"{wheel} is not a readable wheel ({exc}); pass a .whl file"
         raise ConfigError(msg) from None
     packages: dict[str, None] = {}

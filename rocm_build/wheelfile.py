@@ -27,11 +27,13 @@ import hashlib
 import io
 import logging
 import os
+import posixpath
 import re
-import shutil
+import stat
 import struct
 import tempfile
 import zipfile
+import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,7 +51,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from . import rawdeflate
-from .errors import BundleError
+from .errors import BundleError, UnsafeInput
 
 __all__ = [
     "Member",
@@ -57,6 +59,7 @@ __all__ = [
     "WheelName",
     "WheelReader",
     "WheelWriter",
+    "check_member_names",
     "record_hash",
 ]
 
@@ -170,7 +173,14 @@ class Member:
 
 
 class WheelReader:
-    """A wheel opened for reading: members, RECORD, METADATA, WHEEL; streams, never loads."""
+    """A wheel opened for reading: members, RECORD, METADATA, WHEEL; streams, never loads.
+
+    Opening it checks, from the central directory alone (no member is read), that every member
+    name is safe to extract (:func:`check_member_names`), that METADATA, WHEEL and RECORD are
+    there, and that RECORD lists exactly the files with their sizes. Every member read out in
+    full (``read_bytes``, ``extract``, ``WheelWriter.copy_member``) is checked against its RECORD
+    hash in the same pass; a mismatch raises :class:`UnsafeInput`.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -179,23 +189,35 @@ class WheelReader:
             self._zip = zipfile.ZipFile(self.path)
         except (zipfile.BadZipFile, OSError) as err:
             raise BundleError(f"{self.path}: not a readable wheel ({err})") from err
-        self.members: tuple[Member, ...] = tuple(
-            Member(
-                name=info.filename,
-                header_offset=info.header_offset,
-                compress_type=info.compress_type,
-                compress_size=info.compress_size,
-                file_size=info.file_size,
-                crc=info.CRC,
-                date_time=info.date_time,
-                external_attr=info.external_attr,
-                flag_bits=info.flag_bits,
+        try:
+            infos = self._zip.infolist()
+            check_member_names(self.path.name, ((i.filename, i.external_attr) for i in infos))
+            self.members: tuple[Member, ...] = tuple(
+                Member(
+                    name=info.filename,
+                    header_offset=info.header_offset,
+                    compress_type=info.compress_type,
+                    compress_size=info.compress_size,
+                    file_size=info.file_size,
+                    crc=info.CRC,
+                    date_time=info.date_time,
+                    external_attr=info.external_attr,
+                    flag_bits=info.flag_bits,
+                )
+                for info in infos
             )
-            for info in self._zip.infolist()
-        )
-        self._by_name = {m.name: m for m in self.members}
-        self.dist_info = self._find_dist_info()
-        self.record = self._read_record()
+            self._by_name = {m.name: m for m in self.members}
+            self.dist_info = self._find_dist_info()
+            for required in ("METADATA", "WHEEL", "RECORD"):
+                if f"{self.dist_info}/{required}" not in self._by_name:
+                    raise self._unsafe(f"{self.dist_info}/{required}", "is missing")
+            #: member -> its verified RECORD hash, once its bytes have been read and checked
+            self.verified: dict[str, str] = {}
+            self.record = self._read_record()
+            self._check_record()
+        except BaseException:
+            self._zip.close()
+            raise
 
     def close(self) -> None:
         self._zip.close()
@@ -206,6 +228,12 @@ class WheelReader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _unsafe(self, member: str, why: str) -> UnsafeInput:
+        return UnsafeInput(
+            f"{self.path.name}: member '{_shown(member)}' {why}: the wheel is unsafe or "
+            "corrupt; do not install it, rebuild it (or download it again from a source you trust)"
+        )
+
     def _find_dist_info(self) -> str:
         tops = {m.name.split("/", 1)[0] for m in self.members if "/" in m.name}
         want = canonicalize_name(self.name.distribution)
@@ -214,19 +242,44 @@ class WheelReader:
                 name = top[: -len(".dist-info")].rsplit("-", 1)[0]
                 if canonicalize_name(name) == want:
                     return top
-        raise BundleError(f"{self.path.name}: no .dist-info folder for {self.name.distribution}")
+        raise UnsafeInput(
+            f"{self.path.name}: no .dist-info folder for {self.name.distribution} (no METADATA, "
+            "WHEEL or RECORD): not a valid wheel; rebuild it"
+        )
 
     def _read_record(self) -> dict[str, RecordEntry]:
-        text = self.read_text(f"{self.dist_info}/RECORD")
+        name = f"{self.dist_info}/RECORD"
+        text = self._read_checked(name).decode("utf-8", errors="replace")
         out: dict[str, RecordEntry] = {}
-        for row in csv.reader(io.StringIO(text)):
-            if not row:
-                continue
-            path = row[0]
-            digest = row[1] if len(row) > 1 else ""
-            size = int(row[2]) if len(row) > 2 and row[2] else None
-            out[path] = RecordEntry(path, digest, size)
+        try:
+            for row in csv.reader(io.StringIO(text)):
+                if not row:
+                    continue
+                path = row[0]
+                digest = row[1] if len(row) > 1 else ""
+                size = int(row[2]) if len(row) > 2 and row[2] else None
+                out[path] = RecordEntry(path, digest, size)
+        except (csv.Error, ValueError) as err:
+            raise self._unsafe(name, f"cannot be read ({err})") from None
         return out
+
+    def _check_record(self) -> None:
+        """RECORD against the central directory: same files, same sizes (no member is read)."""
+        record_name = f"{self.dist_info}/RECORD"
+        unsigned = (record_name, f"{record_name}.jws", f"{record_name}.p7s")
+        for m in self.members:
+            if m.is_dir or m.name in unsigned:
+                continue
+            entry = self.record.get(m.name)
+            if entry is None:
+                raise self._unsafe(m.name, "is not listed in RECORD")
+            if entry.size is not None and entry.size != m.file_size:
+                raise self._unsafe(m.name, f"has {m.file_size} bytes but RECORD says {entry.size}")
+            if entry.hash and _record_algo(entry.hash) is None:
+                raise self._unsafe(m.name, f"has the hash '{_shown(entry.hash)}' in RECORD")
+        for path in self.record:
+            if path not in self._by_name and path not in unsigned:
+                raise self._unsafe(path, "is listed in RECORD but not in the wheel")
 
     def member(self, name: str) -> Member:
         try:
@@ -237,29 +290,95 @@ class WheelReader:
     def has(self, name: str) -> bool:
         return name in self._by_name
 
+    def checker(self, name: str) -> RecordCheck:
+        """A running check of ``name``'s bytes against RECORD and the central directory."""
+        member = self.member(name)
+        entry = self.record.get(name)
+        return RecordCheck(name, member.file_size, member.crc, entry.hash if entry else "", self)
+
+    def _read_checked(self, name: str) -> bytes:
+        try:
+            return self._zip.read(name)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+            raise self._unsafe(name, f"cannot be read ({err})") from None
+
     def read_bytes(self, name: str) -> bytes:
-        """Whole member: for small text files (METADATA, WHEEL, RECORD)."""
-        return self._zip.read(name)
+        """Whole member, checked against RECORD: for small text files (METADATA, WHEEL)."""
+        data = self._read_checked(name)
+        check = self.checker(name)
+        check.update(data)
+        check.finish()
+        return data
 
     def read_text(self, name: str) -> str:
         return self.read_bytes(name).decode("utf-8")
 
     def open(self, name: str) -> IO[bytes]:
+        """The member's bytes as a stream, not checked against RECORD (see ``extract``)."""
         return self._zip.open(name)
 
     def head(self, name: str, size: int) -> bytes:
-        with self._zip.open(name) as fh:
-            return fh.read(size)
+        try:
+            with self._zip.open(name) as fh:
+                return fh.read(size)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+            raise self._unsafe(name, f"cannot be read ({err})") from None
 
-    def extract(self, name: str, dest: Path) -> Path:
-        """Stream one member to ``dest`` (bounded memory); keeps its permission bits."""
+    def extract(self, name: str, folder: Path, as_name: str | None = None) -> Path:
+        """Stream member ``name`` to ``folder / (as_name or name)`` and return that path.
+
+        Bounded memory; keeps the member's permission bits; refuses a destination that is not
+        inside ``folder`` (defence in depth: names were checked on opening) and does not follow
+        a symlink at the destination. The bytes are checked against RECORD while they are
+        written (hashed on a second thread, so the check costs no extra pass); on a mismatch the
+        file is removed and :class:`UnsafeInput` raised.
+        """
+        root = folder.resolve()
+        dest = (root / (as_name or name)).resolve()  # symlinks on the way count too
+        if not dest.is_relative_to(root) or dest == root:
+            raise self._unsafe(name, f"would be written outside {root}")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with self._zip.open(name) as src, dest.open("wb") as out:
-            shutil.copyfileobj(src, out, CHUNK)
+        check = self.checker(name)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            with (
+                self._zip.open(name) as src,
+                os.fdopen(os.open(dest, flags, 0o600), "wb") as out,
+                ThreadPoolExecutor(max_workers=1) as hasher,
+            ):
+                pending: deque[Future[None]] = deque()
+                while block := src.read(CHUNK):
+                    pending.append(hasher.submit(check.update, block))
+                    out.write(block)
+                    while len(pending) > 2:
+                        pending.popleft().result()
+                while pending:
+                    pending.popleft().result()
+            check.finish()
+        except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+            dest.unlink(missing_ok=True)
+            raise self._unsafe(name, f"cannot be read ({err})") from None
+        except UnsafeInput:
+            dest.unlink(missing_ok=True)
+            raise
         mode = self._by_name[name].mode
         if mode:
             dest.chmod(mode)
         return dest
+
+    def verify_all(self) -> None:
+        """Check every member not checked yet against RECORD (one streaming read each)."""
+        for m in self.members:
+            if m.is_dir or m.name in self.verified or m.name not in self.record:
+                continue
+            check = self.checker(m.name)
+            try:
+                with self._zip.open(m.name) as fh:
+                    while block := fh.read(CHUNK):
+                        check.update(block)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+                raise self._unsafe(m.name, f"cannot be read ({err})") from None
+            check.finish()
 
     def data_offset(self, member: Member, fh: BinaryIO) -> int:
         """Where the member's compressed bytes start (after its local header)."""
@@ -275,6 +394,121 @@ class WheelReader:
 
     def wheel_info(self) -> str:
         return self.read_text(f"{self.dist_info}/WHEEL")
+
+
+class RecordCheck:
+    """Hash, CRC-32 and size of a member's bytes as they stream past, then compared with the
+    central directory and RECORD. Feed ``update`` in order (from one thread at a time)."""
+
+    def __init__(self, name: str, size: int, crc: int, record: str, reader: WheelReader) -> None:
+        self.name, self._size, self._crc, self._record = name, size, crc, record
+        self._reader = reader
+        algo = (_record_algo(record) if record else None) or "sha256"
+        self._hash = hashlib.new(algo)
+        self._algo = algo
+        self._seen = 0
+        self._crc_now = 0
+
+    def update(self, block: bytes | bytearray | memoryview) -> None:
+        self._hash.update(block)
+        self._crc_now = zlib.crc32(block, self._crc_now)
+        self._seen += len(block)
+
+    def finish(self) -> str:
+        """The member's RECORD hash (``algo=digest``); raises when anything does not match."""
+        if self._seen != self._size or self._crc_now != self._crc:
+            raise self._reader._unsafe(
+                self.name, "does not match its size or CRC-32 in the zip directory"
+            )
+        got = f"{self._algo}=" + base64.urlsafe_b64encode(self._hash.digest()).rstrip(b"=").decode()
+        if self._record and got != self._record:
+            raise self._reader._unsafe(self.name, "does not match its hash in RECORD")
+        self._reader.verified[self.name] = got
+        return got
+
+
+_RECORD_ALGOS = ("sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b")
+
+
+def _record_algo(value: str) -> str | None:
+    """The hash algorithm of a RECORD hash ``algo=digest``; None unless sha256 or better."""
+    algo, sep, digest = value.partition("=")
+    return algo if sep and digest and algo in _RECORD_ALGOS else None
+
+
+_DRIVE = re.compile(r"[A-Za-z]:")
+_REGULAR_TYPES = (0, stat.S_IFREG, stat.S_IFDIR)
+
+
+def _shown(text: str) -> str:
+    """``text`` on one line: control characters escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _name_problem(name: str) -> str | None:
+    if not name:
+        return "has an empty name"
+    if not name.isprintable():
+        return "has a control character in its name"
+    if "\\" in name:
+        return "has a backslash in its name"
+    if name.startswith("/"):
+        return "is an absolute path"
+    if _DRIVE.match(name):
+        return "starts with a drive letter"
+    for part in (name[:-1] if name.endswith("/") else name).split("/"):
+        if part in ("", "."):
+            return "has an empty or '.' part in its path"
+        if part == "..":
+            return "has a '..' part in its path"
+    return None
+
+
+def check_member_names(wheel: str, members: Iterable[tuple[str, int]]) -> None:
+    """Refuse a wheel whose members could not be extracted safely into one folder.
+
+    ``members``: (name, external_attr) from the central directory. One pass, no member read:
+    absolute paths, ``..``, ``.`` or empty parts, backslashes, drive letters, control
+    characters, duplicate names, a name that is both a file and a folder, and symlinks or other
+    special files (their type in the high 16 bits of ``external_attr``) raise
+    :class:`UnsafeInput` naming the member.
+    """
+    seen: set[str] = set()
+    files: set[str] = set()
+    folders: set[str] = set()
+
+    def unsafe(name: str, why: str) -> UnsafeInput:
+        return UnsafeInput(
+            f"{wheel}: member '{_shown(name)}' {why}: the wheel is unsafe; do not install it, "
+            "rebuild it (or download it again from a source you trust)"
+        )
+
+    for name, attr in members:
+        if why := _name_problem(name):
+            raise unsafe(name, why)
+        if name in seen:
+            raise unsafe(name, "appears twice")
+        seen.add(name)
+        kind = stat.S_IFMT(attr >> 16)
+        if kind == stat.S_IFLNK:
+            raise unsafe(name, "is a symbolic link")
+        if kind not in _REGULAR_TYPES:
+            raise unsafe(name, "is a special file (device, pipe or socket)")
+        path = name.rstrip("/")
+        if name.endswith("/"):
+            if path in files:
+                raise unsafe(path, "is both a file and a folder")
+            folders.add(path)
+        else:
+            if path in folders:
+                raise unsafe(path, "is both a file and a folder")
+            files.add(path)
+        parent = posixpath.dirname(path)
+        while parent and parent not in folders:
+            if parent in files:
+                raise unsafe(parent, "is both a file and a folder")
+            folders.add(parent)
+            parent = posixpath.dirname(parent)
 
 
 @dataclass
@@ -377,7 +611,13 @@ class WheelWriter:
         return offset
 
     def copy_member(self, reader: WheelReader, name: str, arcname: str | None = None) -> None:
-        """Copy ``name`` from ``reader`` without recompressing (its RECORD row is reused)."""
+        """Copy ``name`` from ``reader`` without recompressing; its RECORD row is reused.
+
+        A member whose bytes were not checked yet (by ``extract`` or ``read_bytes``) is checked
+        against RECORD while it is copied: its compressed bytes are read once, written and
+        inflated for the hash. A mismatch raises :class:`UnsafeInput` (the caller's ``with``
+        then discards the partial output).
+        """
         member = reader.member(name)
         arcname = arcname or name
         self._check_name(arcname)
@@ -395,19 +635,21 @@ class WheelWriter:
         )
         zip64 = max(member.file_size, member.compress_size) >= _ZIP32_LIMIT
         entry.header_offset = self._write_local(entry, zip64)
+        digest = reader.verified.get(name)
         with reader.path.open("rb") as src:
             start = reader.data_offset(member, src)
-            _copy_range(src, start, self._fh, member.compress_size)
+            if digest is not None:
+                _copy_range(src, start, self._fh, member.compress_size)
+            elif member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                digest = _copy_checked(src, start, self._fh, member, reader.checker(name))
+        if digest is None:  # bzip2/lzma members (not seen in wheels): check, then copy
+            reader.verify_all()
+            digest = reader.verified[name]
+            with reader.path.open("rb") as src:
+                _copy_range(src, reader.data_offset(member, src), self._fh, member.compress_size)
         self.bytes_copied += member.compress_size
         self._entries.append(entry)
-        old = reader.record.get(name)
-        if old is None or not old.hash:
-            digest = hashlib.sha256()
-            with reader.open(name) as fh:
-                while block := fh.read(CHUNK):
-                    digest.update(block)
-            old = RecordEntry(name, record_hash(digest.digest()), member.file_size)
-        self._records.append(RecordEntry(arcname, old.hash, member.file_size))
+        self._records.append(RecordEntry(arcname, digest, member.file_size))
 
     def add_file(self, arcname: str, path: Path, mode: int | None = None) -> None:
         st = path.stat()
@@ -586,6 +828,37 @@ class WheelWriter:
             )
         else:
             self._fh.write(_EOCD.pack(b"PK\x05\x06", 0, 0, count, count, cd_size, cd_offset, 0))
+
+
+def _copy_checked(
+    src: BinaryIO, start: int, dst: BinaryIO, member: Member, check: RecordCheck
+) -> str:
+    """Copy a member's compressed bytes and check them (inflated) in the same read."""
+    inflate = zlib.decompressobj(-15) if member.compress_type == zipfile.ZIP_DEFLATED else None
+    src.seek(start)
+    remaining = member.compress_size
+    try:
+        while remaining:
+            block = src.read(min(CHUNK, remaining))
+            if not block:
+                raise BundleError("wheel member is truncated")
+            dst.write(block)
+            remaining -= len(block)
+            if inflate is None:
+                check.update(block)
+                continue
+            # bounded output per call: a small compressed block can inflate to a lot
+            data = inflate.decompress(block, CHUNK)
+            while True:
+                check.update(data)
+                if not inflate.unconsumed_tail:
+                    break
+                data = inflate.decompress(inflate.unconsumed_tail, CHUNK)
+        if inflate is not None:
+            check.update(inflate.flush())
+    except zlib.error as err:
+        raise check._reader._unsafe(member.name, f"cannot be inflated ({err})") from None
+    return check.finish()
 
 
 def _copy_range(src: BinaryIO, start: int, dst: BinaryIO, length: int) -> None:

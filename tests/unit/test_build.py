@@ -159,7 +159,11 @@ def test_requirement_files_drop_the_projects_we_build(tmp_path: Path) -> None:
 def _wheel(path: Path, requires: list[str]) -> Path:
     meta = "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.24.0\n"
     meta += "".join(f"Requires-Dist: {r}\n" for r in requires) + "\nLong description.\n"
-    files = {"torchvision/__init__.py": b"", "torchvision-0.24.0.dist-info/METADATA": meta.encode()}
+    files = {
+        "torchvision/__init__.py": b"",
+        "torchvision-0.24.0.dist-info/METADATA": meta.encode(),
+        "torchvision-0.24.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n",
+    }
     rows = []
     for name, data in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -185,7 +189,10 @@ def _record_ok(wheel: Path) -> bool:
 
 
 def test_pin_is_added_when_the_build_did_not_pin(tmp_path: Path) -> None:
-    wheel = _wheel(tmp_path / "a.whl", ["torch", "numpy", 'torch[x]; extra == "full"'])
+    wheel = _wheel(
+        tmp_path / "torchvision-0.24.0-cp311-cp311-linux_x86_64.whl",
+        ["torch", "numpy", 'torch[x]; extra == "full"'],
+    )
     change = build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
     assert change == "Requires-Dist torch==2.9.0+rocm6.4.1 (was torch)"
     _, _, requires = build.wheel_metadata(wheel)
@@ -201,7 +208,7 @@ def test_pin_is_added_when_the_build_did_not_pin(tmp_path: Path) -> None:
 
 
 def test_pin_conflict_is_a_failed_build(tmp_path: Path) -> None:
-    wheel = _wheel(tmp_path / "a.whl", ["torch==2.8.0"])
+    wheel = _wheel(tmp_path / "torchvision-0.24.0-cp311-cp311-linux_x86_64.whl", ["torch==2.8.0"])
     with pytest.raises(BuildFailed, match="wrong version"):
         build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
 

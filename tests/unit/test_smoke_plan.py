@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import sys
 import zipfile
 from pathlib import Path
@@ -13,9 +15,23 @@ from rocm_build.errors import ConfigError
 
 
 def make_wheel(path: Path, members: dict[str, str]) -> Path:
+    """A complete wheel (METADATA, WHEEL and a right RECORD added) holding ``members``."""
+    name, version = path.name.split("-")[:2]
+    dist_info = f"{name}-{version}.dist-info"
+    files = {
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n",
+        **{k: v for k, v in members.items() if not k.endswith("/RECORD")},
+    }
+    rows = []
+    for arc, text in files.items():
+        digest = hashlib.sha256(text.encode()).digest()
+        b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+        rows.append(f"{arc},sha256={b64},{len(text.encode())}\n")
+    files[f"{dist_info}/RECORD"] = "".join(rows) + f"{dist_info}/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as zf:
-        for name, text in members.items():
-            zf.writestr(name, text)
+        for arc, text in files.items():
+            zf.writestr(arc, text)
     return path
 
 
@@ -113,29 +129,40 @@ def test_plan_collects_packages_targets_and_forbidden_paths(tmp_path: Path) -> N
     [
         ([], {}, "no wheels to test"),
         (["missing.whl"], {}, "wheel not found"),
-        (["w.whl"], {"smoke.offline": True}, "--offline needs --find-links"),
-        (["w.whl"], {"arch": "gfx9000"}, "'gfx9000' is not a known target; did you mean gfx900"),
-        (["w.whl"], {"smoke.upstream_tests": "test_nn.py"}, "needs the torch checkout"),
+        (["w-1.0-py3-none-any.whl"], {"smoke.offline": True}, "--offline needs --find-links"),
+        (
+            ["w-1.0-py3-none-any.whl"],
+            {"arch": "gfx9000"},
+            "'gfx9000' is not a known target; did you mean gfx900",
+        ),
+        (
+            ["w-1.0-py3-none-any.whl"],
+            {"smoke.upstream_tests": "test_nn.py"},
+            "needs the torch checkout",
+        ),
     ],
 )
 def test_plan_rejects_bad_input(
     tmp_path: Path, wheels: list[str], flags: dict[str, object], match: str
 ) -> None:
-    make_wheel(tmp_path / "w.whl", {"w/__init__.py": ""})
+    make_wheel(tmp_path / "w-1.0-py3-none-any.whl", {"w/__init__.py": ""})
     cfg = config.load(cwd=tmp_path, env={}, flags=flags)
     with pytest.raises(ConfigError, match=match):
         smoke.plan(cfg, [tmp_path / w for w in wheels])
 
 
 def test_upstream_pattern_must_match_a_test_file(tmp_path: Path) -> None:
-    make_wheel(tmp_path / "w.whl", {"w/__init__.py": ""})
+    make_wheel(tmp_path / "w-1.0-py3-none-any.whl", {"w/__init__.py": ""})
     (tmp_path / "src" / "torch" / "test").mkdir(parents=True)
     (tmp_path / "src" / "torch" / "test" / "test_nn.py").write_text("")
     cfg = config.load(cwd=tmp_path, env={}, flags={"smoke.upstream_tests": "test_jit*.py"})
     with pytest.raises(ConfigError, match="matches no file"):
-        smoke.plan(cfg, [tmp_path / "w.whl"])
+        smoke.plan(cfg, [tmp_path / "w-1.0-py3-none-any.whl"])
     cfg = config.load(cwd=tmp_path, env={}, flags={"smoke.upstream_tests": "test_nn.py"})
-    assert smoke.plan(cfg, [tmp_path / "w.whl"]).upstream_dir == tmp_path / "src/torch/test"
+    assert (
+        smoke.plan(cfg, [tmp_path / "w-1.0-py3-none-any.whl"]).upstream_dir
+        == tmp_path / "src/torch/test"
+    )
 
 
 def test_parse_junit(tmp_path: Path) -> None:

@@ -1,0 +1,205 @@
+"""Hostile and broken input wheels: every command that reads a wheel refuses them (exit 15) with
+one line naming the member, before anything is extracted, and writes nothing outside its folder.
+
+The wheels are made here with ``zipfile`` (real ZIP files, a real gcc-built ELF library as the
+payload), with a complete and correct RECORD, so the only fault is the one under test.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import subprocess
+import warnings
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from .helpers import cc_shared
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
+DIST = "evil-1.0.dist-info"
+TAG = "cp311-cp311-linux_x86_64"
+
+
+def _digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def raw_wheel(
+    out_dir: Path,
+    members: Sequence[tuple[str, bytes, int]],
+    *,
+    name: str = "evil",
+    skip: Sequence[str] = (),
+    record_override: dict[str, bytes] | None = None,
+) -> Path:
+    """A wheel holding exactly ``members`` (name, bytes, st_mode) plus METADATA, WHEEL, RECORD
+    (unless named in ``skip``). RECORD is right unless ``record_override`` gives other bytes to
+    hash for a member."""
+    dist = f"{name}-1.0.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
+    wheel = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {TAG}\n".encode()
+    all_members = [
+        *members,
+        (f"{dist}/METADATA", meta, 0o100644),
+        (f"{dist}/WHEEL", wheel, 0o100644),
+    ]
+    all_members = [m for m in all_members if m[0].rsplit("/", 1)[-1] not in skip]
+    record = io.StringIO()
+    rows = csv.writer(record, lineterminator="\n")
+    for arc, data, _mode in all_members:
+        hashed = (record_override or {}).get(arc, data)
+        rows.writerow([arc, _digest(hashed), len(hashed)])
+    rows.writerow([f"{dist}/RECORD", "", ""])
+    if "RECORD" not in skip:
+        all_members.append((f"{dist}/RECORD", record.getvalue().encode(), 0o100644))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}-1.0-{TAG}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for arc, data, mode in all_members:
+            info = zipfile.ZipInfo(arc, (2024, 1, 2, 3, 4, 6))
+            info.external_attr = mode << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3
+            with warnings.catch_warnings():  # "Duplicate name": the point of one case
+                warnings.simplefilter("ignore", UserWarning)
+                zf.writestr(info, data)
+    return path
+
+
+@pytest.fixture(scope="module")
+def elf_so(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    lib = cc_shared(tmp_path_factory.mktemp("elf") / "libx.so", "int x(void){return 1;}\n")
+    return lib.read_bytes()
+
+
+def _error_line(res: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert "Traceback" not in res.stderr, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "rocm-build: error:" in ln]
+    assert len(lines) == 1, res.stderr
+    for needle in needles:
+        assert needle in lines[0], res.stderr
+    return lines[0]
+
+
+def _commands(wheel: Path, rocm: Path, out: Path) -> list[list[str]]:
+    bundle = ["bundle", str(wheel), "--rocm", str(rocm), "--output-dir", str(out), "-z", "1"]
+    return [bundle, [*bundle, "--dry-run"], ["inspect", str(wheel)]]
+
+
+def _cases(tmp_path: Path, elf_so: bytes) -> dict[str, tuple[list[tuple[str, bytes, int]], str]]:
+    reg = 0o100755
+    absolute = str(tmp_path / "abs" / "x.so")
+    return {
+        "dotdot": (
+            [("evil/__init__.py", b"", 0o100644), ("../../x.so", elf_so, reg)],
+            "../../x.so",
+        ),
+        "absolute": ([("evil/__init__.py", b"", 0o100644), (absolute, elf_so, reg)], absolute),
+        "backslash": ([("evil/a\\b.so", elf_so, reg)], "evil/a\\b.so"),
+        "drive": ([("evil/__init__.py", b"", 0o100644), ("C:/x.so", elf_so, reg)], "C:/x.so"),
+        "empty part": ([("evil//x.so", elf_so, reg)], "evil//x.so"),
+        "duplicate": ([("evil/_x.so", elf_so, reg), ("evil/_x.so", elf_so, reg)], "evil/_x.so"),
+        "symlink": (
+            [("evil/__init__.py", b"", 0o100644), ("evil/link.so", b"../../../etc", 0o120777)],
+            "evil/link.so",
+        ),
+        "file and folder": (
+            [("evil/_x.so", elf_so, reg), ("evil/_x.so/y.py", b"", 0o100644)],
+            "evil/_x.so",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["dotdot", "absolute", "backslash", "drive", "empty part", "duplicate", "symlink",
+     "file and folder"],
+)  # fmt: skip
+def test_unsafe_member_is_refused_by_every_reader(
+    run_cli, rocm_tree: Path, tmp_path: Path, elf_so: bytes, case: str
+) -> None:  # type: ignore[no-untyped-def]
+    members, shown = _cases(tmp_path, elf_so)[case]
+    # output folder two levels down, so that scratch/../../x.so would land in tmp_path/a
+    out = tmp_path / "a" / "out"
+    out.mkdir(parents=True)
+    wheel = raw_wheel(tmp_path / "dist", members)
+    targets = [tmp_path / "a" / "x.so", tmp_path / "x.so", tmp_path / "abs" / "x.so"]
+    for args in _commands(wheel, rocm_tree, out):
+        res = run_cli(args, cwd=tmp_path, env=SMALL)
+        assert res.returncode == 15, (args, res.stdout, res.stderr)
+        _error_line(res, shown, "unsafe")
+        for target in targets:
+            assert not target.exists(), (args, target)
+        assert not list(out.iterdir()), (args, list(out.iterdir()))
+
+
+def test_unsafe_member_is_refused_by_build_check_and_smoke(tmp_path: Path, elf_so: bytes) -> None:
+    from rocm_build import build, smoke
+    from rocm_build.errors import UnsafeInput
+
+    wheel = raw_wheel(tmp_path / "dist", [("../../x.so", elf_so, 0o100755)])
+    for call in (
+        lambda: build.check_wheel(wheel, ["gfx90a"], "evil"),
+        lambda: build.wheel_metadata(wheel),
+        lambda: build.pin_requirement(wheel, "torch", "2.9.0"),
+        lambda: smoke.import_names(wheel),
+    ):
+        with pytest.raises(UnsafeInput, match=r"'\.\./\.\./x\.so'.*unsafe"):
+            call()
+    assert not (tmp_path / "x.so").exists()
+
+
+@pytest.mark.parametrize("missing", ["RECORD", "WHEEL", "METADATA"])
+def test_wheel_without_its_metadata_files_is_refused(
+    run_cli, rocm_tree: Path, tmp_path: Path, elf_so: bytes, missing: str
+) -> None:  # type: ignore[no-untyped-def]
+    wheel = raw_wheel(tmp_path / "dist", [("evil/_x.so", elf_so, 0o100755)], skip=[missing])
+    out = tmp_path / "out"
+    for args in _commands(wheel, rocm_tree, out):
+        res = run_cli(args, cwd=tmp_path, env=SMALL)
+        assert res.returncode == 15, (args, res.stdout, res.stderr)
+        _error_line(res, f"{DIST}/{missing}")
+        assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize("member", ["evil/__init__.py", "evil/_x.so"])
+def test_record_that_does_not_match_is_refused(
+    run_cli, rocm_tree: Path, tmp_path: Path, elf_so: bytes, member: str
+) -> None:  # type: ignore[no-untyped-def]
+    """RECORD has the right size but another hash: bundle refuses rather than copy the wrong
+    row into its output (the ELF member is extracted for planning, the .py file is copied raw)."""
+    init = b"VALUE = 1\n"
+    content = {"evil/__init__.py": init, "evil/_x.so": elf_so}[member]
+    tampered = bytes([content[0] ^ 1]) + content[1:]
+    wheel = raw_wheel(
+        tmp_path / "dist",
+        [("evil/__init__.py", init, 0o100644), ("evil/_x.so", elf_so, 0o100755)],
+        record_override={member: tampered},
+    )
+    out = tmp_path / "out"
+    res = run_cli(_commands(wheel, rocm_tree, out)[0], cwd=tmp_path, env=SMALL)
+    assert res.returncode == 15, (res.stdout, res.stderr)
+    _error_line(res, member, "RECORD")
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_record_size_that_does_not_match_is_refused_before_reading(
+    run_cli, rocm_tree: Path, tmp_path: Path, elf_so: bytes
+) -> None:  # type: ignore[no-untyped-def]
+    wheel = raw_wheel(
+        tmp_path / "dist",
+        [("evil/__init__.py", b"A = 1\n", 0o100644), ("evil/_x.so", elf_so, 0o100755)],
+        record_override={"evil/__init__.py": b"A = 12\n"},
+    )
+    for args in _commands(wheel, rocm_tree, tmp_path / "out"):
+        res = run_cli(args, cwd=tmp_path, env=SMALL)
+        assert res.returncode == 15, (args, res.stdout, res.stderr)
+        _error_line(res, "evil/__init__.py", "RECORD")
