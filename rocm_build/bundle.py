@@ -546,11 +546,12 @@ def make_plan(
     lib_dir = lib_dir.strip("/")
     host = {arc: info for arc, info in elves.items() if info.is_host}
     like = next(iter(host.values()), None)
+    # The loader looks a NEEDED name up as a file name in the search path: a member provides
+    # the name it has, never its SONAME (a member libfoo_real.so with SONAME libfoo.so.1 does
+    # not answer NEEDED libfoo.so.1).
     provided: dict[str, str] = {}  # name the loader looks up -> arcname in the wheel
-    for arc, info in host.items():
+    for arc in host:
         provided.setdefault(posixpath.basename(arc), arc)
-        if info.soname:
-            provided.setdefault(info.soname, arc)
     grafted: dict[str, Library] = {}
     same: dict[str, str] = {}  # another name of a grafted library's file -> its grafted name
     by_file: dict[str, str] = {}  # real file -> grafted name

@@ -100,9 +100,8 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
             finally:
                 dest.unlink()
         name = reader.name
-    provided = {posixpath.basename(a) for a in elves} | {
-        i.soname for i in elves.values() if i.soname
-    }
+    # by file name, as the loader looks NEEDED names up (a SONAME alone provides nothing)
+    provided = {posixpath.basename(a) for a in elves}
     whitelist = bundle.policy_whitelist("auto")
     lib_dir = str(prov.get("lib_dir", ""))
     from_torch = set(prov.get("from_torch", []))
