@@ -128,7 +128,10 @@ def _tiny_wheel(folder: Path) -> Path:
             "tiny-1.0.dist-info/WHEEL",
             "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         )
-        zf.writestr("tiny-1.0.dist-info/RECORD", "")
+        zf.writestr(
+            "tiny-1.0.dist-info/RECORD",
+            "".join(f"{i.filename},,\n" for i in zf.infolist()) + "tiny-1.0.dist-info/RECORD,,\n",
+        )
     return path
 
 
