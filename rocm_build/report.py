@@ -107,9 +107,15 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
     from_torch = set(prov.get("from_torch", []))
     rows: list[dict[str, Any]] = []
     external: set[str] = set()
+    folders = _search_folders(elves)
+    where: dict[str, set[str]] = defaultdict(set)  # file name -> folders holding it
+    for arc in elves:
+        where[posixpath.basename(arc)].add(posixpath.dirname(arc))
     for arc, info in sorted(elves.items()):
         here = posixpath.dirname(arc)
         escaping = [e for e in info.rpath + info.runpath if not bundle._inside(here, e)]
+        # in the wheel, but in no folder the loader searches for this file
+        off_path = [n for n in info.needed if n in where and not where[n] & folders[arc]]
         unresolved = [
             n
             for n in info.needed
@@ -127,6 +133,7 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
                 "runpath": list(info.runpath),
                 "escaping": escaping,
                 "unresolved": unresolved,
+                "off_search_path": off_path,
                 **_device_code(bundles.get(arc, ())),
             }
         )
@@ -198,6 +205,46 @@ def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -
     return InspectResult(data, missing)
 
 
+def _origin_folders(arc: str, entries: tuple[str, ...]) -> set[str]:
+    """The wheel folders that ``$ORIGIN``-relative ``entries`` of member ``arc`` name."""
+    here = posixpath.dirname(arc)
+    out = set()
+    for entry in entries:
+        for prefix in ("${ORIGIN}", "$ORIGIN"):
+            if entry == prefix or entry.startswith(prefix + "/"):
+                rest = entry[len(prefix) :].lstrip("/")
+                target = posixpath.normpath(posixpath.join(here or ".", rest))
+                if not target.startswith(".."):
+                    out.add("" if target == "." else target)
+    return out
+
+
+def _search_folders(elves: dict[str, elf.ElfInfo]) -> dict[str, set[str]]:
+    """Per ELF member, the wheel folders the loader searches for its NEEDED names: its
+    DT_RUNPATH; or, without one, its DT_RPATH and the DT_RPATH of the members that load it,
+    and of theirs, as glibc does (any member that NEEDs it counts as a loader)."""
+    loaders: dict[str, list[str]] = defaultdict(list)  # file name -> members that NEED it
+    for arc, info in elves.items():
+        for name in info.needed:
+            loaders[name].append(arc)
+    out: dict[str, set[str]] = {}
+    for arc, info in elves.items():
+        if info.runpath:
+            out[arc] = _origin_folders(arc, info.runpath)
+            continue
+        found, seen, todo = set(), {arc}, [arc]
+        while todo:
+            cur = todo.pop()
+            if not elves[cur].runpath:  # an object's DT_RUNPATH makes its DT_RPATH ignored
+                found |= _origin_folders(cur, elves[cur].rpath)
+            for up in loaders.get(posixpath.basename(cur), []):
+                if up not in seen:
+                    seen.add(up)
+                    todo.append(up)
+        out[arc] = found
+    return out
+
+
 def _device_code(found: tuple[elf.OffloadBundle, ...]) -> dict[str, Any]:
     return {
         "offload_bundles": len(found),
@@ -247,6 +294,10 @@ def render(data: dict[str, Any]) -> Iterator[str]:
             yield f"    ESCAPES THE WHEEL: {', '.join(row['escaping'])}"
         if row["unresolved"]:
             yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
+        if row.get("off_search_path"):
+            yield (
+                f"    IN THE WHEEL BUT NOT ON ITS SEARCH PATH: {', '.join(row['off_search_path'])}"
+            )
         yield from _device_code_line(row)
     if data["pe_files"]:
         yield "DLL and PYD files:"
