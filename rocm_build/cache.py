@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from . import proc
 from .errors import ConfigError, ToolMissing
+from .masking import mask_url, mask_values
 
 __all__ = [
     "KINDS",
@@ -127,29 +128,7 @@ class CompilerCache:
         )
 
 
-def mask_url(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@`` masked: for showing a
-    build environment (dry runs, reports) that holds a cache URL."""
-    return re.sub(r"(://[^/@:\s]*:)[^@/\s]*@", r"\1***@", text)
-
-
 _mask = mask_url
-
-
-def mask_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` (settings, an environment) with ``mask_url`` applied to every string in it,
-    for anything printed or written."""
-
-    def one(value: Any) -> Any:
-        if isinstance(value, str):
-            return mask_url(value)
-        if isinstance(value, list | tuple):
-            return [one(v) for v in value]
-        if isinstance(value, Mapping):
-            return {k: one(v) for k, v in value.items()}
-        return value
-
-    return {k: one(v) for k, v in values.items()}
 
 
 def parse_ccache_version(text: str) -> ToolInfo:

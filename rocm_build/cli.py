@@ -37,6 +37,7 @@ from rich.text import Text
 from . import __version__, config
 from . import matrix as matrix_mod
 from .errors import EXIT_CODES, RocmBuildError
+from .masking import mask_data, mask_url, mask_values
 from .progress import NO_PROGRESS, Progress
 
 __all__ = ["main"]
@@ -69,8 +70,8 @@ class State:
         return cfg
 
     def emit(self, data: Any) -> None:
-        """Machine output for --json."""
-        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+        """Machine output for --json (credentials in URLs masked, as everywhere)."""
+        click.echo(mask_url(json.dumps(mask_data(data), indent=2, sort_keys=True, default=str)))
 
     def progress(self) -> Progress:
         """Where stages report progress: rich bars on stderr, or nothing with --quiet/--json."""
@@ -149,8 +150,6 @@ def show_settings(
     cfg: config.Config, *, only_changed: bool, console: Console | None = None
 ) -> None:
     """The settings (stderr by default: a command's own output stays clean on stdout)."""
-    from .cache import mask_url
-
     console = console or err_console
     rows = [r for r in cfg.describe() if not only_changed or r[2] != "default"]
     source = f" from {cfg.config_file}" if cfg.config_file else ""
@@ -161,10 +160,11 @@ def show_settings(
 
 
 class _LogFormatter(logging.Formatter):
-    """Plain messages; warnings and errors say so, as a compiler's diagnostics do."""
+    """Plain messages; warnings and errors say so, as a compiler's diagnostics do. Credentials
+    in URLs are masked here too, whatever a module logged."""
 
     def format(self, record: logging.LogRecord) -> str:
-        message = super().format(record)
+        message = mask_url(super().format(record))
         if record.levelno >= logging.WARNING:
             return f"rocm-build: {record.levelname.lower()}: {message}"
         return message
@@ -189,7 +189,7 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 
 def fail(err: RocmBuildError, *, debug_traceback: bool = False) -> NoReturn:
     if debug_traceback:
-        traceback.print_exception(err)
+        sys.stderr.write(mask_url("".join(traceback.format_exception(err))))
     # escape: messages quote config sections like [projects.apex], which are not markup.
     err_console.print(
         f"[bold red]rocm-build: error:[/] {escape(str(err))}", markup=True, soft_wrap=True
@@ -198,7 +198,7 @@ def fail(err: RocmBuildError, *, debug_traceback: bool = False) -> NoReturn:
     if tail:
         err_console.print("[dim]last lines of the output:[/]", markup=True)
         for line in tail[-20:]:
-            err_console.print(f"  {line}", markup=False, soft_wrap=True)
+            err_console.print(f"  {mask_url(line)}", markup=False, soft_wrap=True)
     sys.exit(err.exit_code)
 
 
@@ -330,8 +330,6 @@ def config_cmd(state: State) -> None:
     """Show every resolved setting and where it came from."""
     cfg = config.from_environment(config_file=state.config_file)
     if state.json:
-        from .cache import mask_values
-
         state.emit(mask_values(cfg.as_json()))
         return
     # The settings are this command's output: stdout, so `rocm-build config | grep depth` works.
@@ -339,7 +337,9 @@ def config_cmd(state: State) -> None:
     out_console.print("projects:")
     for name, spec in cfg.projects.items():
         ref = cfg.trains.get(str(cfg["train"]), {}).get(name, "")
-        out_console.print(f"  {name}: {spec.origin} {spec.ref or ref or '(no ref in train)'}")
+        out_console.print(
+            f"  {name}: {mask_url(spec.origin)} {spec.ref or ref or '(no ref in train)'}"
+        )
 
 
 @cli.command("matrix")
@@ -917,8 +917,6 @@ def _open_tree(cfg: config.Config, quiet: bool) -> Any:
 
 
 def _show_plan(plan: Any) -> None:
-    from .cache import mask_values
-
     out_console.print(
         f"ROCm {plan.tree.version or '(unknown version)'} at {plan.tree.root}; targets "
         f"{';'.join(plan.targets)}; compiler cache: {plan.cache}",
@@ -1424,6 +1422,6 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception:
-        traceback.print_exc()
+        sys.stderr.write(mask_url(traceback.format_exc()))
         err_console.print(f"rocm-build: {EXIT_CODES[70]} (exit code 70)", markup=False)
         sys.exit(70)

@@ -25,6 +25,7 @@ from urllib.request import url2pathname
 from . import arch
 from .config import ProjectSpec
 from .errors import ConfigError, FetchError, RocmTreeError
+from .masking import mask_url
 from .treepath import denied, reading
 
 __all__ = [
@@ -458,7 +459,7 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
     if parsed.scheme == "file":
         source = Path(url2pathname(parsed.path))
         if not source.is_file():
-            msg = f"{source} (from {url}) is not a file; check the URL"
+            msg = f"{source} (from {mask_url(url)}) is not a file; check the URL"
             raise FetchError(msg)
         shutil.copyfile(source, part)
         part.replace(dest)
@@ -473,7 +474,7 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
                 _download(url, dest, progress)
                 return
             if resp.status_code not in (200, 206):
-                msg = f"download of {url} failed: HTTP {resp.status_code}; check the URL"
+                msg = f"download of {mask_url(url)} failed: HTTP {resp.status_code}; check the URL"
                 raise FetchError(msg)
             resumed = resp.status_code == 206
             if not resumed:
@@ -481,7 +482,7 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
             length = resp.headers.get("Content-Length")
             total = have + int(length) if length and length.isdigit() else None
             if have:
-                log.info("resuming download of %s at %d bytes", url, have)
+                log.info("resuming download of %s at %d bytes", mask_url(url), have)
             with part.open("ab" if resumed else "wb") as fh:
                 done = have
                 for chunk in resp.iter_content(_NET_CHUNK):
@@ -490,10 +491,13 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
                     if progress is not None:
                         progress(done, total)
             if total is not None and done != total:
-                msg = f"download of {url} stopped at {done} of {total} bytes; run again to resume"
+                msg = (
+                    f"download of {mask_url(url)} stopped at {done} of {total} bytes; "
+                    "run again to resume"
+                )
                 raise FetchError(msg)
     except requests.RequestException as exc:
-        msg = f"download of {url} failed ({exc.__class__.__name__}); run again to resume"
+        msg = f"download of {mask_url(url)} failed ({exc.__class__.__name__}); run again to resume"
         raise FetchError(msg) from exc
     part.replace(dest)
 
@@ -547,7 +551,8 @@ def fetch(
     """Download (resuming a partial download) and unpack a tarball of a ROCm tree into the
     cache; return the tree's root. An unchanged URL is not fetched again."""
     plain, sha256 = _split_url(url, sha256)
-    key = hashlib.sha256(plain.encode()).hexdigest()[:16]
+    shown = mask_url(plain)  # what is logged and stored; a rotated token is the same tree
+    key = hashlib.sha256(shown.encode()).hexdigest()[:16]
     folder = cache_dir / key
     tree = folder / "tree"
     stamp = folder / "done.json"
@@ -555,7 +560,7 @@ def fetch(
     if stamp.is_file() and tree.is_dir():
         recorded = json.loads(stamp.read_text(encoding="utf-8"))
         if not sha256 or recorded.get("sha256") == sha256:
-            log.info("ROCm tree from %s is already in %s", plain, tree)
+            log.info("ROCm tree from %s is already in %s", shown, tree)
             return tree
     name = Path(urlparse(plain).path).name or "rocm.tar"
     archive = folder / name
@@ -568,7 +573,7 @@ def fetch(
         raise FetchError(msg)
     _unpack(archive, tree)
     tmp_stamp = stamp.with_name(stamp.name + ".tmp")
-    tmp_stamp.write_text(json.dumps({"url": plain, "sha256": actual}), encoding="utf-8")
+    tmp_stamp.write_text(json.dumps({"url": shown, "sha256": actual}), encoding="utf-8")
     tmp_stamp.replace(stamp)
     archive.unlink()
     return tree

@@ -6,6 +6,8 @@ The exit codes are part of the interface: scripts and CI branch on them, so neve
 
 from __future__ import annotations
 
+from .masking import mask_url
+
 __all__ = [
     "EXIT_CODES",
     "BuildFailed",
@@ -28,9 +30,13 @@ __all__ = [
 
 
 class RocmBuildError(Exception):
-    """A failure the user can fix; ``str(err)`` is one line that says how."""
+    """A failure the user can fix; ``str(err)`` is one line that says how. Credentials in
+    URLs it quotes are masked, wherever the message ends up (terminal, reports, JSON)."""
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        return mask_url(super().__str__())
 
 
 class ConfigError(RocmBuildError):

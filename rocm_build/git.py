@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import proc
 from .errors import CommandFailed, ConfigError, FetchError, PatchConflict, ToolMissing
+from .masking import mask_url
 from .progress import NO_PROGRESS, Progress
 
 __all__ = [
@@ -78,7 +79,7 @@ def run(
     import git as gitpython
 
     cmd = ["git", *_BASE_OPTIONS, *args]
-    (log.debug if quiet else log.info)("+ git %s  (in %s)", shlex.join(args), repo)
+    (log.debug if quiet else log.info)("+ git %s  (in %s)", mask_url(shlex.join(args)), repo)
     try:
         status, out, err = gitpython.Git(str(repo)).execute(
             cmd,
@@ -91,7 +92,7 @@ def run(
         msg = "'git' was not found on PATH: install git (Debian: apt-get install git)"
         raise ToolMissing(msg) from exc
     except gitpython.GitCommandError as exc:
-        lines = [ln.strip() for ln in str(exc.stderr or "").splitlines() if ln.strip()]
+        lines = [mask_url(ln.strip()) for ln in str(exc.stderr or "").splitlines() if ln.strip()]
         last = lines[-1].strip("'") if lines else f"exit code {exc.status}"
         sub = next((a for a in args if not a.startswith("-") and "=" not in a), "")
         msg = f"git {sub} failed in {repo}: {last}"
@@ -123,7 +124,7 @@ def _run_streaming(
     import git as gitpython
 
     cmd = ["git", *_BASE_OPTIONS, *args]
-    log.info("+ git %s  (in %s)", shlex.join(args), repo)
+    log.info("+ git %s  (in %s)", mask_url(shlex.join(args)), repo)
     try:
         process = gitpython.Git(str(repo)).execute(
             cmd, as_process=True, with_exceptions=False, env=dict(env)
@@ -266,6 +267,15 @@ class Ref:
     refspec: str
 
 
+# What a server answers when it has no such commit or ref: asking again cannot help, so these
+# are not retried (a SHA that is not upstream is a wrong --ref, not a flaky network).
+_NOT_FOUND = re.compile(
+    r"not our ref|couldn't find remote ref|does not allow request for unadvertised object"
+    r"|no such remote ref|did not contain [0-9a-f]{40}",
+    re.IGNORECASE,
+)
+
+
 def _network(
     repo: Path,
     args: Sequence[str],
@@ -275,8 +285,11 @@ def _network(
     retries: int,
     delay: float,
     meter: _FetchMeter | None = None,
+    missing: str = "",
 ) -> GitResult:
-    """A git command that talks to a remote: retried with back-off, then one-line FetchError."""
+    """A git command that talks to a remote: retried with back-off, then one-line FetchError.
+    If the remote says it has no such object (see ``_NOT_FOUND``), it is not retried: with
+    ``missing`` (what to tell the user) that is a ``ConfigError``."""
     attempts = max(1, retries)
     last = ""
     for attempt in range(1, attempts + 1):
@@ -291,11 +304,16 @@ def _network(
         lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
         last = (errors or lines or [f"exit code {res.status}"])[-1]
+        if missing and _NOT_FOUND.search(res.stderr):
+            raise ConfigError(f"{missing} (git: {mask_url(last)})")
         if attempt < attempts:
             wait = delay * 2 ** (attempt - 1)
             log.warning("%s failed (%s); retry %d/%d in %.0fs", what, last, attempt, attempts, wait)
             time.sleep(wait)
-    msg = f"{what} from {url} failed after {attempts} attempt(s): {last}; check the URL and network"
+    msg = (
+        f"{what} from {mask_url(url)} failed after {attempts} attempt(s): {mask_url(last)}; "
+        "check the URL and network"
+    )
     raise FetchError(msg)
 
 
@@ -322,7 +340,7 @@ def resolve_ref(repo: Path, url: str, ref: str, *, retries: int = 3, delay: floa
             kind = "tag" if cand.startswith("refs/tags/") else "branch"
             return Ref(ref, kind, peeled, f"+{cand}:{cand}" if kind == "tag" else cand)
     msg = (
-        f"ref '{ref}' is not a branch, tag or full commit SHA on {url}; "
+        f"ref '{ref}' is not a branch, tag or full commit SHA on {mask_url(url)}; "
         "check --ref (abbreviated SHAs are not accepted)"
     )
     raise ConfigError(msg)
@@ -361,8 +379,25 @@ def fetch(
     if ref.kind == "commit":
         # A SHA has nowhere to be stored; keep it reachable by a private ref.
         args[-1] = f"{ref.commit}:refs/rocm-build/fetched"
+    if ref.kind == "commit":
+        missing = (
+            f"commit {ref.commit} is not on {mask_url(url)}; check --ref (a full SHA of a "
+            "commit the origin has, reachable from one of its branches or tags)"
+        )
+    else:
+        missing = (
+            f"{ref.kind} '{ref.name}' ({ref.commit[:12]}) is no longer on {mask_url(url)}; "
+            "run again, or check --ref"
+        )
     _network(
-        repo, args, url=url, what=f"fetching {ref.name}", retries=retries, delay=delay, meter=meter
+        repo,
+        args,
+        url=url,
+        what=f"fetching {ref.name}",
+        retries=retries,
+        delay=delay,
+        meter=meter,
+        missing=missing,
     )
     return run(repo, "rev-parse", f"{ref.commit}^{{commit}}").stdout.strip()
 
@@ -419,7 +454,19 @@ def update_submodules(
     args.append(f"--jobs={max(1, jobs)}")
     if depth > 0:
         args.append(f"--depth={depth}")
-    _network(repo, args, url=url, what="updating submodules", retries=retries, delay=delay)
+    missing = (
+        f"a submodule commit that {mask_url(url)} records is not on the submodule's origin; "
+        "check the submodule URLs in .gitmodules and --ref"
+    )
+    _network(
+        repo,
+        args,
+        url=url,
+        what="updating submodules",
+        retries=retries,
+        delay=delay,
+        missing=missing,
+    )
     ignore_submodule_pointers(repo)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import CommandFailed, ToolMissing
+from .masking import mask_url
 
 __all__ = ["Result", "run", "which"]
 
@@ -72,7 +73,7 @@ def run(
     if os.sep not in program:
         program = which(program, env)
     argv = (program, *args[1:])
-    shown = shlex.join(args)
+    shown = mask_url(shlex.join(args))  # echoed, logged and quoted in errors: no credentials
     log.debug("+ %s%s", shown, f"  (in {cwd})" if cwd else "")
     start = time.monotonic()
     full_env = dict(env) if env is not None else None
@@ -100,8 +101,9 @@ def run(
                 assert proc.stdout is not None
                 chunks: list[str] = []
                 for line in proc.stdout:
-                    fh.write(line)
-                    tail.append(line.rstrip("\n"))
+                    shown_line = mask_url(line)  # a child may print a URL with its credential
+                    fh.write(shown_line)
+                    tail.append(shown_line.rstrip("\n"))
                     if on_line is not None:
                         on_line(line)
                     if capture:
@@ -125,7 +127,9 @@ def run(
             returncode = completed.returncode
             stdout = completed.stdout or ""
             if capture:
-                tail.extend((completed.stderr or "").splitlines()[-TAIL_LINES:])
+                tail.extend(
+                    mask_url(ln) for ln in (completed.stderr or "").splitlines()[-TAIL_LINES:]
+                )
     except KeyboardInterrupt:
         raise
     except OSError as exc:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import sources
-from .cache import mask_values
 from .config import Config
+from .masking import mask_values
 
 if TYPE_CHECKING:
     from .pipeline import StageOutcome
@@ -115,25 +115,28 @@ def collect(
 ) -> dict[str, Any]:
     finished = time.time()
     started = float(facts.get("started", finished))
-    return {
-        "format": 1,
-        "ok": ok,
-        "failed_stage": facts.get("failed_stage"),
-        "tool": facts.get("tool"),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-        "seconds": round(finished - started, 1),
-        "settings": mask_values(cfg.as_json()["settings"]),
-        "config_file": str(cfg.config_file) if cfg.config_file else None,
-        "sources": _sources(cfg, facts.get("projects", [])),
-        "rocm": facts.get("rocm"),
-        "targets": facts.get("targets", []),
-        "wheels": {
-            "built": [_wheel(p) for p in facts.get("built", [])],
-            "bundled": [_wheel(p) for p in facts.get("bundled", [])],
-        },
-        "smoke": _smoke(facts.get("smoke")),
-        "stages": [o.as_json() for o in outcomes],
-    }
+    # Masked as a whole: settings, origins, URLs and error messages alike.
+    return mask_values(
+        {
+            "format": 1,
+            "ok": ok,
+            "failed_stage": facts.get("failed_stage"),
+            "tool": facts.get("tool"),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+            "seconds": round(finished - started, 1),
+            "settings": mask_values(cfg.as_json()["settings"]),
+            "config_file": str(cfg.config_file) if cfg.config_file else None,
+            "sources": _sources(cfg, facts.get("projects", [])),
+            "rocm": facts.get("rocm"),
+            "targets": facts.get("targets", []),
+            "wheels": {
+                "built": [_wheel(p) for p in facts.get("built", [])],
+                "bundled": [_wheel(p) for p in facts.get("bundled", [])],
+            },
+            "smoke": _smoke(facts.get("smoke")),
+            "stages": [o.as_json() for o in outcomes],
+        }
+    )
 
 
 def _size(n: int | None) -> str:

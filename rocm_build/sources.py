@@ -28,6 +28,7 @@ from typing import Any
 from . import config as config_mod
 from . import git, patches, proc
 from .errors import ConfigError, DirtyCheckout, RocmBuildError
+from .masking import is_masked, mask_url, strip_masked
 from .progress import NO_PROGRESS, Progress
 
 __all__ = [
@@ -96,7 +97,7 @@ class ProjectResult:
         return {
             "name": self.name,
             "action": self.action,
-            "origin": self.origin,
+            "origin": mask_url(self.origin),
             "ref": self.ref,
             "commit": self.commit,
             "head": self.head,
@@ -154,7 +155,7 @@ def plan(
             projects.append(
                 ProjectPlan(
                     name=spec.name,
-                    origin=str(entry["origin"]),
+                    origin=_replay_origin(str(entry["origin"]), spec.origin),
                     ref=str(entry["ref"]),
                     src=src_dir / spec.name,
                     patches_root=patches.series_root(
@@ -202,6 +203,18 @@ def plan(
     )
 
 
+def _replay_origin(recorded: str, configured: str) -> str:
+    """The origin to fetch a manifest's project from. Manifests store origins with their
+    credentials masked: the configured origin (config file, environment, ``--origin``) supplies
+    them when it is the same URL; else the masked part is dropped, and git's credential helper
+    (or ``GIT_ASKPASS``) is asked."""
+    if not is_masked(recorded):
+        return recorded
+    if mask_url(configured) == recorded:
+        return configured
+    return strip_masked(recorded)
+
+
 @dataclass(frozen=True)
 class RelatedCommit:
     project: str
@@ -239,7 +252,7 @@ def stamp(
     """A hash of everything that decides a checkout's content."""
     data = {
         "format": MANIFEST_FORMAT,
-        "origin": origin,
+        "origin": mask_url(origin),
         "ref": ref,
         "commit": commit,
         "patchset": patchset,
@@ -357,7 +370,7 @@ def _resolve(p: ProjectPlan, entry: Mapping[str, Any] | None, plan_: CheckoutPla
         raise ConfigError(msg)
     if (
         entry is not None
-        and entry.get("origin") == p.origin
+        and entry.get("origin") == mask_url(p.origin)
         and entry.get("ref") == p.ref
         and entry.get("ref_kind") in ("tag", "commit")
         and entry.get("commit")
@@ -622,7 +635,7 @@ def _entry(
     src = p.src
     subs = git.submodules(src)
     return {
-        "origin": p.origin,
+        "origin": mask_url(p.origin),  # git's remote config keeps the real one
         "ref": p.ref,
         "ref_kind": ref.kind,
         "commit": git.tag_commit(src, patches.UPSTREAM_TAG) or ref.commit,
