@@ -596,8 +596,20 @@ def am(repo: Path, patches: Sequence[Path]) -> AmFailure | None:
     run(repo, "reset", "-q", "--hard", before)
     if (gdir / "rebase-apply").exists():
         shutil.rmtree(gdir / "rebase-apply")
-    lines = [ln for ln in res.stderr.splitlines() if ln.startswith(("error:", "fatal:"))]
-    return AmFailure(index, paths, lines[0] if lines else res.stderr.strip()[:200])
+    return AmFailure(index, paths, _am_reason(res))
+
+
+# git am's advice on how to go on, which is not a reason (rocm-build aborts the series anyway).
+_AM_ADVICE = ("When you have", "If you prefer", "To record", "To restore", "hint:", "Applying:")
+
+
+def _am_reason(res: GitResult) -> str:
+    """git am's first error line (git writes some to stdout, some without a prefix)."""
+    lines = [ln.strip() for ln in (res.stderr + "\n" + res.stdout).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("error:", "fatal:"))]
+    other = [ln for ln in lines if not ln.startswith(_AM_ADVICE)]
+    reason = (errors or other or [f"git am exited with code {res.status} and gave no reason"])[0]
+    return mask_url(reason[:200])
 
 
 def format_patch(repo: Path, rev_range: str, out_dir: Path) -> list[Path]:

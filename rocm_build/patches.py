@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import git
-from .errors import ConfigError, RocmBuildError
+from .errors import ConfigError, PatchConflict, RocmBuildError
 
 __all__ = [
     "HIPIFY_SUBJECT",
@@ -106,10 +107,44 @@ def apply_series(src: Path, project: str, repo: str, patches: Sequence[PatchFile
             "submodule; fix the folder name or remove the series"
         )
         raise ConfigError(msg)
+    mails = [_mails_in(p, where) for p in patches]
     failure = git.am(target, [p.path for p in patches])
     if failure is not None:
-        raise git.conflict(patches[failure.index].path, where, failure)
+        raise git.conflict(_file_of_mail(patches, mails, failure.index).path, where, failure)
     log.info("applied %d patch(es) to %s", len(patches), where)
+
+
+# A diff git can apply starts with one of these (a git diff, a plain unified diff, a hunk).
+_DIFF_START = re.compile(rb"^(?:diff --git |--- .*\r?\n\+\+\+ |@@ -|GIT binary patch)", re.M)
+# The first line of each mail `git format-patch` writes; git am counts mails, not files.
+_MAIL_START = re.compile(rb"^From [0-9a-f]{40} ", re.M)
+
+
+def _mails_in(patch: PatchFile, where: str) -> int:
+    """How many patches (mails) ``patch`` holds; ``PatchConflict`` naming the file if it is
+    empty or holds no diff (git am would report it as another file, or give no reason)."""
+    data = patch.path.read_bytes()
+    if not data.strip():
+        why = "is empty"
+    elif not _DIFF_START.search(data):
+        why = "is not a patch: it holds no diff (git am would find nothing to apply)"
+    else:
+        return max(1, len(_MAIL_START.findall(data)))
+    msg = (
+        f"patch {patch.path} {why}; nothing of its series was applied to {where}: "
+        "remove the file, or restore it (`rocm-build save-patches` writes a whole series)"
+    )
+    raise PatchConflict(msg)
+
+
+def _file_of_mail(patches: Sequence[PatchFile], mails: Sequence[int], index: int) -> PatchFile:
+    """The file holding git am's ``index``-th (0-based) mail."""
+    seen = 0
+    for patch, count in zip(patches, mails, strict=True):
+        seen += count
+        if index < seen:
+            return patch
+    return patches[-1]
 
 
 @dataclass(frozen=True)
