@@ -65,6 +65,7 @@ class ProjectPlan:
     origin_given: bool = False
     pin_commit: str = ""  # --manifest replay: exactly this commit
     expect_patches: tuple[tuple[str, str], ...] | None = None  # (file, sha256) to replay
+    depth: int | None = None  # --manifest replay: the recorded depth; None = the plan's
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ def plan(
     do_patches = bool(cfg["checkout.patches"])
     builtin = builtin_origins or {}
     projects: list[ProjectPlan] = []
+    depth_flag = cfg.sources["checkout.depth"] == config_mod.Source.FLAG
     if manifest is not None:
         entries = manifest.get("projects", {})
         chosen = list(names) or list(entries)
@@ -170,6 +172,8 @@ def plan(
                     expect_patches=tuple(
                         (str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])
                     ),
+                    # Shallow stays shallow, full stays full; only --depth overrides it.
+                    depth=None if depth_flag or "depth" not in entry else int(entry["depth"]),
                 )
             )
     else:
@@ -437,6 +441,8 @@ def _checkout_project(
     p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], progress: Progress
 ) -> ProjectResult:
     entry = entries.get(p.name)
+    depth = plan_.depth if p.depth is None else p.depth  # a replay's may differ per project
+    p, plan_ = replace(p, depth=depth), replace(plan_, depth=depth)
     series = _series(p)
     ref = _resolve(p, entry, plan_)
     hipify_template = p.hipify
@@ -654,6 +660,7 @@ def _entry(
         "apply_patches": p.apply_patches,
         "hipify": ran_hipify,
         "hipify_command": list(p.hipify),
+        "depth": p.depth,
         "stamp": stamp_,
         "complete": complete,
     }
