@@ -26,6 +26,7 @@ __all__ = [
     "IDENTITY",
     "Ref",
     "Submodule",
+    "add_forced",
     "am",
     "changed_paths",
     "checkout_detached",
@@ -34,6 +35,7 @@ __all__ = [
     "format_patch",
     "git_dir",
     "head",
+    "ignored_files",
     "init",
     "is_repo",
     "log_range",
@@ -515,6 +517,41 @@ def changed_paths(repo: Path) -> list[str]:
         "--untracked-files=all",
     )
     return [line[3:] for line in res.stdout.splitlines() if line.strip()]
+
+
+#: (size, mtime_ns, inode) of a file: enough to tell that a step wrote it.
+FileStamp = tuple[int, int, int]
+
+
+def ignored_files(repo: Path) -> dict[str, FileStamp]:
+    """Every untracked file that ``repo``'s ignore rules hide (inside ignored folders too), with
+    its ``FileStamp``: taken before and after a step, it tells which ignored files the step
+    wrote. Submodules are not entered."""
+    res = _query(
+        repo, "--no-optional-locks", "ls-files", "-z", "--others", "--ignored", "--exclude-standard"
+    )
+    out: dict[str, FileStamp] = {}
+    for rel in res.stdout.split("\0"):
+        if not rel or rel.endswith("/"):
+            continue  # a nested repository that is not a submodule: not ours to take
+        try:
+            st = (repo / rel).lstat()
+        except OSError:
+            continue
+        out[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+def add_forced(repo: Path, paths: Sequence[str]) -> None:
+    """Stage ``paths`` even though the ignore rules hide them (``git add -f``)."""
+    if not paths:
+        return
+    listing = git_dir(repo) / "rocm-build-add-paths"
+    listing.write_bytes(b"".join(p.encode() + b"\0" for p in paths))
+    try:
+        run(repo, "add", "-f", f"--pathspec-from-file={listing}", "--pathspec-file-nul")
+    finally:
+        listing.unlink(missing_ok=True)
 
 
 def log_range(repo: Path, rev_range: str) -> list[str]:

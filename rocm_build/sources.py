@@ -602,31 +602,67 @@ def _hipify(
 
     A hipify command has no common progress stream, so the number of files it changed is
     counted afterwards (``git status`` of every repo) and reported as one step of
-    "<project>: files hipified"."""
+    "<project>: files hipified". Files it writes that the project's ``.gitignore`` hides
+    (``*.hip``, ``hip/``) are its output too: they are committed (and so tracked, protected
+    and saved by save-patches like any other file)."""
     cmd = [a.replace("{python}", sys.executable) for a in p.hipify]
     log_file = plan_.log_dir / f"checkout-{p.name}-hipify.log"
     log.info("%s: hipify: %s (log: %s)", p.name, " ".join(cmd), log_file)
     task = f"{p.name}: files hipified"
     progress.start(task, None)
+    repos = _all_repos(src)
+    ignored_before = {rel: git.ignored_files(path) for rel, path in repos}
+    # No bytecode: a Python hipify's __pycache__ would look like ignored output.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        proc.run(cmd, cwd=src, log_file=log_file, what=f"hipify of {p.name}")
+        proc.run(cmd, cwd=src, env=env, log_file=log_file, what=f"hipify of {p.name}")
     except RocmBuildError:
         progress.done(task)
         # Leave no half-hipified files: the tree stays as the base series left it.
-        for _rel, path in _all_repos(src):
+        for rel, path in repos:
             git.run(path, "reset", "-q", "--hard", "HEAD")
             git.clean_untracked(path)
+            for name in _written_ignored(path, ignored_before[rel]):
+                if name not in ignored_before[rel]:
+                    (path / name).unlink(missing_ok=True)
         raise
-    changed = sum(len(git.changed_paths(path)) for _rel, path in _all_repos(src))
-    log.info("%s: hipify changed %d file(s)", p.name, changed)
+    written = {rel: _written_ignored(path, ignored_before[rel]) for rel, path in repos}
+    changed = sum(len(git.changed_paths(path)) + len(written[rel]) for rel, path in repos)
+    log.info(
+        "%s: hipify changed %d file(s)%s",
+        p.name,
+        changed,
+        f" ({sum(map(len, written.values()))} of them ignored by .gitignore, committed anyway)"
+        if any(written.values())
+        else "",
+    )
+    if not changed:
+        log.warning(
+            "%s: hipify changed no files; check the project's hipify command (%s)",
+            p.name,
+            " ".join(p.hipify),
+        )
     progress.start(task, changed)
     progress.advance(task, changed)
     progress.done(task)
     date = git.commit_date(src, upstream)
     # Children first: a parent's commit never includes submodule pointers anyway.
-    for _rel, path in reversed(_all_repos(src)):
+    for rel, path in reversed(repos):
+        git.add_forced(path, written[rel])
         git.commit_all(path, patches.HIPIFY_SUBJECT, date=date)
         git.set_tag(path, patches.HIPIFY_TAG)
+
+
+def _written_ignored(repo: Path, before: Mapping[str, git.FileStamp]) -> list[str]:
+    """Ignored files in ``repo`` that are new or changed since ``before`` (bytecode caches
+    aside): what a step such as hipify wrote where the project's ignore rules hide it."""
+    return sorted(
+        rel
+        for rel, stamp_ in git.ignored_files(repo).items()
+        if before.get(rel) != stamp_
+        and "__pycache__" not in rel.split("/")
+        and not rel.endswith((".pyc", ".pyo"))
+    )
 
 
 def _entry(

@@ -231,3 +231,50 @@ def run_without_identity(
         text=True,
         check=False,
     )
+
+
+# An extension project whose .gitignore hides its hipify output, as many do.
+EXT_GITIGNORE = "*.hip\nhip/\nbuild/\n__pycache__/\n"
+EXT_HIPIFY = textwrap.dedent(
+    '''\
+    """Fixture hipify of the ext project: writes .hip copies and a hip/ header (both ignored by
+    the project's .gitignore) and edits a tracked header. Imports a helper module, so a Python
+    that writes bytecode would leave tools/__pycache__ behind."""
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    import hipify_rules
+
+    root = pathlib.Path.cwd()
+    for cu in sorted(root.glob("src/*.cu")):
+        cu.with_suffix(".hip").write_text(hipify_rules.convert(cu.read_text()))
+    (root / "hip").mkdir(exist_ok=True)
+    (root / "hip" / "gen.h").write_text("#define GENERATED_BY_HIPIFY 1\\n")
+    header = root / "src" / "config.h"
+    header.write_text(hipify_rules.convert(header.read_text()))
+    '''
+)
+EXT_RULES = 'def convert(text):\n    return text.replace("cuda", "hip").replace("CUDA", "HIP")\n'
+
+
+def make_ignoring_project(base: Path) -> Path:
+    """``ext``: tags v1 and v2; its hipify output is hidden by its own .gitignore."""
+    repo = base / "ext"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    commit_files(
+        repo,
+        {
+            ".gitignore": EXT_GITIGNORE,
+            "src/ops.cu": "// ops\n" + FILLER + "void ops() { cudaLaunch(); }\n",
+            "src/config.h": "#define USE_CUDA 1\n",
+            "tools/hipify.py": EXT_HIPIFY,
+            "tools/hipify_rules.py": EXT_RULES,
+        },
+        "ext: first",
+    )
+    git(repo, "tag", "v1")
+    commit_files(repo, {"README.md": "ext\n"}, "ext: readme")
+    git(repo, "tag", "v2")
+    return repo
