@@ -51,7 +51,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from . import rawdeflate
-from .errors import BundleError, UnsafeInput
+from .errors import BundleError, FileAccessError, UnsafeInput
 
 __all__ = [
     "Member",
@@ -187,6 +187,9 @@ class WheelReader:
         self.name = WheelName.parse(self.path.name)
         try:
             self._zip = zipfile.ZipFile(self.path)
+        except PermissionError as err:
+            msg = f"{self.path}: permission denied reading the wheel; make it readable by this user"
+            raise FileAccessError(msg) from err
         except (zipfile.BadZipFile, OSError) as err:
             raise BundleError(f"{self.path}: not a readable wheel ({err})") from err
         try:

@@ -396,3 +396,29 @@ def test_unreadable_tree_parts_fail_validation_as_permission_errors(shared_tree:
     assert res.returncode == 14, res.stdout + res.stderr
     assert f"cannot read {tree / 'lib'}" in res.stderr
     assert "no HIP runtime" not in res.stderr
+
+
+def test_unreadable_input_wheel_is_a_permission_error(
+    shared_tree: Path, hip_ext_wheel: Path
+) -> None:
+    wheel = shared_tree / hip_ext_wheel.name
+    shutil.copyfile(hip_ext_wheel, wheel)
+    wheel.chmod(0)
+    # The command line refuses it while parsing (exit 2, "is not readable") ...
+    res = _run_as_nobody(["inspect", str(wheel)], shared_tree)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "is not readable" in res.stderr
+    # ... and the one wheel reader says it is a permission problem, for every other caller.
+    probe = (
+        "import sys\nfrom pathlib import Path\nfrom rocm_build.wheelfile import WheelReader\n"
+        "from rocm_build.errors import RocmBuildError\n"
+        "try:\n    WheelReader(Path(sys.argv[1]))\n"
+        "except RocmBuildError as e:\n    print(e.exit_code, e)\n"
+    )
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [*_unprivileged(), sys.executable, "-c", probe, str(wheel)],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.stdout.startswith("14 "), out.stdout + out.stderr
+    assert "permission denied" in out.stdout
