@@ -413,21 +413,85 @@ def rocm_group() -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Cache folder for the downloaded .debs (default: ~/.cache/rocm-build/debian).",
 )
+@click.option(
+    "--release",
+    default="",
+    metavar="NAME",
+    help="Debian release whose packages to use: bookworm (ROCm 5.2, default) or sid (ROCm 6.4).",
+)
+@click.option(
+    "--mirror", default="", metavar="URL", help="Debian mirror (default: the one apt uses here)."
+)
 @pass_state
-def rocm_debian(state: State, dest: Path, cache: Path | None) -> None:
-    """Assemble a real ROCm 5.2.3 tree (TheRock layout) in DEST from Debian's packages.
+def rocm_debian(state: State, dest: Path, cache: Path | None, release: str, mirror: str) -> None:
+    """Assemble a real ROCm tree (TheRock layout) in DEST from Debian's packages.
 
-    The packages are downloaded with apt-get and unpacked, never installed. Enough to compile
-    HIP code for gfx803-gfx90a and gfx1010-gfx1036 and to try every rocm-build stage without a
-    ROCm install or a GPU.
+    The packages are downloaded with apt-get (from a private index of the release, so the
+    system's apt setup is untouched) and unpacked, never installed; downloads are cached by
+    version. bookworm gives ROCm 5.2.3 with clang 15 (gfx803-gfx90a, gfx1010-gfx1036); sid
+    gives ROCm 6.4 with clang 21 and the math libraries, whose programs need a sid root to run
+    (rocm-build rocm sysroot).
     """
-    from . import debtree
+    from . import debtree, dist
 
-    tree = debtree.assemble(dest, cache=cache)
+    tree = debtree.assemble(dest, cache=cache, release=release, mirror=mirror)
+    version = dist.open_tree(tree).version
     if state.json:
-        state.emit({"rocm": str(tree), "version": debtree.ROCM_VERSION})
+        state.emit({"rocm": str(tree), "version": version})
     else:
-        out_console.print(f"ROCm {debtree.ROCM_VERSION} tree: {tree}")
+        out_console.print(f"ROCm {version} tree: {tree}", markup=False)
+
+
+@rocm_group.command("sysroot")
+@click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--release", default="sid", metavar="NAME", help="Debian release of the root.")
+@click.option(
+    "--mirror", default="", metavar="URL", help="Debian mirror (default: the one apt uses here)."
+)
+@pass_state
+def rocm_sysroot(state: State, dest: Path, release: str, mirror: str) -> None:
+    """Make a Debian root (default: sid) in DEST to build and test against a newer ROCm.
+
+    Made once with mmdebstrap (as root): python3 and venv, compilers, cmake, ninja and git, plus
+    this machine's CA bundle and pip settings. Run commands in it with rocm-build rocm run.
+    """
+    from . import sysroot
+
+    root, made = sysroot.make_root(dest, release=release, mirror=mirror)
+    if state.json:
+        state.emit({"root": str(root), "made": made})
+    else:
+        out_console.print(f"{'made' if made else 'ready'}: {root}", markup=False)
+
+
+@rocm_group.command("run", context_settings={"ignore_unknown_options": True})
+@click.argument("root", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--bind",
+    "binds",
+    multiple=True,
+    type=click.Path(path_type=Path, exists=True),
+    help="Folder to see inside the root at the same path (repeatable); the ROCm tree of the "
+    "rocm setting and the current folder always are.",
+)
+@pass_state
+def rocm_run(state: State, root: Path, cmd: tuple[str, ...], binds: tuple[Path, ...]) -> None:
+    """Run CMD inside ROOT (a root made by rocm sysroot) as root; exits with CMD's exit code.
+
+    /proc, /dev, /sys, the current folder, the --bind folders and the configured ROCm tree
+    appear at their own paths inside, e.g.
+    rocm-build rocm run ROOT -- hipcc --offload-arch=gfx1100 k.hip -o k
+    """
+    from . import sysroot
+
+    cfg = state.resolve()
+    folders = list(binds)
+    setting = str(cfg["rocm"] or "")
+    if setting and Path(setting).is_dir():
+        folders.append(Path(setting))
+    code = sysroot.run(root, cmd, binds=folders, env=cfg.env)
+    sys.exit(code)
 
 
 @cli.command("smoke")

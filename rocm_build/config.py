@@ -65,6 +65,9 @@ class ProjectSpec:
     job_memory_gb: float = 2.0
     version_env: tuple[str, ...] = ()
     cmake_packages: tuple[str, ...] = ()
+    #: "PACKAGE | feature that needs it | setting that turns the feature off": used when present.
+    #: PACKAGE is a CMake package, or lib:NAME for a library found by name (libNAME.so).
+    optional_cmake_packages: tuple[str, ...] = ()
     # build (rocm_build/build.py)
     build_tool: str = "pip"  # "pip" (PEP 517, pip wheel) | "setup.py" (setup.py bdist_wheel)
     requirements: tuple[str, ...] = ()  # requirement files in the checkout, for the build venv
@@ -444,6 +447,7 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
             "depends",
             "version_env",
             "cmake_packages",
+            "optional_cmake_packages",
             "requirements",
             "build_env",
             "pin_env",

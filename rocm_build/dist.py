@@ -204,10 +204,12 @@ def _declared_targets(root: Path) -> tuple[str, ...] | None:
 def _bitcode_targets(device_lib_dir: Path | None) -> tuple[str, ...]:
     if device_lib_dir is None:
         return ()
+    # Newer device libraries add family targets (oclc_isa_version_9-4-generic.bc): not gfx names.
     names = [
         "gfx" + path.name[len("oclc_isa_version_") : -len(".bc")]
         for path in device_lib_dir.glob("oclc_isa_version_*.bc")
     ]
+    names = [n for n in names if re.fullmatch(r"gfx[0-9a-f]+", n)]
     return tuple(sorted(names, key=lambda n: (len(n), n)))
 
 
@@ -267,6 +269,12 @@ def _has_cmake_package(root: Path, package: str) -> bool:
     return False
 
 
+def _has_optional(root: Path, package: str) -> bool:
+    if package.startswith("lib:"):
+        return any((root / "lib").glob(f"lib{package[4:]}.so*"))
+    return _has_cmake_package(root, package)
+
+
 def validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence[str]) -> TreeCheck:
     """Check everything a build of ``projects`` for ``targets`` needs; report every problem.
     A part this user may not read is a ``FileAccessError``, not a missing part."""
@@ -299,6 +307,13 @@ def _validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence
             problems.append(
                 f"{spec.name} needs CMake packages missing from lib/cmake: {', '.join(missing)}"
             )
+    for spec in projects:
+        for entry in spec.optional_cmake_packages:
+            package, feature, setting = (*(p.strip() for p in entry.split("|")), "", "")[:3]
+            if not _has_optional(tree.root, package):
+                text = f"{spec.name}: {package} is missing, so the build leaves out "
+                text += feature or "a feature"
+                warnings.append(text + (f"; turn it off with {setting}" if setting else ""))
     unsupported = [t for t in targets if not tree.supports(t)]
     if unsupported:
         have = tree.declared_targets if tree.declared_targets is not None else tree.bitcode_targets
