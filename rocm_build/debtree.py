@@ -62,6 +62,8 @@ CLANG19_PACKAGES = (
     "libclang-common-19-dev",
 )
 _STAMP = ".rocm-build-debtree.json"
+#: Bumped when the arrangement changes, so trees made by an older rocm-build are remade.
+_LAYOUT = 2
 _MULTIARCH = "usr/lib/x86_64-linux-gnu"
 
 
@@ -206,6 +208,12 @@ def _set_search_paths(tree: Path, patchelf: str) -> None:
         for p in (lib / "llvm/lib").glob("lib*.so*")
         if p.name.startswith(("libLLVM", "libclang-cpp"))
     ]
+    # Debian's clang finds libLLVM/libclang-cpp through the system's library path only.
+    edits += [
+        (p, "$ORIGIN/../lib:$ORIGIN/../../rocm_sysdeps/lib")
+        for p in (lib / "llvm/bin").iterdir()
+        if not p.is_symlink() and elf.is_elf(p)
+    ]
     edits += [
         (p, "$ORIGIN/../lib:$ORIGIN/../lib/rocm_sysdeps/lib")
         for p in (tree / "bin").iterdir()
@@ -251,11 +259,14 @@ def _assemble(
     dest: Path, cache: Path | None, env: dict[str, str] | None, release: Release, mirror: str
 ) -> Path:
     packages = (*release.packages, *release.sysdeps)
-    stamp = _stamp(packages)
+    stamp = _stamp((*packages, f"layout={_LAYOUT}"))
     stamp_file = dest / _STAMP
-    if stamp_file.is_file() and json.loads(stamp_file.read_text()).get("stamp") == stamp:
-        log.info("ROCm tree from Debian %s packages is up to date: %s", release.name, dest)
-        return dest
+    if stamp_file.is_file():
+        if json.loads(stamp_file.read_text()).get("stamp") == stamp:
+            log.info("ROCm tree from Debian %s packages is up to date: %s", release.name, dest)
+            return dest
+        log.info("%s was made from other packages or by an older rocm-build: remaking it", dest)
+        shutil.rmtree(dest)
     if dest.exists():
         msg = (
             f"{dest} exists and is not a tree made by rocm-build; remove it or pick another folder"

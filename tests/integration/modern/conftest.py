@@ -19,3 +19,16 @@ def sid_tree() -> Path:
     from rocm_build import debtree
 
     return debtree.assemble(_test_cache() / "rocm-sid", release="sid")
+
+
+@pytest.fixture(scope="session")
+def sid_root() -> Path:
+    """A Debian sid root (mmdebstrap, as root), cached between runs."""
+    import os
+
+    from rocm_build import sysroot
+
+    if os.geteuid() != 0:
+        pytest.skip("making and entering a root needs root (mmdebstrap, mount, chroot)")
+    root, _ = sysroot.make_root(_test_cache() / "sid-root", release="sid")
+    return root
