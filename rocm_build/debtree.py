@@ -259,10 +259,11 @@ def _assemble(
     dest: Path, cache: Path | None, env: dict[str, str] | None, release: Release, mirror: str
 ) -> Path:
     packages = (*release.packages, *release.sysdeps)
-    stamp = _stamp((*packages, f"layout={_LAYOUT}"))
+    stamp = _stamp(packages)
     stamp_file = dest / _STAMP
     if stamp_file.is_file():
-        if json.loads(stamp_file.read_text()).get("stamp") == stamp:
+        recorded = json.loads(stamp_file.read_text())
+        if recorded.get("stamp") == stamp and recorded.get("layout") == _LAYOUT:
             log.info("ROCm tree from Debian %s packages is up to date: %s", release.name, dest)
             return dest
         log.info("%s was made from other packages or by an older rocm-build: remaking it", dest)
@@ -307,6 +308,7 @@ def _assemble(
             json.dumps(
                 {
                     "stamp": stamp,
+                    "layout": _LAYOUT,
                     "rocm": version,
                     "release": release.name,
                     "glibc": glibc,
