@@ -77,9 +77,7 @@ def run_cli() -> CliRunner:
 
 
 def _test_cache() -> Path:
-    # TEMPORARY (lead engineer): this worktree's debtree layout differs from main's, so its tests
-    # keep their own cache until the branch lands; revert this line before rebasing onto main.
-    return Path(os.environ.get("RB_TEST_CACHE") or Path.home() / ".cache" / "rocm-build-tests-h6")
+    return Path(os.environ.get("RB_TEST_CACHE") or Path.home() / ".cache" / "rocm-build-tests")
 
 
 @pytest.fixture(scope="session")
