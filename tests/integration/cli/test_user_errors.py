@@ -60,6 +60,8 @@ def test_help_lists_commands_in_pipeline_order_without_cutting_them(
     assert re.findall(r"^  (\S+)  ", sub.split("Commands:", 1)[1], flags=re.M) == [
         "debian",
         "fetch",
+        "run",
+        "sysroot",
     ]
     assert "..." not in sub.split("Commands:", 1)[1]
 
