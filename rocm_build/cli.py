@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 import click
-from rich import filesize
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
@@ -39,6 +38,7 @@ from . import matrix as matrix_mod
 from .errors import EXIT_CODES, RocmBuildError
 from .masking import mask_data, mask_url, mask_values
 from .progress import NO_PROGRESS, Progress
+from .sizes import human_size
 
 __all__ = ["main"]
 
@@ -85,10 +85,10 @@ class _CountColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         as_size = "bytes" in str(task.description)
-        done = filesize.decimal(int(task.completed)) if as_size else str(int(task.completed))
+        done = human_size(int(task.completed)) if as_size else str(int(task.completed))
         if task.total is None:
             return Text(done if task.completed else "", style="progress.download")
-        total = filesize.decimal(int(task.total)) if as_size else str(int(task.total))
+        total = human_size(int(task.total)) if as_size else str(int(task.total))
         return Text(f"{done}/{total}", style="progress.download")
 
 
@@ -718,7 +718,7 @@ def bundle_cmd(
             for line in bundle.plan_lines(r):
                 out_console.print(line, markup=False, soft_wrap=True)
         return
-    from .report import PYPI_LIMIT, human_size
+    from .report import PYPI_LIMIT
 
     word = {"bundled": "bundled", "up-to-date": "up to date", "unchanged": "unchanged"}
     for r in results:

@@ -18,6 +18,7 @@ from typing import Any
 from . import bundle, elf, pe
 from .config import Config
 from .errors import RequirementNotMet
+from .sizes import human_size
 from .wheelfile import WheelReader
 
 __all__ = ["PYPI_LIMIT", "InspectResult", "human_size", "inspect_wheel", "render"]
@@ -259,10 +260,6 @@ def _device_code_line(row: dict[str, Any]) -> Iterator[str]:
             f"    device code: {', '.join(row['targets'])}  ({row['offload_bundles']} bundles,"
             f" {row['compressed_bundles']} compressed)"
         )
-
-
-def human_size(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.1f} kB"
 
 
 def render(data: dict[str, Any]) -> Iterator[str]:

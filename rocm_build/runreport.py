@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import sources
 from .config import Config
 from .masking import mask_values
+from .sizes import human_size
 
 if TYPE_CHECKING:
     from .pipeline import StageOutcome
@@ -140,13 +141,7 @@ def collect(
 
 
 def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+    return "?" if n is None else human_size(n)
 
 
 def render_markdown(data: Mapping[str, Any]) -> str:

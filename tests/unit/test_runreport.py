@@ -68,7 +68,7 @@ def test_markdown_of_a_failed_run() -> None:
     assert "torch: https://github.com/pytorch/pytorch.git v2.9.1 at `d38164a545b4`" in text
     assert "patches (2.9): base/0001-fix.patch" in text
     assert "- torchvision: not checked out" in text
-    assert "| torch-2.9.1+rocm6.4.1-cp311-cp311-manylinux_2_28_x86_64.whl | 4.4 GB | `ffff" in text
+    assert "| torch-2.9.1+rocm6.4.1-cp311-cp311-manylinux_2_28_x86_64.whl | 4.7 GB | `ffff" in text
     assert "FAILED: 9 passed, 1 failed, 0 errors, 10 skipped (torch)." in text
     assert "- failed: suite.test_torch::test_arch_flags: differ\n" in text
     assert "| smoke | failed | 20.0 s | a / b |" in text
