@@ -413,7 +413,6 @@ class WheelFacts:
     version: str
     requires: tuple[str, ...]
     targets: tuple[str, ...]  # gfx base names found in code objects, sorted
-    hip_runtime: tuple[str, ...]  # members that NEED libamdhip64
 
 
 def wheel_metadata(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
@@ -480,7 +479,7 @@ def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts
             log.warning(
                 "%s: %s has code objects only for %s", project, member, ", ".join(sorted(have))
             )
-    return WheelFacts(name, version, requires, tuple(sorted(found)), tuple(runtime))
+    return WheelFacts(name, version, requires, tuple(sorted(found)))
 
 
 def pin_requirement(wheel: Path, dep: str, version: str) -> str | None:

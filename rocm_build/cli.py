@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import click
 from rich.console import Console
@@ -41,8 +41,6 @@ from .progress import NO_PROGRESS, Progress
 from .sizes import human_size
 
 __all__ = ["main"]
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODE_HELP = "\b\nExit codes:\n" + "\n".join(
     f"  {code:>3}  {text}" for code, text in sorted(EXIT_CODES.items())
@@ -615,11 +613,6 @@ def show_smoke(result: Any) -> None:
         for line in result.upstream.lines():
             out_console.print(f"  {line}", markup=False)
     out_console.print(f"  log: {result.log_file}", markup=False, soft_wrap=True)
-
-
-def _rocm_dir(cfg: config.Config) -> Path:
-    value = str(cfg["rocm"]) or "/opt/rocm"
-    return (cfg.cwd / value).resolve()
 
 
 @cli.command("bundle")

@@ -75,10 +75,6 @@ class ProjectSpec:
     build_env: tuple[str, ...] = ()  # "NAME=VALUE" set for this project's build
     pin_env: tuple[str, ...] = ()  # "NAME=PROJECT": NAME = the built version of PROJECT
 
-    @property
-    def hipify_at_checkout(self) -> bool:
-        return bool(self.hipify)
-
 
 PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")
 

@@ -35,7 +35,7 @@ import tempfile
 import zipfile
 import zlib
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -561,8 +561,6 @@ class WheelWriter:
         self._fh: BinaryIO = os.fdopen(fd, "w+b")
         self._pool = ThreadPoolExecutor(max_workers=self.workers or os.cpu_count() or 1)
         self._done = False
-        self.bytes_deflated = 0  # new bytes compressed (for reports and the benchmark)
-        self.bytes_copied = 0
 
     # --- context management: an exception discards the temporary file ---------------------------
 
@@ -650,7 +648,6 @@ class WheelWriter:
             digest = reader.verified[name]
             with reader.path.open("rb") as src:
                 _copy_range(src, reader.data_offset(member, src), self._fh, member.compress_size)
-        self.bytes_copied += member.compress_size
         self._entries.append(entry)
         self._records.append(RecordEntry(arcname, digest, member.file_size))
 
@@ -719,7 +716,6 @@ class WheelWriter:
                 out = pending.popleft().result()
                 self._fh.write(out)
                 written += len(out)
-            self.bytes_deflated += total
         if total != size:
             raise BundleError(f"{arcname}: changed while being added ({size} -> {total} bytes)")
         if not zip64 and written >= _ZIP32_LIMIT:
@@ -952,7 +948,3 @@ def consistent_version(file_version: str, metadata: str) -> str:
     if Version(meta) != Version(file_version.replace("_", "-")):
         log.info("version in METADATA (%s) and file name (%s) differ", meta, file_version)
     return meta
-
-
-def iter_members(reader: WheelReader) -> Iterator[Member]:
-    return iter(reader.members)
