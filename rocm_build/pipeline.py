@@ -26,28 +26,13 @@ from . import build as build_mod
 from .config import Config
 from .errors import RocmBuildError
 from .progress import NO_PROGRESS, Progress
+from .runreport import StageOutcome
 
 __all__ = ["STAGES", "StageOutcome", "run_all", "stamp_key"]
 
 log = logging.getLogger(__name__)
 
 STAGES = ("checkout", "build", "bundle", "smoke")
-
-
-@dataclass(frozen=True)
-class StageOutcome:
-    name: str
-    status: str  # "ran" | "skipped" | "failed" | "interrupted" | "not run"
-    seconds: float = 0.0
-    reason: str = ""
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "stage": self.name,
-            "status": self.status,
-            "seconds": round(self.seconds, 1),
-            "reason": self.reason,
-        }
 
 
 #: Called as ``on_stage(stage, event, text)``; event is "start", "skip" or "done".

@@ -13,20 +13,35 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import sources
 from .config import Config
 from .masking import mask_values
 from .sizes import human_size
 
-if TYPE_CHECKING:
-    from .pipeline import StageOutcome
-
-__all__ = ["RunReport", "collect", "render_markdown", "write"]
+__all__ = ["RunReport", "StageOutcome", "collect", "render_markdown", "write"]
 
 JSON_NAME = "run-report.json"
 MARKDOWN_NAME = "run-report.md"
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """How one stage of ``rocm-build all`` ended (made by the pipeline, shown in the report)."""
+
+    name: str
+    status: str  # "ran" | "skipped" | "failed" | "interrupted" | "not run"
+    seconds: float = 0.0
+    reason: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.name,
+            "status": self.status,
+            "seconds": round(self.seconds, 1),
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,62 @@
+"""The package has no import circles: every ``from . import x`` / ``from .x import y`` (also inside
+functions and ``TYPE_CHECKING`` blocks) points from a higher module to a lower one."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "rocm_build"
+
+
+def module_name(path: Path) -> str:
+    parts = ["rocm_build", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_of(path: Path, module: str) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def imported(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that ``path`` imports, by name."""
+    module = module_name(path)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package_of(path, module).split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # "from .a import b": b may be a module of package a, or a name in module a.
+            subs = {f"{target}.{alias.name}" for alias in node.names} & modules
+            names_only = len(subs) < len(node.names)
+            found |= subs | ({target} if names_only or not subs else set())
+    return (found & modules) - {module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    return {module_name(p): imported(p, modules) for p in paths}
+
+
+def test_the_graph_sees_the_package() -> None:
+    graph = import_graph()
+    assert "rocm_build.errors" in graph["rocm_build.proc"]
+    assert "rocm_build.config" in graph["rocm_build.pipeline"]
+    assert "rocm_build.build" in graph["rocm_build.pipeline"]  # from . import build as build_mod
+
+
+def test_no_import_circles() -> None:
+    try:
+        graphlib.TopologicalSorter(import_graph()).prepare()
+    except graphlib.CycleError as err:
+        pytest.fail(f"import circle: {' -> '.join(err.args[1])}")
