@@ -58,9 +58,11 @@ class State:
     quiet: bool = False
     json: bool = False
     debug_traceback: bool = False
+    no_wait: bool = False
 
     def resolve(self, flags: Mapping[str, Any] | None = None) -> config.Config:
         """Resolve the Config for this run and show it (stderr, so --json stays clean)."""
+        flags = {**(flags or {}), "no_wait": True if self.no_wait else None}
         cfg = config.from_environment(flags=flags, config_file=self.config_file)
         if not self.quiet and not self.json:
             show_settings(cfg, only_changed=self.verbose == 0)
@@ -199,6 +201,17 @@ def fail(err: RocmBuildError, *, debug_traceback: bool = False) -> NoReturn:
     sys.exit(err.exit_code)
 
 
+def interrupted() -> NoReturn:
+    """Ctrl-C, SIGTERM or SIGHUP: stop the children, say so in one line, exit 130."""
+    from . import proc
+    from .errors import Interrupted
+
+    proc.ignore_signals()
+    proc.kill_children()
+    how = "Ctrl-C" if proc.interrupted_by() == "SIGINT" else proc.interrupted_by()
+    fail(Interrupted(f"interrupted ({how}); run the same command again to resume"))
+
+
 def parse_pairs(option: str, pairs: tuple[str, ...], key: str) -> dict[str, str]:
     """``('torch=v2.9.1',)`` -> ``{'projects.torch.<key>': 'v2.9.1'}``."""
     out: dict[str, str] = {}
@@ -279,6 +292,8 @@ class Group(click.Group):
         except RocmBuildError as err:
             state = ctx.find_object(State)
             fail(err, debug_traceback=bool(state and state.debug_traceback))
+        except KeyboardInterrupt:
+            interrupted()
 
 
 @click.group(
@@ -295,6 +310,11 @@ class Group(click.Group):
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
 @click.option("--debug-traceback", is_flag=True, help="Show tracebacks for user errors too.")
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Stop at once (exit 13) when another run holds a checkout, patch folder or wheel.",
+)
 @click.pass_context
 def cli(
     ctx: click.Context,
@@ -303,6 +323,7 @@ def cli(
     quiet: bool,
     as_json: bool,
     debug_traceback: bool,
+    no_wait: bool,
 ) -> None:
     """Build PyTorch, torchvision and torchaudio wheels for AMD GPUs.
 
@@ -317,6 +338,7 @@ def cli(
         quiet=quiet,
         json=as_json,
         debug_traceback=debug_traceback,
+        no_wait=no_wait,
     )
     _setup_logging(verbose, quiet or as_json)
 
@@ -1340,13 +1362,21 @@ def all_cmd(
 
 
 def main(argv: list[str] | None = None) -> None:
+    from . import proc
+
+    proc.handle_signals()
     try:
         cli.main(args=argv, prog_name="rocm-build", standalone_mode=True)
     except RocmBuildError as err:  # raised outside a command (e.g. during parsing)
         fail(err)
+    except KeyboardInterrupt:
+        interrupted()
     except SystemExit:
         raise
     except Exception:
         sys.stderr.write(mask_url(traceback.format_exc()))
         err_console.print(f"rocm-build: {EXIT_CODES[70]} (exit code 70)", markup=False)
         sys.exit(70)
+    finally:
+        # Whatever way the run ends, no child outlives it (a failure in a thread included).
+        proc.kill_children()

@@ -89,6 +89,7 @@ def run(
             with_exceptions=check,
             env=dict(env or {}),
             strip_newline_in_stdout=False,
+            **proc.popen_options(),
         )
     except gitpython.GitCommandNotFound as exc:
         msg = "'git' was not found on PATH: install git (Debian: apt-get install git)"
@@ -129,7 +130,7 @@ def _run_streaming(
     log.info("+ git %s  (in %s)", mask_url(shlex.join(args)), repo)
     try:
         process = gitpython.Git(str(repo)).execute(
-            cmd, as_process=True, with_exceptions=False, env=dict(env)
+            cmd, as_process=True, with_exceptions=False, env=dict(env), **proc.popen_options()
         )
     except gitpython.GitCommandNotFound as exc:
         msg = "'git' was not found on PATH: install git (Debian: apt-get install git)"

@@ -3,29 +3,214 @@
 Every command is an argument list, echoed through logging as ``+ cmd`` (the CLI decides whether
 that is shown), optionally teed to a log file, and timed. A non-zero exit raises
 ``CommandFailed`` whose one-line message names the log and whose ``tail`` keeps the last lines.
+
+Children die with rocm-build. Each child (``run`` here, and GitPython's git processes, which get
+``popen_options()``) starts in its own session, so a Ctrl-C on the terminal reaches rocm-build
+alone and rocm-build stops the children itself: ``kill_children()`` sends SIGTERM to each child's
+whole process group, and SIGKILL to what is left after a short grace time. ``handle_signals()``
+turns SIGTERM and SIGHUP into the same ``KeyboardInterrupt`` as Ctrl-C. A SIGKILL of rocm-build
+(an OOM kill) runs no code at all: for that, on Linux, each child also gets a parent-death
+signal (``PR_SET_PDEATHSIG``, SIGKILL), set between fork and exec.
+
+Two facts about that signal shape the code. It fires when the *thread* that started the child
+ends, not the process: ``run`` always waits for its child in the thread that started it, so a
+child never outlives that thread (worker threads of a pool included). And it reaches the direct
+child only; grandchildren (a compiler under ninja) are reached by the group kill, which needs a
+living rocm-build. Setting it needs a ``preexec_fn``, which makes Python fork instead of vfork
+and runs Python code in the child: that is safe here although rocm-build uses threads, because
+CPython re-initialises its runtime in the child before calling it and the function does nothing
+but one libc call through a ctypes function looked up in advance (no import, no lock, no
+logging), and glibc's fork keeps malloc usable in the child.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import logging
 import os
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from .errors import CommandFailed, ToolMissing
 from .masking import mask_url
 
-__all__ = ["Result", "run", "which"]
+__all__ = [
+    "Result",
+    "handle_signals",
+    "ignore_signals",
+    "interrupted_by",
+    "kill_children",
+    "popen_options",
+    "run",
+    "which",
+]
 
 log = logging.getLogger(__name__)
 
 TAIL_LINES = 40
+#: Seconds children get between SIGTERM and SIGKILL when rocm-build stops them.
+GRACE = 2.0
+
+_PR_SET_PDEATHSIG = 1
+_lock = threading.Lock()
+_running: dict[int, subprocess.Popen[Any]] = {}  # pid (= its process group) -> child
+_started_others = False  # popen_options() was handed out: scan /proc for children too
+_signal_name = ""
+
+
+def _load_prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, between fork and exec: SIGKILL me when my parent's thread ends."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def popen_options() -> dict[str, Any]:
+    """``Popen`` keyword arguments that make a child die with rocm-build (see the module doc).
+
+    For process starters other than ``run`` (GitPython); ``kill_children`` finds those
+    children through ``/proc``."""
+    global _started_others
+    _started_others = True
+    return _options()
+
+
+def _options() -> dict[str, Any]:
+    options: dict[str, Any] = {"start_new_session": True}
+    if _prctl is not None:
+        options["preexec_fn"] = functools.partial(_die_with_parent, os.getpid())
+    return options
+
+
+def _popen(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    child: subprocess.Popen[Any] = subprocess.Popen(argv, **kwargs, **_options())
+    with _lock:
+        _running[child.pid] = child
+    return child
+
+
+def _finish(child: subprocess.Popen[Any]) -> None:
+    """After ``child`` was waited for, or on the way out of an exception: stop its group."""
+    if child.returncode is None:
+        _stop_groups([child.pid])
+    with _lock:
+        _running.pop(child.pid, None)
+
+
+def _proc_children() -> list[int]:
+    """Direct children of this process (Linux ``/proc``), for those GitPython started."""
+    me = os.getpid()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[1]) == me and fields[0] not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    child = _running.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    # Each child leads its own group (its own session); one started otherwise gets the signal
+    # alone rather than rocm-build's whole group.
+    with contextlib.suppress(OSError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+
+def _stop_groups(pids: Sequence[int], grace: float = GRACE) -> None:
+    for pid in pids:
+        _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pid in pids:
+        # Also the group's other members (a compiler under make) that outlived their leader.
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def kill_children(grace: float = GRACE) -> None:
+    """Stop every child still running, with its process group: SIGTERM, then SIGKILL."""
+    with _lock:
+        pids = set(_running)
+    if _started_others:
+        pids.update(_proc_children())
+    if pids:
+        log.debug("stopping %d child process(es)", len(pids))
+        _stop_groups(sorted(pids), grace)
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    global _signal_name
+    _signal_name = signal.Signals(signum).name
+    raise KeyboardInterrupt
+
+
+def handle_signals() -> None:
+    """SIGTERM and SIGHUP stop a run the way Ctrl-C does (``KeyboardInterrupt``)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+
+
+def ignore_signals() -> None:
+    """While rocm-build stops its children after an interrupt, a second Ctrl-C changes nothing."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def interrupted_by() -> str:
+    """The signal that interrupted the run: 'SIGTERM', 'SIGHUP', or 'SIGINT' (Ctrl-C)."""
+    return _signal_name or "SIGINT"
 
 
 @dataclass(frozen=True)
@@ -85,7 +270,7 @@ def run(
             with log_file.open("a", encoding="utf-8", errors="replace") as fh:
                 fh.write(f"+ {shown}\n")
                 fh.flush()
-                proc = subprocess.Popen(
+                child = _popen(
                     argv,
                     cwd=cwd,
                     env=full_env,
@@ -95,41 +280,44 @@ def run(
                     text=True,
                     errors="replace",
                 )
-                if input_text is not None and proc.stdin is not None:
-                    proc.stdin.write(input_text)
-                    proc.stdin.close()
-                assert proc.stdout is not None
-                chunks: list[str] = []
-                for line in proc.stdout:
-                    shown_line = mask_url(line)  # a child may print a URL with its credential
-                    fh.write(shown_line)
-                    tail.append(shown_line.rstrip("\n"))
-                    if on_line is not None:
-                        on_line(line)
-                    if capture:
-                        chunks.append(line)
-                returncode = proc.wait()
-                proc.stdout.close()
+                try:
+                    if input_text is not None and child.stdin is not None:
+                        child.stdin.write(input_text)
+                        child.stdin.close()
+                    assert child.stdout is not None
+                    chunks: list[str] = []
+                    for line in child.stdout:
+                        shown_line = mask_url(line)  # a child may print a URL with its credential
+                        fh.write(shown_line)
+                        tail.append(shown_line.rstrip("\n"))
+                        if on_line is not None:
+                            on_line(line)
+                        if capture:
+                            chunks.append(line)
+                    returncode = child.wait()
+                    child.stdout.close()
+                finally:
+                    _finish(child)
                 stdout = "".join(chunks)
         else:
-            completed = subprocess.run(
+            child = _popen(
                 argv,
                 cwd=cwd,
                 env=full_env,
-                input=input_text,
-                stdin=None if input_text is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if capture else None,
                 stderr=subprocess.PIPE if capture else None,
                 text=True,
                 errors="replace",
-                check=False,
             )
-            returncode = completed.returncode
-            stdout = completed.stdout or ""
+            try:
+                out, err = child.communicate(input_text)
+            finally:
+                _finish(child)
+            returncode = child.returncode
+            stdout = out or ""
             if capture:
-                tail.extend(
-                    mask_url(ln) for ln in (completed.stderr or "").splitlines()[-TAIL_LINES:]
-                )
+                tail.extend(mask_url(ln) for ln in (err or "").splitlines()[-TAIL_LINES:])
     except KeyboardInterrupt:
         raise
     except OSError as exc:
