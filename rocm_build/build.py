@@ -30,7 +30,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import arch, dist, elf, proc
+from . import arch, dist, elf, locks, proc, tempfiles
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import Config, ProjectSpec
 from .errors import BuildFailed, CommandFailed, ConfigError, ToolMissing
@@ -202,6 +202,7 @@ class BuildPlan:
     pip_args: tuple[str, ...]
     cache: str  # "ccache", "sccache" or "none"
     force: bool = False  # rebuild projects whose inputs did not change
+    no_wait: bool = False  # Locked instead of waiting for an output wheel another run writes
 
     @property
     def report_path(self) -> Path:
@@ -279,7 +280,7 @@ def plan_from_config(
         no_index=bool(cfg["build.no_index"]),
         force=bool(cfg["build.force"]),
     )
-    return plan, compiler_cache
+    return replace(plan, no_wait=bool(cfg["no_wait"])), compiler_cache
 
 
 def plan_build(
@@ -729,12 +730,13 @@ def _one_wheel(step: ProjectStep) -> Path:
     return wheels[0]
 
 
-def _place(wheel: Path, output_dir: Path) -> Path:
-    output_dir.mkdir(parents=True, exist_ok=True)
+def _place(wheel: Path, output_dir: Path, *, no_wait: bool = False) -> Path:
+    """Copy the built wheel into the output folder, under the wheel's lock, atomically."""
+    tempfiles.check_folder(output_dir)
+    tempfiles.sweep(output_dir)
     dest = output_dir / wheel.name
-    tmp = output_dir / f".{wheel.name}.tmp"
-    shutil.copyfile(wheel, tmp)
-    tmp.replace(dest)
+    with locks.hold(dest, f"the wheel {dest}", no_wait=no_wait):
+        tempfiles.atomic_copy(wheel, dest)
     return dest
 
 
@@ -914,7 +916,7 @@ def execute(plan: BuildPlan, progress: Progress = NO_PROGRESS) -> BuildResult:
             if change:
                 log.warning("%s: its build did not pin %s; set %s", step.name, dep, change)
                 pinned.append(change)
-        dest = _place(wheel, plan.output_dir)
+        dest = _place(wheel, plan.output_dir, no_wait=plan.no_wait)
         if step.install_after:
             _pip(
                 plan,

@@ -23,6 +23,7 @@ Rules (see the README's "Fat wheels" section):
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -42,7 +43,7 @@ from typing import Any, Literal, Protocol
 
 from packaging.utils import canonicalize_name
 
-from . import __version__, arch, elf, elfpatch, pe, proc, wheelfile
+from . import __version__, arch, elf, elfpatch, faults, locks, pe, proc, tempfiles, wheelfile
 from .config import Config, ProjectSpec
 from .errors import BundleError, ConfigError, RocmBuildError, RocmTreeError
 from .progress import NO_PROGRESS, Progress
@@ -851,15 +852,26 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
         and m.name not in regenerated
     ]
     task = f"{out.name}: bytes bundled"
-    progress.start(
-        task,
+    total = (
         sum(extracted[m.name].stat().st_size if m.name in changes else m.compress_size
             for m in copied)
         + sum(Path(lib.source).stat().st_size for lib in plan.libraries)
-        + sum(Path(d.source).stat().st_size for d in plan.data),
+        + sum(Path(d.source).stat().st_size for d in plan.data)
     )  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix=".rocm-build-", dir=out.parent) as scratch, \
+    progress.start(task, total)
+    writers: list[WheelWriter] = []
+
+    def needed() -> int:
+        """About the new wheel's size (for a full disk's message): the bytes still to come
+        shrink as the ones written so far did."""
+        w = writers[0] if writers else None
+        return int(total * (w.bytes_out / w.bytes_in if w and w.bytes_in else 1))
+
+    with tempfiles.writing(out, needed=needed), \
+            tempfiles.folder(out.parent, f"{out.name}.scratch") as scratch, \
             WheelWriter(out, dist_info, level=level) as writer:  # fmt: skip
+        writers.append(writer)
+        faults.point("bundle.writer-open")
         methods: dict[str, str] = {}
         later: list[str] = []
         for m in reader.members:
@@ -873,9 +885,11 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
                     m.mode or 0o755,
                 )  # fmt: skip
                 progress.advance(task, extracted[m.name].stat().st_size)
+                faults.point("bundle.member-patched")
             else:
                 writer.copy_member(reader, m.name)
                 progress.advance(task, m.compress_size)
+                faults.point("bundle.member-copied")
         for lib in plan.libraries:
             src = Path(lib.source)
             methods[lib.arcname] = _stream_elf(
@@ -885,15 +899,19 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
                 stub = _alias_stub(linkers, src, alias, Path(scratch))
                 arc = posixpath.join(plan.lib_dir, alias)
                 methods[arc] = _stream_elf(writer, arc, stub, "$ORIGIN", Path(scratch), 0o755)
+                faults.point("bundle.alias")
             progress.advance(task, src.stat().st_size)
+            faults.point("bundle.library")
         for data in plan.data:
             writer.add_file(data.arcname, Path(data.source), 0o644)
             progress.advance(task, Path(data.source).stat().st_size)
+            faults.point("bundle.data")
         provenance = {**provenance, "rpath_edits": methods}
         writer.add_bytes(
             plan.provenance_arcname,
             (json.dumps(provenance, indent=1, sort_keys=True) + "\n").encode(),
         )
+        faults.point("bundle.provenance")
         for name in later:
             base = name[len(dist_info) + 1 :]
             if base == "METADATA":
@@ -911,7 +929,9 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
             else:
                 writer.copy_member(reader, name)
                 progress.advance(task, reader.member(name).compress_size)
+            faults.point("bundle.dist-info")
         writer.commit()
+    faults.point("bundle.committed")
     progress.done(task)
     log.info("ELF search paths: %s", _count(methods.values()))
     return out
@@ -1082,6 +1102,7 @@ def bundle_wheel(
     system_libs: Sequence[str] = ("*",),
     rocm_libs: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    no_wait: bool = False,
 ) -> BundleResult:
     """Bundle one wheel (see the module docstring); a no-op when its output is up to date.
 
@@ -1090,8 +1111,10 @@ def bundle_wheel(
     (patterns): libraries that may come from the build machine's folders (``LD_LIBRARY_PATH``
     of ``env``, ld.so.conf, the defaults) when the tree lacks them; ``rocm_libs`` (patterns),
     the ``dlopen_patterns`` and the names of the tree's own libraries never may.
+    The output wheel is written under its lock (``no_wait``: ``Locked`` if another run has it).
     """
     start = time.monotonic()
+    faults.point("bundle.start")
     wheel = wheel.resolve()
     with reading("the ROCm tree"):
         _check_tree(rocm)
@@ -1119,11 +1142,12 @@ def bundle_wheel(
     with reading("the ROCm tree's library folders"):
         lib_dirs = tree_lib_dirs(rocm)
     index = LibraryIndex(lib_dirs, system_dirs if system_dirs is not None else [], guard)
+    scratch_parent = output_dir if output_dir.is_dir() else Path(tempfile.gettempdir())
     with (
+        tempfiles.writing(output_dir / wheel.name, doing="extracting the libraries of"),
         WheelReader(wheel) as reader,
-        tempfile.TemporaryDirectory(
-            prefix=".rocm-build-extract-", dir=output_dir if output_dir.exists() else None
-        ) as tmp,
+        tempfiles.folder(scratch_parent, f"{wheel.name}.extract") as tmp,
+        contextlib.ExitStack() as held,
     ):
         extracted: dict[str, Path] = {}
         elves: dict[str, elf.ElfInfo] = {}
@@ -1141,6 +1165,7 @@ def bundle_wheel(
                 extracted[m.name], elves[m.name] = dest, info
             else:
                 dest.unlink()
+            faults.point("bundle.extracted")
         like = next(iter(elves.values()), None)
         if not targets:
             # default: the targets the wheel's own device code was built for
@@ -1190,6 +1215,14 @@ def bundle_wheel(
             return BundleResult(
                 str(wheel), str(out), "planned", time.monotonic() - start, plan.summary()
             )
+        faults.point("bundle.planned")
+        held.enter_context(locks.hold(out, f"the wheel {out}", no_wait=no_wait))
+        faults.point("bundle.locked")
+        # Another run may have written this very output while this one waited for the lock.
+        if out.exists() and (
+            existing := _up_to_date(wheel, output_dir, f"{top}/{PROVENANCE}", fingerprint)
+        ):
+            return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
         if not plan.changes_content and str(out_name) == wheel.name:
             reader.verify_all()  # handed on as it is: its RECORD must be right
             if out.resolve() == wheel:
@@ -1292,10 +1325,7 @@ def _shallow(plan: BundlePlan) -> dict[str, Any]:
 
 
 def _atomic_copy(src: Path, dest: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
-    shutil.copyfile(src, tmp)
-    Path(tmp).replace(dest)
+    tempfiles.atomic_copy(src, dest)
 
 
 def _rocm_version(rocm: Path) -> str:
@@ -1344,6 +1374,11 @@ def bundle_many(
     allow_outside = [cfg.cwd / str(a) for a in cfg["bundle.allow_outside"]]
     system_libs = [str(p) for p in cfg["bundle.system_libs"]]
     rocm_libs = [str(p) for p in cfg["bundle.rocm_libs"]]
+    no_wait = bool(cfg["no_wait"])
+    if not dry_run:
+        tempfiles.check_folder(output_dir)
+        tempfiles.sweep(output_dir)
+        faults.point("bundle.swept")
     results: list[BundleResult] = []
     for wheel in sorted(wheels, key=order):
         name = WheelName.parse(wheel.name)
@@ -1351,7 +1386,7 @@ def bundle_many(
             result = bundle_windows(
                 wheel, rocm=rocm, output_dir=output_dir, targets=targets,
                 dlopen_patterns=dlopen_patterns, data_trees=data_trees, level=level,
-                dry_run=dry_run, allow_outside=allow_outside,
+                dry_run=dry_run, allow_outside=allow_outside, no_wait=no_wait,
             )  # fmt: skip
             results.append(result)
             continue
@@ -1376,7 +1411,9 @@ def bundle_many(
             system_libs=system_libs,
             rocm_libs=rocm_libs,
             env=cfg.env,
+            no_wait=no_wait,
         )
+        faults.point("bundle.done")
         if is_torch and not dry_run:
             torch = TorchWheel.read(Path(result.output), project_dir)
         results.append(result)
@@ -1394,6 +1431,7 @@ def bundle_windows(
     level: int = 6,
     dry_run: bool = False,
     allow_outside: Sequence[Path] = (),
+    no_wait: bool = False,
 ) -> BundleResult:
     """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
     names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
@@ -1430,7 +1468,8 @@ def bundle_windows(
     if arcname in members:
         out = output_dir / wheel.name
         if out.resolve() != wheel:
-            _atomic_copy(wheel, out)
+            with locks.hold(out, f"the wheel {out}", no_wait=no_wait):
+                _atomic_copy(wheel, out)
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
 
@@ -1466,7 +1505,7 @@ def bundle_windows(
         shown = _delvewheel("show", wheel, dirs, sorted(in_tree), *include).stdout
         plan = {"platform": "windows", "targets": list(targets), "delvewheel_show": shown}
         return BundleResult(str(wheel), "", "planned", time.monotonic() - start, plan)
-    with tempfile.TemporaryDirectory(prefix=".rocm-build-delvewheel-", dir=output_dir) as tmp:
+    with tempfiles.folder(output_dir, f"{wheel.name}.delvewheel") as tmp:
         _delvewheel("repair", wheel, dirs, sorted(in_tree), *include, "-w", tmp)
         produced = sorted(Path(tmp).glob("*.whl"))
         if not produced:
@@ -1515,7 +1554,11 @@ def bundle_windows(
                 + [_stat(Path(d.source)) for d in data],
             }
             record = f"{repaired.dist_info}/RECORD"
-            with WheelWriter(out, repaired.dist_info, level=level) as writer:
+            with (
+                locks.hold(out, f"the wheel {out}", no_wait=no_wait),
+                tempfiles.writing(out, needed=produced[0].stat().st_size),
+                WheelWriter(out, repaired.dist_info, level=level) as writer,
+            ):
                 for m in repaired.members:
                     if m.name != record and not m.is_dir:
                         writer.copy_member(repaired, m.name)

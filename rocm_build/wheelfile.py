@@ -22,6 +22,7 @@ size of the wheel.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import hashlib
 import io
@@ -31,7 +32,6 @@ import posixpath
 import re
 import stat
 import struct
-import tempfile
 import zipfile
 import zlib
 from collections import deque
@@ -50,7 +50,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from . import rawdeflate
+from . import faults, rawdeflate, tempfiles
 from .errors import BundleError, FileAccessError, UnsafeInput
 
 __all__ = [
@@ -554,13 +554,15 @@ class WheelWriter:
     def __post_init__(self) -> None:
         self.final_path = Path(self.final_path)
         self.final_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.final_path.name}.", suffix=".tmp", dir=self.final_path.parent
-        )
-        self._tmp = Path(tmp)
+        # Named and locked so that the next run removes it if this one is killed (tempfiles).
+        fd, self._tmp = tempfiles.create_file(self.final_path)
         self._fh: BinaryIO = os.fdopen(fd, "w+b")
         self._pool = ThreadPoolExecutor(max_workers=self.workers or os.cpu_count() or 1)
         self._done = False
+        # Member bytes consumed, and written for them so far: their ratio estimates how large
+        # the finished wheel will be (a full disk's message says how much space it needs).
+        self.bytes_in = 0
+        self.bytes_out = 0
 
     # --- context management: an exception discards the temporary file ---------------------------
 
@@ -573,9 +575,11 @@ class WheelWriter:
 
     def abort(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if not self._fh.closed:
-            self._fh.close()
+        # Unlink first: closing flushes the buffer, which fails again on a full disk.
         self._tmp.unlink(missing_ok=True)
+        if not self._fh.closed:
+            with contextlib.suppress(OSError):
+                self._fh.close()
 
     # --- members ---------------------------------------------------------------------------------
 
@@ -648,6 +652,8 @@ class WheelWriter:
             digest = reader.verified[name]
             with reader.path.open("rb") as src:
                 _copy_range(src, reader.data_offset(member, src), self._fh, member.compress_size)
+        self.bytes_in += member.compress_size
+        self.bytes_out += member.compress_size
         self._entries.append(entry)
         self._records.append(RecordEntry(arcname, digest, member.file_size))
 
@@ -688,9 +694,11 @@ class WheelWriter:
                 crc = rawdeflate.crc32(block, crc)
                 self._fh.write(block)
                 total += len(block)
+                self.bytes_in += len(block)
+                self.bytes_out += len(block)
             written = total
         else:
-            pending: deque[Future[bytes | bytearray]] = deque()
+            pending: deque[tuple[Future[bytes | bytearray], int]] = deque()
             in_flight = 2 * (self.workers or os.cpu_count() or 1)
             prev = b""
             block = src.read(DEFLATE_CHUNK)
@@ -700,22 +708,21 @@ class WheelWriter:
                 crc = rawdeflate.crc32(block, crc)
                 total += len(block)
                 pending.append(
-                    self._pool.submit(rawdeflate.compress, block, self.level, not nxt, prev)
+                    (
+                        self._pool.submit(rawdeflate.compress, block, self.level, not nxt, prev),
+                        len(block),
+                    )
                 )
                 prev = block
                 while len(pending) >= in_flight:
-                    out = pending.popleft().result()
-                    self._fh.write(out)
-                    written += len(out)
+                    written += self._write_deflated(*pending.popleft())
                 block = nxt
             if total == 0:
                 out = rawdeflate.compress(b"", self.level, True)
                 self._fh.write(out)
                 written += len(out)
             while pending:
-                out = pending.popleft().result()
-                self._fh.write(out)
-                written += len(out)
+                written += self._write_deflated(*pending.popleft())
         if total != size:
             raise BundleError(f"{arcname}: changed while being added ({size} -> {total} bytes)")
         if not zip64 and written >= _ZIP32_LIMIT:
@@ -733,6 +740,13 @@ class WheelWriter:
         self._entries.append(entry)
         self._records.append(RecordEntry(arcname, record_hash(digest.digest()), size))
 
+    def _write_deflated(self, job: Future[bytes | bytearray], consumed: int) -> int:
+        out = job.result()
+        self._fh.write(out)
+        self.bytes_in += consumed
+        self.bytes_out += len(out)
+        return len(out)
+
     # --- finish ----------------------------------------------------------------------------------
 
     def commit(self) -> Path:
@@ -745,12 +759,22 @@ class WheelWriter:
         cd_end = self._fh.tell()
         self._write_end(cd_start, cd_end - cd_start)
         self._fh.flush()
+        faults.point("wheel.commit.written")
         os.fsync(self._fh.fileno())
-        self._fh.close()
         self._pool.shutdown(wait=True)
         self._tmp.chmod(0o644)
+        faults.point("wheel.commit.synced")
         self._tmp.replace(self.final_path)
         self._done = True
+        # The folder's entry too, so that a power cut after this keeps the new wheel.
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(self.final_path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        self._fh.close()  # releases the lock on the (renamed) file
+        faults.point("wheel.commit.renamed")
         return self.final_path
 
     def _record_text(self, record_name: str) -> str:

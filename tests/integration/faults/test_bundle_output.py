@@ -1,0 +1,145 @@
+"""The output side of bundle: two runs on one wheel (the lock), and an output folder that is a
+file, is read-only, or fills up while the wheel is written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import Bundler, check_wheel, strays
+
+pytestmark = pytest.mark.slow
+
+
+class Stepper:
+    """Runs a process step by step through its fault points: ``RB_FAULT_LOG`` is a FIFO, so the
+    process blocks at each point until the test reads the line it writes there."""
+
+    def __init__(self, fifo: Path) -> None:
+        self.fifo = fifo
+        os.mkfifo(fifo)
+        self.keep: int | None = None
+
+    def until(self, name: str, timeout: float = 120) -> None:
+        """Let the process run until it reaches ``name``; it then waits at its next point."""
+        found = threading.Event()
+
+        def read() -> None:
+            while not found.is_set():
+                with self.fifo.open(encoding="utf-8") as fh:  # blocks until a point opens it
+                    if name in fh.read().split():
+                        found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        assert found.wait(timeout), f"the process never reached {name}"
+
+    def release(self) -> None:
+        """Let the process run to its end (a reader that stays keeps the FIFO from blocking)."""
+        self.keep = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
+
+    def close(self) -> None:
+        if self.keep is not None:
+            os.close(self.keep)
+
+
+def test_second_bundle_of_the_same_wheel_waits_or_stops(bundler: Bundler, tmp_path: Path) -> None:
+    stepper = Stepper(tmp_path / "points")
+    first = bundler.start(RB_FAULT_LOG=str(stepper.fifo))
+    second: subprocess.Popen[str] | None = None
+    try:
+        # The first run holds the wheel's lock and is writing the wheel's temporary file.
+        stepper.until("bundle.writer-open")
+        [partial] = [n for n in strays(bundler.out) if ".whl.rocm-build-" in n]
+        assert f".rocm-build-{first.pid}-" in partial
+
+        stopped = bundler.run("--no-wait")
+        assert stopped.returncode == 13, stopped.stderr
+        assert f"in use by rocm-build pid {first.pid}" in stopped.stderr
+        assert "Traceback" not in stopped.stderr
+        # The second run's clean-up did not touch the live run's temporary file.
+        assert partial in strays(bundler.out)
+
+        second = bundler.start()
+        assert second.stderr is not None
+        waited = second.stderr.readline()
+        assert "waiting for the wheel" in waited
+        assert f"pid {first.pid}" in waited
+        assert second.poll() is None
+        stepper.release()
+        first.communicate(timeout=120)
+        assert first.returncode == 0
+        out, err = second.communicate(timeout=120)
+        assert second.returncode == 0, err
+        assert "up to date" in out  # the first run's output, re-checked under the lock
+    finally:
+        stepper.close()
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    [wheel] = sorted(bundler.out.glob("*.whl"))
+    check_wheel(wheel)
+    assert strays(bundler.out) == []
+
+
+def test_output_folder_that_is_a_file(bundler: Bundler) -> None:
+    bundler.out.write_text("not a folder\n")
+    res = bundler.run()
+    assert res.returncode == 14, res.stderr
+    assert "is a file, not a folder" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def _mount(args: list[str]) -> None:
+    try:
+        subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot mount here (needs root and mount rights): {exc}")
+
+
+@pytest.fixture
+def mounts() -> Iterator[list[Path]]:
+    mounted: list[Path] = []
+    yield mounted
+    for point in reversed(mounted):
+        subprocess.run(["umount", str(point)], check=False)
+
+
+def test_read_only_output_folder(bundler: Bundler, tmp_path: Path, mounts: list[Path]) -> None:
+    bundler.out.mkdir()
+    _mount(["--bind", "-o", "ro", str(bundler.out), str(bundler.out)])
+    mounts.append(bundler.out)
+    res = bundler.run()
+    assert res.returncode == 14, res.stderr
+    assert f"cannot write to {bundler.out} (Read-only file system)" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_disk_full_keeps_the_previous_wheel(
+    bundler: Bundler, tmp_path: Path, mounts: list[Path]
+) -> None:
+    # The bundled wheel is about 8 MB; the folder holds 3 MB and a previous (small) wheel.
+    bundler.out.mkdir()
+    _mount(["-t", "tmpfs", "-o", "size=3m", "tmpfs", str(bundler.out)])
+    mounts.append(bundler.out)
+    name = "hipext-1.0.0-cp311-cp311-manylinux_2_35_x86_64.whl"
+    previous = bundler.out / name
+    shutil.copyfile(bundler.wheel, previous)
+    before = previous.read_bytes()
+
+    res = bundler.run()
+    assert res.returncode == 14, res.stderr
+    assert "Traceback" not in res.stderr
+    line = " ".join(res.stderr.split())
+    assert f"no space left in {bundler.out} while writing {name}" in line
+    assert " MB needed, " in line
+    assert " MB free)" in line
+    assert previous.read_bytes() == before
+    check_wheel(previous)
+    assert strays(bundler.out) == []
