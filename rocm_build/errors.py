@@ -165,5 +165,5 @@ EXIT_CODES: dict[int, str] = {
         "an input wheel or archive is unsafe or malformed (member names, symlinks, RECORD)"
     ),
     70: "internal error: a bug in rocm-build, please report it with the traceback",
-    Interrupted.exit_code: "interrupted (Ctrl-C); run the same command again to resume",
+    Interrupted.exit_code: "interrupted (Ctrl-C or SIGTERM); run the same command again to resume",
 }
