@@ -256,6 +256,7 @@ SETTINGS: Mapping[str, Setting] = {
     "output_dir": Setting(str, "built and bundled wheels"),
     "work_dir": Setting(str, "logs, reports, the build environment"),
     "jobs": Setting(int, "parallel compile jobs; 0 = from cores and memory", min=0),
+    "no_wait": Setting(bool, "stop (exit 13) instead of waiting for another run's lock"),
     "checkout.depth": Setting(int, "history depth; 0 = full history", min=0),
     "checkout.jobs": Setting(int, "parallel submodule fetches", min=1),
     "checkout.hipify": Setting(bool, "run the project's hipify step"),
