@@ -197,9 +197,13 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
 
 
 def handle_signals() -> None:
-    """SIGTERM and SIGHUP stop a run the way Ctrl-C does (``KeyboardInterrupt``)."""
+    """SIGTERM and SIGHUP stop a run the way Ctrl-C does (``KeyboardInterrupt``).
+
+    A signal the caller ignores stays ignored: ``nohup rocm-build all &`` keeps running when
+    its terminal closes."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _on_signal)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _on_signal)
 
 
 def ignore_signals() -> None:
