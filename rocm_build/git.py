@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc
+from . import faults, proc
 from .errors import CommandFailed, ConfigError, FetchError, PatchConflict, ToolMissing
 from .masking import mask_url
 from .progress import NO_PROGRESS, Progress
@@ -245,6 +245,7 @@ def tag_commit(repo: Path, tag: str) -> str | None:
 def set_tag(repo: Path, tag: str, rev: str = "HEAD") -> None:
     # Lightweight tags: no identity needed, and they never reach a remote we do not push to.
     run(repo, "tag", "-f", tag, rev)
+    faults.point("git.tagged")
 
 
 def init(repo: Path, origin: str) -> None:
@@ -574,7 +575,9 @@ def commit_all(repo: Path, message: str, *, date: str) -> bool:
     if run(repo, "diff", "--cached", "--quiet", check=False).status == 0:
         return False
     env = {**IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    faults.point("git.before-commit")
     run(repo, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", message, env=env)
+    faults.point("git.committed")
     return True
 
 

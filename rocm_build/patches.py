@@ -11,6 +11,7 @@ Layout under ``<patches-dir>/<patchset>/<project-subfolder>/``::
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import git
+from . import faults, git, journal
 from .errors import ConfigError, PatchConflict, RocmBuildError
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "SaveResult",
     "apply_series",
     "list_series",
+    "recover",
     "save",
     "series_root",
 ]
@@ -107,10 +109,16 @@ def apply_series(src: Path, project: str, repo: str, patches: Sequence[PatchFile
             "submodule; fix the folder name or remove the series"
         )
         raise ConfigError(msg)
-    mails = [_mails_in(p, where) for p in patches]
-    failure = git.am(target, [p.path for p in patches])
-    if failure is not None:
-        raise git.conflict(_file_of_mail(patches, mails, failure.index).path, where, failure)
+    for p in patches:
+        _mails_in(p, where)  # every file is a patch, before any is applied
+    before = git.head(target)
+    # One `git am` per file: a kill between two leaves whole commits, each a step to resume.
+    for patch in patches:
+        failure = git.am(target, [patch.path])
+        if failure is not None:
+            git.run(target, "reset", "-q", "--hard", before)
+            raise git.conflict(patch.path, where, failure)
+        faults.point("checkout.patch-applied")
     log.info("applied %d patch(es) to %s", len(patches), where)
 
 
@@ -135,16 +143,6 @@ def _mails_in(patch: PatchFile, where: str) -> int:
         "remove the file, or restore it (`rocm-build save-patches` writes a whole series)"
     )
     raise PatchConflict(msg)
-
-
-def _file_of_mail(patches: Sequence[PatchFile], mails: Sequence[int], index: int) -> PatchFile:
-    """The file holding git am's ``index``-th (0-based) mail."""
-    seen = 0
-    for patch, count in zip(patches, mails, strict=True):
-        seen += count
-        if index < seen:
-            return patch
-    return patches[-1]
 
 
 @dataclass(frozen=True)
@@ -194,10 +192,12 @@ def save(src: Path, repos: Sequence[str], root: Path) -> SaveResult:
     """Write the series of ``src`` (``"."`` and each submodule path in ``repos``) to ``root``.
 
     The new series is built in a staging folder beside ``root``; if it equals what is there,
-    nothing is touched; otherwise it is swapped in, so a failure leaves the old series."""
+    nothing is touched; otherwise it is swapped in (``_swap_in``), so that at every instant
+    ``root`` is the whole old series or the whole new one. The caller holds the patch folder's
+    lock."""
     root.parent.mkdir(parents=True, exist_ok=True)
+    recover(root)
     staging = root.parent / f".{root.name}.new-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
     try:
         counts: dict[str, int] = {}
         for repo in repos:
@@ -206,6 +206,7 @@ def save(src: Path, repos: Sequence[str], root: Path) -> SaveResult:
                 _warn_pointer_changes(target, rev_range)
                 out = staging if repo == "." else staging / repo
                 written = git.format_patch(target, rev_range, out / stage)
+                faults.point("save-patches.after-format-patch")
                 if written:
                     counts[f"{repo}/{stage}"] = len(written)
         new = _read_tree(staging)
@@ -222,20 +223,75 @@ def save(src: Path, repos: Sequence[str], root: Path) -> SaveResult:
                 shutil.copy2(root / rel, dest)
         _prune_empty(staging)
         empty = not any(staging.rglob("*"))
-        if root.exists():
-            old_dir = root.parent / f".{root.name}.old-{os.getpid()}"
-            shutil.rmtree(old_dir, ignore_errors=True)
-            root.rename(old_dir)
-            if not empty:
-                staging.rename(root)
-            shutil.rmtree(old_dir)
-        elif not empty:
-            staging.rename(root)
+        faults.point("save-patches.staged")
+        _swap_in(staging, root, empty=empty)
+        faults.point("save-patches.swapped")
         shutil.rmtree(staging, ignore_errors=True)
         return SaveResult(root, changed=True, counts=counts, removed=empty)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _swap_file(root: Path) -> Path:
+    return root.parent / f".{root.name}.swap.json"
+
+
+def _swap_in(staging: Path, root: Path, *, empty: bool) -> None:
+    """Make ``staging`` the series at ``root`` in one atomic step, where the system allows.
+
+    - no series yet: one rename; no series any more: one rename away, then removal;
+    - else ``renameat2(RENAME_EXCHANGE)`` swaps the two folders at once and the old series,
+      now under the staging name, is removed (a kill before that leaves a staging folder the
+      next run removes);
+    - where the exchange is not supported: two renames, with the intent written first, so
+      that the next run (``recover``) completes a swap a kill cut in half."""
+    old = root.parent / f".{root.name}.old-{os.getpid()}"
+    if not root.exists():
+        if not empty:
+            staging.rename(root)
+        return
+    if empty:
+        root.rename(old)
+        faults.point("save-patches.removed")
+        shutil.rmtree(old)
+        return
+    if journal.exchange(staging, root):
+        faults.point("save-patches.exchanged")
+        shutil.rmtree(staging)
+        return
+    journal.write_json(_swap_file(root), {"root": root.name, "new": staging.name, "old": old.name})
+    faults.point("save-patches.swap-journaled")
+    root.rename(old)
+    faults.point("save-patches.half-swapped")
+    staging.rename(root)
+    _swap_file(root).unlink()
+    faults.point("save-patches.swap-done")
+    shutil.rmtree(old)
+
+
+def recover(root: Path) -> None:
+    """Finish what a killed save-patches left beside ``root``: complete a half-done two-rename
+    swap, remove staging and old folders. The caller holds the patch folder's lock."""
+    record = _swap_file(root)
+    if record.is_file():
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+            new = root.parent / str(data["new"])
+            old = root.parent / str(data["old"])
+        except (OSError, ValueError, KeyError, TypeError):
+            data = None
+        if data is not None and not root.exists():
+            # The old series was moved away: finish the swap with the new one if it is whole
+            # (it was complete before the intent was written), else put the old one back.
+            if new.is_dir():
+                new.rename(root)
+            elif old.is_dir():
+                old.rename(root)
+            log.info("completed the swap of %s that an interrupted save-patches began", root)
+        record.unlink(missing_ok=True)
+    for prefix in (f".{root.name}.new-", f".{root.name}.old-"):
+        journal.remove_stale(root.parent, prefix)
 
 
 def _warn_pointer_changes(repo: Path, rev_range: str) -> None:

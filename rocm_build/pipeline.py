@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, arch, bundle, config, dist, runreport, smoke, sources
+from . import __version__, arch, bundle, config, dist, faults, runreport, smoke, sources
 from . import build as build_mod
 from .config import Config
 from .errors import RocmBuildError
@@ -181,6 +181,7 @@ def _stage(
     run: _Run, name: str, key: str | None, work: Callable[[], tuple[list[Path], dict[str, Any]]]
 ) -> tuple[list[Path], dict[str, Any]]:
     """Run one stage unless its stamp says it is done; record the outcome either way."""
+    faults.point(f"all.before-{name}")
     if key is not None:
         stamp = _load_stamp(run, name, key)
         if stamp is not None:
@@ -202,8 +203,10 @@ def _stage(
         run.outcomes.append(StageOutcome(name, "failed", time.monotonic() - start, str(err)))
         raise
     seconds = time.monotonic() - start
+    faults.point(f"all.after-{name}")
     if key is not None:
         _save_stamp(run, name, key, outputs, detail)
+        faults.point(f"all.stamped-{name}")
     nothing_done = str(detail.get("nothing_done", ""))
     if nothing_done:
         # The stage checked its own state and found nothing to do (checkout does this itself).

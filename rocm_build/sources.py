@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
-from . import git, patches, proc
+from . import faults, git, journal, locks, patches, proc
 from .errors import ConfigError, DirtyCheckout, RocmBuildError
 from .masking import is_masked, mask_url, strip_masked
 from .progress import NO_PROGRESS, Progress
@@ -79,6 +79,7 @@ class CheckoutPlan:
     force: bool = False
     retries: int = 3
     retry_delay: float = 2.0
+    no_wait: bool = False
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,7 @@ def plan(
         force=bool(cfg["checkout.force"]),
         retries=int(cfg["checkout.retries"]),
         retry_delay=float(cfg["checkout.retry_delay"]),
+        no_wait=bool(cfg["no_wait"]),
     )
 
 
@@ -293,10 +295,26 @@ def write_manifest(path: Path, data: Mapping[str, Any]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def update_manifest(path: Path, name: str, entry: Mapping[str, Any]) -> None:
+    """Set one project's entry under the manifest's own lock, re-reading the file first, so
+    runs on other projects of the same src-dir keep theirs. Temp files that killed runs left
+    are removed here (the lock makes them nobody's)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locks.hold(path, f"the source manifest {path}"):
+        journal.remove_stale(path.parent, f".{path.name}.")
+        data = read_manifest(path)
+        data["format"] = MANIFEST_FORMAT
+        data["projects"][name] = dict(entry)
+        faults.point("manifest.before-write")
+        write_manifest(path, data)
 
 
 # --- execution -----------------------------------------------------------------------------------
@@ -392,6 +410,7 @@ def _resolve(p: ProjectPlan, entry: Mapping[str, Any] | None, plan_: CheckoutPla
 def _series(p: ProjectPlan) -> tuple[patches.PatchFile, ...]:
     if not p.apply_patches:
         return ()
+    patches.recover(p.patches_root)
     series = patches.list_series(p.patches_root)
     if p.expect_patches is not None:
         have = tuple((s.rel, s.sha256) for s in series)
@@ -440,9 +459,29 @@ def _related(src: Path) -> dict[str, RelatedCommit]:
 def _checkout_project(
     p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], progress: Progress
 ) -> ProjectResult:
+    # Checkout before patch folder, as save-patches does: two runs never wait for each other.
+    with (
+        locks.hold(p.src, f"the checkout {p.src}", no_wait=plan_.no_wait),
+        locks.hold(p.patches_root, f"the patch folder {p.patches_root}", no_wait=plan_.no_wait),
+    ):
+        faults.point("checkout.locked")
+        # Another run may have changed this entry while we waited for the lock.
+        entry = read_manifest(plan_.manifest_path)["projects"].get(p.name)
+        if entry is None:
+            entries.pop(p.name, None)
+        else:
+            entries[p.name] = entry
+        return _checkout_locked(p, plan_, entries, progress)
+
+
+def _checkout_locked(
+    p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], progress: Progress
+) -> ProjectResult:
     entry = entries.get(p.name)
     depth = plan_.depth if p.depth is None else p.depth  # a replay's may differ per project
     p, plan_ = replace(p, depth=depth), replace(plan_, depth=depth)
+    jr = journal.CheckoutJournal.read(plan_.src_dir, p.name)
+    journal.remove_stale(plan_.src_dir / journal.JOURNAL_DIR, f".{p.name}.json.")
     series = _series(p)
     ref = _resolve(p, entry, plan_)
     hipify_template = p.hipify
@@ -460,9 +499,13 @@ def _checkout_project(
         and entry.get("complete")
         and entry.get("stamp") == new_stamp
         and git.is_repo(p.src)
+        # A journal left at the manifest step: the checkout was complete, only not yet told.
+        and (jr is None or jr.last_step == "manifest")
     ):
         heads = _state_heads(p.src)
         if heads == _recorded_heads(entry):
+            if jr is not None:
+                jr.clear()
             return ProjectResult(
                 name=p.name,
                 action="up to date",
@@ -475,37 +518,99 @@ def _checkout_project(
                 submodules=len(heads) - 1,
                 uncommitted=tuple(_uncommitted(p.src, list(heads))),
             )
+    if jr is not None and not _resume(p, jr):
+        jr = None  # nothing of the interrupted run is left
     if p.src.exists() and any(p.src.iterdir()) and not git.is_repo(p.src):
         # Not even --force: this is not a checkout, it may be anything.
         msg = f"{p.src} exists and is not a git checkout; move it away or choose another --src-dir"
         raise DirtyCheckout(msg)
-    if not plan_.force:
+    if jr is None and git.is_repo(p.src):
+        _refuse_stale_git(p, force=plan_.force)
+    if not plan_.force and jr is None:
         _check_safe(p, entry)
     existed = git.is_repo(p.src)
-    created = not p.src.exists()
+    created = not p.src.exists() or bool(jr and jr.data.get("created"))
+    jr = journal.CheckoutJournal.begin(
+        plan_.src_dir, p.name, created=created, target=ref.commit, heads=_heads_now(p.src)
+    )
+    faults.point("checkout.journal-begun")
     try:
-        return _do_checkout(
-            p, plan_, entries, ref, series, new_stamp, existed=existed, progress=progress
+        result = _do_checkout(
+            p, plan_, entries, ref, series, new_stamp, existed=existed, progress=progress, jr=jr
         )
-    except BaseException:
-        if created and (not git.is_repo(p.src) or not _has_commit(p.src)):
-            shutil.rmtree(p.src, ignore_errors=True)
-        elif git.is_repo(p.src) and _has_commit(p.src):
-            # Record what is there now, so the next run may redo it without --force.
-            try:
-                entries[p.name] = _entry(p, ref, series=(), stamp_="", complete=False)
-                write_manifest(plan_.manifest_path, _with_entries(entries))
-            except RocmBuildError:
-                log.debug("could not record the interrupted checkout of %s", p.name)
+    except RocmBuildError:
+        _record_failure(p, plan_, entries, ref, created=created)
+        jr.clear()  # the failed step restored its repository: nothing of ours half done
         raise
+    except BaseException:
+        # Interrupted (Ctrl-C): the journal stays, so the next run finishes the job.
+        _record_failure(p, plan_, entries, ref, created=created)
+        raise
+    jr.clear()
+    faults.point("checkout.journal-cleared")
+    return replace(result, action="checked out") if created else result
+
+
+def _record_failure(
+    p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], ref: git.Ref, *, created: bool
+) -> None:
+    if created and (not git.is_repo(p.src) or not _has_commit(p.src)):
+        shutil.rmtree(p.src, ignore_errors=True)
+    elif git.is_repo(p.src) and _has_commit(p.src):
+        # Record what is there now, so the next run may redo it without --force.
+        try:
+            entries[p.name] = _entry(p, ref, series=(), stamp_="", complete=False)
+            update_manifest(plan_.manifest_path, p.name, entries[p.name])
+        except RocmBuildError:
+            log.debug("could not record the interrupted checkout of %s", p.name)
+
+
+def _heads_now(src: Path) -> dict[str, str]:
+    """HEAD of every repo that has one (an interrupted first checkout may have none yet)."""
+    if not git.is_repo(src) or not _has_commit(src):
+        return {}
+    return _state_heads(src)
+
+
+def _resume(p: ProjectPlan, jr: journal.CheckoutJournal) -> bool:
+    """An interrupted checkout of ours: check that nothing in it is the user's, then clear what
+    the killed git steps left. Returns False if there is nothing to resume."""
+    if not git.is_repo(p.src):
+        if p.src.exists() and not any(p.src.iterdir()):
+            p.src.rmdir()
+        jr.clear()
+        return False
+    log.info("%s: finishing the checkout a killed run left at step '%s'", p.name, jr.last_step)
+    repos = _all_repos(p.src) if _has_commit(p.src) else [(".", p.src)]
+    journal.clear_git_leftovers(p.src, repos)
+    foreign = journal.foreign_repos(p.src, jr, repos)
+    if foreign:
+        where = ", ".join(p.name if rel == "." else rel for rel in foreign)
+        msg = (
+            f"{p.src} has commits that rocm-build did not make since its interrupted checkout "
+            f"(in {where}); run `rocm-build save-patches {p.name}` to keep them, or pass "
+            "--force to discard"
+        )
+        raise DirtyCheckout(msg)
+    return True
+
+
+def _refuse_stale_git(p: ProjectPlan, *, force: bool) -> None:
+    """No journal: a lock file or an am in progress is not ours. --force drops an am in
+    progress (the user asked to discard local work); a lock file may belong to a live git."""
+    repos = _all_repos(p.src) if _has_commit(p.src) else [(".", p.src)]
+    stale = journal.stale_git_state(repos)
+    if stale:
+        raise journal.refuse_stale(p.src, stale)
+    if force:
+        for _rel, path in repos:
+            if (git.git_dir(path) / "rebase-apply").is_dir():
+                git.run(path, "am", "--abort", check=False)
+                shutil.rmtree(git.git_dir(path) / "rebase-apply", ignore_errors=True)
 
 
 def _has_commit(src: Path) -> bool:
     return git.run(src, "rev-parse", "-q", "--verify", "HEAD", check=False).status == 0
-
-
-def _with_entries(entries: Mapping[str, Any]) -> dict[str, Any]:
-    return {"format": MANIFEST_FORMAT, "projects": dict(entries)}
 
 
 def _counts(series: Sequence[patches.PatchFile]) -> dict[str, int]:
@@ -526,8 +631,16 @@ def _do_checkout(
     *,
     existed: bool,
     progress: Progress,
+    jr: journal.CheckoutJournal,
 ) -> ProjectResult:
     src = p.src
+
+    def step(name: str) -> None:
+        # The intent first: a kill from here on is recognised as this step of ours.
+        jr.step(name, _heads_now(src))
+        faults.point(f"checkout.before-{name}")
+
+    step("fetch")
     if not existed:
         git.init(src, p.origin)
     else:
@@ -543,11 +656,15 @@ def _do_checkout(
         progress=progress,
         task=f"{p.name}: objects fetched",
     )
-    for _rel, path in reversed(_all_repos(src)) if existed else []:
+    faults.point("checkout.after-fetch")
+    step("checkout")
+    for _rel, path in reversed(_all_repos(src)) if existed and _has_commit(src) else []:
         git.run(path, "tag", "-d", patches.HIPIFY_TAG, check=False)
     git.checkout_detached(src, commit, force=existed)
+    faults.point("checkout.after-checkout")
     if existed:
         git.clean_untracked(src)
+    step("submodules")
     git.update_submodules(
         src,
         p.origin,
@@ -565,22 +682,29 @@ def _do_checkout(
             "has no submodule for; rename the folder to the submodule's path or remove it"
         )
         raise ConfigError(msg)
+    step("tag")
     for _rel, path in repos:
         git.set_tag(path, patches.UPSTREAM_TAG)
         if existed:
             git.clean_untracked(path)
+    step("base-patches")
     for repo_rel, files in patches.by_repo(series, "base").items():
         patches.apply_series(src, p.name, repo_rel, files)
     ran_hipify = False
     if p.hipify:
+        step("hipify")
         _hipify(p, plan_, src, commit, progress)
+        faults.point("checkout.after-hipify")
         ran_hipify = True
+    step("hipified-patches")
     for repo_rel, files in patches.by_repo(series, "hipified").items():
         patches.apply_series(src, p.name, repo_rel, files)
     entries[p.name] = _entry(
         p, ref, series=series, stamp_=new_stamp, complete=True, ran_hipify=ran_hipify
     )
-    write_manifest(plan_.manifest_path, _with_entries(entries))
+    step("manifest")
+    update_manifest(plan_.manifest_path, p.name, entries[p.name])
+    faults.point("checkout.after-manifest")
     heads = _state_heads(src)
     return ProjectResult(
         name=p.name,
@@ -737,30 +861,53 @@ def save_patches(cfg: config_mod.Config, names: Sequence[str] = ()) -> tuple[Sav
     out: list[SavedProject] = []
     for spec in cfg.selected_projects(chosen):
         src = src_dir / spec.name
-        entry = entries.get(spec.name)
-        if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
-            msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {spec.name}`"
-            raise ConfigError(msg)
-        dirty = _uncommitted(src)
-        if dirty:
-            msg = (
-                f"{src} has uncommitted changes ({', '.join(dirty[:3])}); commit them "
-                "(in the submodule for submodule files) and run save-patches again"
-            )
-            raise DirtyCheckout(msg)
-        patchset = (
-            cfg.patchset
-            if patchset_given or entry is None
-            else str(entry.get("patchset") or cfg.patchset)
-        )
-        root = patches.series_root(cfg.path("patches_dir"), patchset, spec.patches)
-        repos = [rel for rel, _ in _all_repos(src)]
-        result = patches.save(src, repos, root)
-        out.append(SavedProject(spec.name, root, result.changed, result.removed, result.counts))
-        if entry is not None:
-            _after_save(entry, src, root, patchset)
-            write_manifest(manifest_path, _with_entries(entries))
+        with locks.hold(src, f"the checkout {src}", no_wait=bool(cfg["no_wait"])):
+            faults.point("save-patches.locked")
+            entry = read_manifest(manifest_path)["projects"].get(spec.name)
+            out.append(_save_one(cfg, spec.name, spec.patches, entry, patchset_given))
+            faults.point("save-patches.project-done")
     return tuple(out)
+
+
+def _save_one(
+    cfg: config_mod.Config,
+    name: str,
+    subfolder: str,
+    entry: dict[str, Any] | None,
+    patchset_given: bool,
+) -> SavedProject:
+    src_dir = cfg.path("src_dir")
+    src = src_dir / name
+    if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
+        msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {name}`"
+        raise ConfigError(msg)
+    if journal.CheckoutJournal.read(src_dir, name) is not None:
+        msg = (
+            f"the checkout {src} was interrupted and is not finished; run `rocm-build checkout "
+            f"{name}` to finish it, then save-patches"
+        )
+        raise RocmBuildError(msg)
+    dirty = _uncommitted(src)
+    if dirty:
+        msg = (
+            f"{src} has uncommitted changes ({', '.join(dirty[:3])}); commit them "
+            "(in the submodule for submodule files) and run save-patches again"
+        )
+        raise DirtyCheckout(msg)
+    patchset = (
+        cfg.patchset
+        if patchset_given or entry is None
+        else str(entry.get("patchset") or cfg.patchset)
+    )
+    root = patches.series_root(cfg.path("patches_dir"), patchset, subfolder)
+    repos = [rel for rel, _ in _all_repos(src)]
+    with locks.hold(root, f"the patch folder {root}", no_wait=bool(cfg["no_wait"])):
+        result = patches.save(src, repos, root)
+    if entry is not None:
+        _after_save(entry, src, root, patchset)
+        faults.point("save-patches.before-manifest")
+        update_manifest(src_dir / MANIFEST_NAME, name, entry)
+    return SavedProject(name, root, result.changed, result.removed, result.counts)
 
 
 def _after_save(entry: dict[str, Any], src: Path, root: Path, patchset: str) -> None:
