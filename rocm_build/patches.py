@@ -197,14 +197,18 @@ def save(src: Path, repos: Sequence[str], root: Path) -> SaveResult:
     lock."""
     root.parent.mkdir(parents=True, exist_ok=True)
     recover(root)
+    faults.point("save-patches.recovered")
     staging = root.parent / f".{root.name}.new-{os.getpid()}"
     try:
         counts: dict[str, int] = {}
         for repo in repos:
             target = src if repo == "." else src / repo
-            for stage, rev_range in _ranges(target):
+            ranges = _ranges(target)
+            faults.point("save-patches.ranges")
+            for stage, rev_range in ranges:
                 _warn_pointer_changes(target, rev_range)
                 out = staging if repo == "." else staging / repo
+                faults.point("save-patches.before-format-patch")
                 written = git.format_patch(target, rev_range, out / stage)
                 faults.point("save-patches.after-format-patch")
                 if written:
@@ -212,6 +216,7 @@ def save(src: Path, repos: Sequence[str], root: Path) -> SaveResult:
         new = _read_tree(staging)
         old = _read_tree(root)
         old_series = {k: v for k, v in old.items() if _is_series_file(k)}
+        faults.point("save-patches.compared")
         if new == old_series:
             shutil.rmtree(staging, ignore_errors=True)
             return SaveResult(root, changed=False, counts=counts)
@@ -221,6 +226,7 @@ def save(src: Path, repos: Sequence[str], root: Path) -> SaveResult:
             if not _is_series_file(rel) or new.get(rel) == data:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(root / rel, dest)
+        faults.point("save-patches.kept-others")
         _prune_empty(staging)
         empty = not any(staging.rglob("*"))
         faults.point("save-patches.staged")

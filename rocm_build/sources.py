@@ -894,6 +894,7 @@ def _save_one(
             "(in the submodule for submodule files) and run save-patches again"
         )
         raise DirtyCheckout(msg)
+    faults.point("save-patches.checked")
     patchset = (
         cfg.patchset
         if patchset_given or entry is None
@@ -902,11 +903,13 @@ def _save_one(
     root = patches.series_root(cfg.path("patches_dir"), patchset, subfolder)
     repos = [rel for rel, _ in _all_repos(src)]
     with locks.hold(root, f"the patch folder {root}", no_wait=bool(cfg["no_wait"])):
+        faults.point("save-patches.patch-folder-locked")
         result = patches.save(src, repos, root)
     if entry is not None:
         _after_save(entry, src, root, patchset)
         faults.point("save-patches.before-manifest")
         update_manifest(src_dir / MANIFEST_NAME, name, entry)
+        faults.point("save-patches.after-manifest")
     return SavedProject(name, root, result.changed, result.removed, result.counts)
 
 
