@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,9 @@ from .sources_fixture import (
     Project,
     checkout_state,
     commit,
+    env_for,
     fault_points,
+    git,
     kill_after,
     make_project,
     strays,
@@ -199,3 +202,53 @@ def test_all_resumes_at_source_points_and_between_stages(project: Project, tmp_p
     )
     assert "all.after-checkout@1" in points
     assert "all.before-build@1" in points
+
+
+def _am_in_progress(repo: Path, patch: Path) -> None:
+    """A real `git am` that stopped half way (the patch does not apply): .git/rebase-apply."""
+    res = subprocess.run(
+        ["git", "am", "--3way", str(patch)],
+        cwd=repo,
+        env=env_for(repo),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode != 0
+    gitdir = Path(git(repo, "rev-parse", "--absolute-git-dir"))
+    assert (gitdir / "rebase-apply").is_dir()
+
+
+def test_checkout_after_a_crash_inside_git_am(project: Project, tmp_path: Path) -> None:
+    pristine = tmp_path / "pristine"
+    shutil.copytree(project.work, pristine, symlinks=True)
+    project.rb("checkout")
+    reference = checkout_state(project)
+    root_patch = next((project.series / "hipified").glob("*.patch"))
+    for flags in ((), ("--force",)):
+        # Killed in the middle of the sub's `git am`: an am in progress and a stale index.lock.
+        _restore(project, pristine)
+        killed = project.rb("checkout", check=False, RB_FAULT_POINT="checkout.patch-applied@2")
+        assert killed.returncode == -signal.SIGKILL
+        _am_in_progress(project.src / "sub", root_patch)
+        (project.src / ".git" / "modules" / "sub" / "index.lock").write_bytes(b"")
+        again = project.rb("checkout", *flags, check=False)
+        assert again.returncode == 0, again.stderr
+        assert checkout_state(project) == reference
+        assert strays(project) == []
+
+    # Without a journal the lock file may be a live git's: one line, exit 6, nothing removed.
+    (project.src / ".git" / "index.lock").write_bytes(b"")
+    _am_in_progress(project.src / "sub", root_patch)
+    refused = project.rb("checkout", "--force", "--no-patches", check=False)
+    assert refused.returncode == 6, refused.stderr
+    assert "index.lock exists" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    (project.src / ".git" / "index.lock").unlink()
+    # --force discards the am in progress (local work the user asked to drop).
+    forced = project.rb("checkout", "--force", "--no-patches", check=False)
+    assert forced.returncode == 0, forced.stderr
+    assert strays(project) == []
+    project.rb("checkout")
+    assert checkout_state(project) == reference
+    assert strays(project) == []
