@@ -330,6 +330,40 @@ def clear_git_leftovers(src: Path, repos: Sequence[tuple[str, Path]], *, wait: f
                 shutil.rmtree(gdir / leftover, ignore_errors=True)
 
 
+def drop_half_cloned(repo: Path) -> None:
+    """Submodules a killed ``git submodule update`` left half cloned (no HEAD commit, or a
+    module folder without its work tree): removed, so the resumed update clones them again.
+    Only called when the journal says our own checkout was interrupted."""
+    if not (repo / ".gitmodules").is_file():
+        return
+    res = git.run(
+        repo,
+        "config",
+        "-f",
+        ".gitmodules",
+        "--get-regexp",
+        r"^submodule\..*\.path$",
+        check=False,
+    )
+    gitdirs = _git_dirs([(".", repo)])
+    for line in res.stdout.splitlines():
+        key, _, rel = line.partition(" ")
+        name = key[len("submodule.") : -len(".path")]
+        path = repo / rel.strip()
+        modules = gitdirs[0] / "modules" / name if gitdirs else None
+        has_git = (path / ".git").exists()
+        verify = ["rev-parse", "-q", "--verify", "HEAD^{commit}"]
+        if has_git and git.run(path, *verify, check=False).status == 0:
+            drop_half_cloned(path)
+            continue
+        if has_git or (modules is not None and modules.exists()):
+            log.info("removing the half-cloned submodule %s (an interrupted update)", path)
+            if has_git:
+                shutil.rmtree(path, ignore_errors=True)
+            if modules is not None:
+                shutil.rmtree(modules, ignore_errors=True)
+
+
 def stale_git_state(repos: Sequence[tuple[str, Path]]) -> str:
     """A lock file or an ``am`` in progress that is not ours to remove (no journal): named."""
     for gdir in _git_dirs(repos):

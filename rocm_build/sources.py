@@ -581,6 +581,9 @@ def _resume(p: ProjectPlan, jr: journal.CheckoutJournal) -> bool:
         jr.clear()
         return False
     log.info("%s: finishing the checkout a killed run left at step '%s'", p.name, jr.last_step)
+    journal.clear_git_leftovers(p.src, [(".", p.src)])
+    if _has_commit(p.src):
+        journal.drop_half_cloned(p.src)
     repos = _all_repos(p.src) if _has_commit(p.src) else [(".", p.src)]
     journal.clear_git_leftovers(p.src, repos)
     foreign = journal.foreign_repos(p.src, jr, repos)

@@ -252,3 +252,28 @@ def test_checkout_after_a_crash_inside_git_am(project: Project, tmp_path: Path) 
     project.rb("checkout")
     assert checkout_state(project) == reference
     assert strays(project) == []
+
+
+def test_checkout_after_a_kill_inside_the_submodule_update(
+    project: Project, tmp_path: Path
+) -> None:
+    """What a killed `git submodule update` leaves: a submodule whose git folder is missing,
+    or one cloned without a commit checked out yet."""
+    pristine = tmp_path / "pristine"
+    shutil.copytree(project.work, pristine, symlinks=True)
+    project.rb("checkout")
+    reference = checkout_state(project)
+    for half_clone in ("missing git folder", "no commit yet"):
+        _restore(project, pristine)
+        point = "checkout.before-submodules@1"
+        assert project.rb("checkout", check=False, RB_FAULT_POINT=point).returncode == -9
+        sub = project.src / "sub"
+        sub.mkdir(exist_ok=True)
+        (sub / ".git").write_text("gitdir: ../.git/modules/sub\n")
+        if half_clone == "no commit yet":
+            modules = project.src / ".git" / "modules" / "sub"
+            modules.mkdir(parents=True)
+            git(modules, "init", "-q")
+        again = project.rb("checkout", check=False)
+        assert again.returncode == 0, f"{half_clone}: {again.stderr}"
+        assert checkout_state(project) == reference, half_clone
