@@ -481,30 +481,27 @@ def ignore_submodule_pointers(repo: Path) -> None:
     that is expected and must not look like a change of the parent (nor be committed into it).
     """
     for sub_repo in [repo, *(repo / s.path for s in submodules(repo))]:
-        if not (sub_repo / ".gitmodules").exists():
-            continue
-        res = run(
-            sub_repo,
-            "config",
-            "-f",
-            ".gitmodules",
-            "--get-regexp",
-            r"^submodule\..*\.path$",
-            check=False,
-        )
-        for line in res.stdout.splitlines():
-            key = line.split(" ", 1)[0]
-            name = key[len("submodule.") : -len(".path")]
+        for name, _ in gitmodules(sub_repo):
             run(sub_repo, "config", f"submodule.{name}.ignore", "all")
 
 
-def direct_submodule_paths(repo: Path) -> list[str]:
-    if not (repo / ".gitmodules").exists():
+def gitmodules(repo: Path) -> list[tuple[str, str]]:
+    """``(name, path)`` of each submodule ``repo``'s ``.gitmodules`` declares (not recursive)."""
+    if not (repo / ".gitmodules").is_file():
         return []
     res = _query(
         repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False
     )
-    return [line.split(" ", 1)[1].strip() for line in res.stdout.splitlines() if " " in line]
+    out = []
+    for line in res.stdout.splitlines():
+        key, sep, path = line.partition(" ")
+        if sep:
+            out.append((key[len("submodule.") : -len(".path")], path.strip()))
+    return out
+
+
+def direct_submodule_paths(repo: Path) -> list[str]:
+    return [path for _, path in gitmodules(repo)]
 
 
 def changed_paths(repo: Path) -> list[str]:

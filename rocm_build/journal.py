@@ -334,22 +334,9 @@ def drop_half_cloned(repo: Path) -> None:
     """Submodules a killed ``git submodule update`` left half cloned (no HEAD commit, or a
     module folder without its work tree): removed, so the resumed update clones them again.
     Only called when the journal says our own checkout was interrupted."""
-    if not (repo / ".gitmodules").is_file():
-        return
-    res = git.run(
-        repo,
-        "config",
-        "-f",
-        ".gitmodules",
-        "--get-regexp",
-        r"^submodule\..*\.path$",
-        check=False,
-    )
     gitdirs = _git_dirs([(".", repo)])
-    for line in res.stdout.splitlines():
-        key, _, rel = line.partition(" ")
-        name = key[len("submodule.") : -len(".path")]
-        path = repo / rel.strip()
+    for name, rel in git.gitmodules(repo):
+        path = repo / rel
         modules = gitdirs[0] / "modules" / name if gitdirs else None
         has_git = (path / ".git").exists()
         verify = ["rev-parse", "-q", "--verify", "HEAD^{commit}"]

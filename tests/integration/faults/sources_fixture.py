@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import GIT_IDENTITY, REPO
+from tests.integration.checkout.conftest import git
 
 HIPIFY = textwrap.dedent(
     """\
@@ -32,21 +33,6 @@ HIPIFY = textwrap.dedent(
         cu.with_suffix(".hip").write_text(cu.read_text().replace("cuda", "hip"))
     """
 )
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1"}
-    res = subprocess.run(
-        ["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} in {cwd} failed:\n{res.stderr}")
-    return res.stdout.strip()
 
 
 def commit(repo: Path, files: dict[str, str], message: str) -> None:
