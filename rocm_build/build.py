@@ -32,7 +32,8 @@ from packaging.version import InvalidVersion, Version
 
 from . import arch, dist, elf, locks, proc, tempfiles
 from .cache import CompilerCache, mask_values, resolve_cache
-from .config import Config, ProjectSpec
+from .config import ProjectSpec
+from .context import RunContext
 from .errors import BuildFailed, CommandFailed, ConfigError, ToolMissing
 from .progress import NO_PROGRESS, Progress
 from .wheelfile import WheelReader, WheelWriter
@@ -239,48 +240,47 @@ def _venv_python(venv: Path) -> Path:
 
 
 def plan_from_config(
-    cfg: Config,
-    specs: Sequence[ProjectSpec],
-    tree: dist.RocmTree,
-    targets: Sequence[str],
+    ctx: RunContext, specs: Sequence[ProjectSpec]
 ) -> tuple[BuildPlan, CompilerCache]:
-    """The build plan for the resolved settings (``build`` and ``all`` share it).
+    """The build plan for the run context (``build`` and ``all`` share it): its tree and targets.
 
     Refuses a tree that cannot build these projects for these targets (its warnings are logged)
-    and picks the compiler cache; everything else comes from ``cfg``.
+    and picks the compiler cache; everything else comes from the settings.
     """
+    cfg = ctx.settings
+    tree, targets = ctx.tree, ctx.targets
     check = dist.validate(tree, specs, targets)
     for warning in check.warnings:
         log.warning("%s", warning)
     dist.require_valid(check)
     compiler_cache = resolve_cache(
-        str(cfg["build.cache"]), str(cfg["build.cache_url"]), cfg.env, base_dir=cfg.path("src_dir")
+        cfg.build.cache, cfg.build.cache_url, cfg.env, base_dir=ctx.src_dir
     )
-    venv_setting = str(cfg["build.venv"])
+    venv_setting = cfg.build.venv
     if venv_setting not in ("", "create", "current"):
         venv_setting = str((cfg.cwd / venv_setting).resolve())
     plan = plan_build(
         specs=specs,
-        src_dir=cfg.path("src_dir"),
-        work_dir=cfg.path("work_dir"),
-        output_dir=cfg.path("output_dir"),
+        src_dir=ctx.src_dir,
+        work_dir=ctx.work_dir,
+        output_dir=ctx.output_dir,
         tree=tree,
         targets=targets,
         env=cfg.env,
         base_python=Path(sys.executable),
         venv_setting=venv_setting,
-        jobs=int(cfg["jobs"]),
+        jobs=cfg.general.jobs,
         cores=cpu_count(),
         memory=memory_available(),
-        version_suffix=str(cfg["build.version_suffix"]),
+        version_suffix=cfg.build.version_suffix,
         cache=compiler_cache.kind,
         cache_env=compiler_cache.env,
-        index_url=str(cfg["build.index_url"]),
-        find_links=[str((cfg.cwd / f).resolve()) for f in cfg["build.find_links"]],
-        no_index=bool(cfg["build.no_index"]),
-        force=bool(cfg["build.force"]),
+        index_url=cfg.build.index_url,
+        find_links=[str((cfg.cwd / f).resolve()) for f in cfg.build.find_links],
+        no_index=cfg.build.no_index,
+        force=cfg.build.force,
     )
-    return replace(plan, no_wait=bool(cfg["no_wait"])), compiler_cache
+    return replace(plan, no_wait=cfg.general.no_wait), compiler_cache
 
 
 def plan_build(

@@ -43,8 +43,9 @@ from typing import Any, Literal, Protocol
 
 from packaging.utils import canonicalize_name
 
-from . import __version__, arch, elf, elfpatch, faults, locks, pe, proc, tempfiles, wheelfile
-from .config import Config, ProjectSpec
+from . import __version__, elf, elfpatch, faults, locks, pe, proc, tempfiles, wheelfile
+from .config import ProjectSpec
+from .context import RunContext
 from .errors import BundleError, ConfigError, RocmBuildError, RocmTreeError
 from .progress import NO_PROGRESS, Progress
 from .treepath import TreeGuard, denied, reading, walk_files
@@ -1070,14 +1071,6 @@ def project_lib_dir(
     return f"{top}/lib"
 
 
-def parse_targets(
-    text: str, known: Sequence[str], families: Mapping[str, Sequence[str]]
-) -> tuple[str, ...]:
-    """``"gfx90a;gfx110X"`` -> plain target names (families expanded, features dropped)."""
-    targets = arch.expand(arch.split_arch(text or ""), known=known, families=families)
-    return tuple(dict.fromkeys(arch.base_name(t) for t in targets))
-
-
 def _may_be_elf(name: str) -> bool:
     base = posixpath.basename(name)
     return not name.endswith("/") and not base.endswith(_NOT_ELF_SUFFIXES)
@@ -1341,7 +1334,7 @@ def is_windows_wheel(path: Path) -> bool:
 
 
 def bundle_many(
-    cfg: Config,
+    ctx: RunContext,
     wheels: Sequence[Path],
     *,
     with_wheels: Sequence[Path] = (),
@@ -1354,9 +1347,10 @@ def bundle_many(
     ``dry_run``: plan each wheel and write nothing (a torchvision wheel given with an unbundled
     torch is then planned against that torch's libraries as they are).
     """
-    rocm = (cfg.cwd / (str(cfg["rocm"]) or "/opt/rocm")).resolve()
-    output_dir = cfg.path("output_dir")
-    targets = parse_targets(str(cfg["arch"]), cfg.known_targets, cfg.target_families)
+    cfg = ctx.settings
+    settings = cfg.bundle
+    output_dir = ctx.output_dir
+    targets = ctx.arch_targets
     torch_spec = cfg.projects.get("torch")
     torch_lib_dir = torch_spec.lib_dir if torch_spec and torch_spec.lib_dir else "torch/lib"
     torch: TorchWheel | None = None
@@ -1367,18 +1361,19 @@ def bundle_many(
     def order(path: Path) -> int:
         return 0 if canonicalize_name(WheelName.parse(path.name).distribution) == "torch" else 1
 
-    platform = str(cfg["bundle.platform"])
-    dlopen_patterns = list(cfg["bundle.dlopen_libs"])
-    data_trees = list(cfg["bundle.data_trees"])
-    level = int(cfg["bundle.compression_level"])
-    allow_outside = [cfg.cwd / str(a) for a in cfg["bundle.allow_outside"]]
-    system_libs = [str(p) for p in cfg["bundle.system_libs"]]
-    rocm_libs = [str(p) for p in cfg["bundle.rocm_libs"]]
-    no_wait = bool(cfg["no_wait"])
+    platform = settings.platform
+    dlopen_patterns = list(settings.dlopen_libs)
+    data_trees = list(settings.data_trees)
+    level = settings.compression_level
+    allow_outside = [cfg.cwd / a for a in settings.allow_outside]
+    system_libs = list(settings.system_libs)
+    rocm_libs = list(settings.rocm_libs)
+    no_wait = cfg.general.no_wait
     if not dry_run:
         tempfiles.check_folder(output_dir)
         tempfiles.sweep(output_dir)
         faults.point("bundle.swept")
+    rocm = ctx.tree.root
     results: list[BundleResult] = []
     for wheel in sorted(wheels, key=order):
         name = WheelName.parse(wheel.name)
@@ -1403,7 +1398,7 @@ def bundle_many(
             dlopen_patterns=dlopen_patterns,
             data_trees=data_trees,
             level=level,
-            policy=str(cfg["bundle.policy"]),
+            policy=settings.policy,
             torch=None if is_torch else torch,
             progress=progress,
             dry_run=dry_run,

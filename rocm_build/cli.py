@@ -32,8 +32,9 @@ from rich.progress import (
 from rich.progress import Progress as RichProgressBars
 from rich.text import Text
 
-from . import __version__, config
+from . import __version__, config, context
 from . import matrix as matrix_mod
+from .context import RunContext
 from .errors import EXIT_CODES, RocmBuildError
 from .masking import mask_data, mask_url, mask_values
 from .progress import NO_PROGRESS, Progress
@@ -60,13 +61,21 @@ class State:
     debug_traceback: bool = False
     no_wait: bool = False
 
-    def resolve(self, flags: Mapping[str, Any] | None = None) -> config.Config:
-        """Resolve the Config for this run and show it (stderr, so --json stays clean)."""
+    def resolve(self, flags: Mapping[str, Any] | None = None) -> RunContext:
+        """Resolve the settings and the run context, and show the settings (stderr, so --json
+        stays clean)."""
+        ctx = self.context(flags)
+        if not self.quiet and not self.json:
+            show_settings(ctx.settings, only_changed=self.verbose == 0)
+        return ctx
+
+    def context(self, flags: Mapping[str, Any] | None = None) -> RunContext:
+        """The run context of this run's settings, not shown; a ROCm tree download shows a bar
+        unless --quiet or --json."""
         flags = {**(flags or {}), "no_wait": True if self.no_wait else None}
         cfg = config.from_environment(flags=flags, config_file=self.config_file)
-        if not self.quiet and not self.json:
-            show_settings(cfg, only_changed=self.verbose == 0)
-        return cfg
+        show = not (self.quiet or self.json)
+        return context.resolve(cfg, download_progress=_render_download if show else None)
 
     def emit(self, data: Any) -> None:
         """Machine output for --json (credentials in URLs masked, as everywhere)."""
@@ -355,7 +364,7 @@ def config_cmd(state: State) -> None:
     show_settings(cfg, only_changed=False, console=out_console)
     out_console.print("projects:")
     for name, spec in cfg.projects.items():
-        ref = cfg.trains.get(str(cfg["train"]), {}).get(name, "")
+        ref = cfg.trains.get(cfg.general.train, {}).get(name, "")
         out_console.print(
             f"  {name}: {mask_url(spec.origin)} {spec.ref or ref or '(no ref in train)'}"
         )
@@ -404,7 +413,7 @@ def matrix_cmd(
     def as_list(value: str | None) -> list[str] | None:
         return None if value is None else matrix_mod.split_list(value)
 
-    cfg = state.resolve(
+    ctx = state.resolve(
         {
             "matrix.pythons": as_list(pythons),
             "matrix.trains": as_list(trains),
@@ -413,7 +422,7 @@ def matrix_cmd(
             "matrix.gpu_labels": as_list(gpu_labels),
         }
     )
-    jobs = matrix_mod.plan_matrix(cfg)
+    jobs = matrix_mod.plan_matrix(ctx.settings)
     if fmt == "github":
         click.echo(matrix_mod.as_github_output(jobs))
     else:
@@ -504,9 +513,9 @@ def rocm_run(state: State, root: Path, cmd: tuple[str, ...], binds: tuple[Path, 
     """
     from . import sysroot
 
-    cfg = state.resolve()
+    cfg = state.resolve().settings
     folders = list(binds)
-    setting = str(cfg["rocm"] or "")
+    setting = cfg.general.rocm
     if setting and Path(setting).is_dir():
         folders.append(Path(setting))
     code = sysroot.run(root, cmd, binds=folders, env=cfg.env)
@@ -578,7 +587,7 @@ def smoke_cmd(
     """
     from . import smoke
 
-    cfg = state.resolve(
+    ctx = state.resolve(
         {
             "smoke.python": python,
             "smoke.offline": offline,
@@ -589,7 +598,7 @@ def smoke_cmd(
             "src_dir": str(src_dir) if src_dir else None,
         }
     )
-    plan = smoke.plan(cfg, wheels, junit=junit)
+    plan = smoke.plan(ctx, wheels, junit=junit)
     result = smoke.run(plan)
     if state.json:
         state.emit(result.as_json())
@@ -704,7 +713,7 @@ def bundle_cmd(
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from . import bundle
 
-    cfg = state.resolve(
+    ctx = state.resolve(
         {
             "rocm": rocm,
             "arch": arch,
@@ -716,18 +725,19 @@ def bundle_cmd(
             "bundle.allow_outside": list(allow_outside) or None,
         }
     )
+    dry_run = ctx.settings.bundle.dry_run
     bars = state.progress()
     try:
         results = bundle.bundle_many(
-            cfg, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars,
-            dry_run=bool(cfg["bundle.dry_run"]),
+            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars,
+            dry_run=dry_run,
         )  # fmt: skip
     finally:
         _close(bars)
     if state.json:
         state.emit([r.as_json() for r in results])
         return
-    if cfg["bundle.dry_run"]:
+    if dry_run:
         for r in results:
             for line in bundle.plan_lines(r):
                 out_console.print(line, markup=False, soft_wrap=True)
@@ -766,8 +776,8 @@ def inspect_cmd(state: State, wheel: Path, require_arch: str | None) -> None:
     """Show what a wheel carries: libraries, search paths, gfx targets, sizes, platform tag."""
     from . import report
 
-    cfg = config.from_environment(config_file=state.config_file)
-    result = report.inspect_wheel(wheel, cfg, require_arch=require_arch)
+    ctx = context.resolve(config.from_environment(config_file=state.config_file))
+    result = report.inspect_wheel(wheel, ctx, require_arch=require_arch)
     if state.json:
         state.emit(result.data)
     else:
@@ -851,15 +861,15 @@ def checkout_cmd(
         **parse_pairs("--ref", refs, "ref"),
         **parse_pairs("--origin", origins, "origin"),
     }
-    cfg = state.resolve(flags)
+    ctx = state.resolve(flags)
     replay = None
-    if cfg["checkout.manifest"]:
-        replay_path = Path(str(cfg["checkout.manifest"]))
+    if ctx.settings.checkout.manifest:
+        replay_path = Path(ctx.settings.checkout.manifest)
         replay = sources.read_manifest(
-            replay_path if replay_path.is_absolute() else cfg.cwd / replay_path
+            replay_path if replay_path.is_absolute() else ctx.settings.cwd / replay_path
         )
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
-    plan = sources.plan(cfg, projects, manifest=replay, builtin_origins=builtin)
+    plan = sources.plan(ctx, projects, manifest=replay, builtin_origins=builtin)
     bars = state.progress()
     try:
         result = sources.execute(plan, bars)
@@ -911,8 +921,8 @@ def save_patches_cmd(
     """Save the commits on top of each checkout as its base/hipified patch series."""
     from . import sources
 
-    cfg = state.resolve(_checkout_flags(src_dir, patches_dir, patchset))
-    saved = sources.save_patches(cfg, projects)
+    ctx = state.resolve(_checkout_flags(src_dir, patches_dir, patchset))
+    saved = sources.save_patches(ctx, projects)
     if state.json:
         state.emit({"projects": [s.as_json() for s in saved]})
         return
@@ -970,28 +980,6 @@ def _render_download(url: str) -> tuple[Callable[[int, int | None], None], Calla
             bar.stop()
 
     return update, close
-
-
-def _fetch_tree(cfg: config.Config, url: str, sha256: str, quiet: bool) -> Path:
-    from . import dist
-
-    cache_dir = dist.download_cache_dir(str(cfg["build.rocm_cache"]), cfg.env, cfg.path("work_dir"))
-    update, close = _render_download(url) if not quiet else (None, lambda: None)
-    try:
-        return dist.fetch(url, cache_dir=cache_dir, sha256=sha256, progress=update)
-    finally:
-        close()
-
-
-def _open_tree(cfg: config.Config, quiet: bool) -> Any:
-    from . import dist
-
-    setting = str(cfg["rocm"])
-    if setting and dist.is_url(setting):
-        root = _fetch_tree(cfg, setting, "", quiet)
-    else:
-        root = dist.find_tree(setting)
-    return dist.open_tree(root)
 
 
 def _show_plan(plan: Any) -> None:
@@ -1083,11 +1071,10 @@ def build_cmd(
     rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
     """
 
-    from . import arch as arch_mod
     from . import build as build_mod
     from . import cache as cache_mod
 
-    cfg = state.resolve(
+    ctx = state.resolve(
         {
             "rocm": rocm,
             "arch": arch,
@@ -1107,15 +1094,14 @@ def build_cmd(
             "build.force": force,
         }
     )
+    cfg = ctx.settings
     specs = cfg.selected_projects(projects)
-    targets, origin = arch_mod.resolve_targets(
-        cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
-    )
+    targets, origin = ctx.build_targets
     if not state.json and not state.quiet:
         err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
-    tree = _open_tree(cfg, state.quiet or state.json)
-    plan, compiler_cache = build_mod.plan_from_config(cfg, specs, tree, targets)
-    if cfg["build.dry_run"]:
+    tree = ctx.tree
+    plan, compiler_cache = build_mod.plan_from_config(ctx, specs)
+    if cfg.build.dry_run:
         if state.json:
             state.emit(plan.as_json())
         else:
@@ -1174,9 +1160,10 @@ def doctor_cmd(state: State, rocm: str | None, arch: str | None, projects: tuple
     """
     from . import doctor
 
-    cfg = state.resolve({"rocm": rocm, "arch": arch})
+    ctx = state.resolve({"rocm": rocm, "arch": arch})
+    cfg = ctx.settings
     specs = cfg.selected_projects(projects)
-    report = doctor.check(cfg, specs, lambda: _open_tree(cfg, state.quiet or state.json))
+    report = doctor.check(ctx, specs)
     if state.json:
         state.emit(report.as_json())
     else:
@@ -1205,14 +1192,14 @@ def rocm_fetch(state: State, url: str, sha256: str) -> None:
     from . import dist
     from .errors import ConfigError
 
-    cfg = state.resolve()
+    ctx = state.resolve()
     if not dist.is_url(url):
         msg = (
             f"'{url}' is not a URL (http://, https:// or file://); "
             "a tree that is already unpacked needs no fetch: pass its folder to --rocm"
         )
         raise ConfigError(msg)
-    tree = _fetch_tree(cfg, url, sha256, state.quiet or state.json)
+    tree = ctx.fetch(url, sha256)
     if state.json:
         state.emit({"rocm": str(tree)})
     else:
@@ -1309,7 +1296,7 @@ def all_cmd(
         **parse_pairs("--ref", refs, "ref"),
         **parse_pairs("--origin", origins, "origin"),
     }
-    cfg = state.resolve(flags)
+    ctx = state.resolve(flags)
     show = not (state.quiet or state.json)
     bars = state.progress()
 
@@ -1328,18 +1315,17 @@ def all_cmd(
 
     try:
         report = pipeline.run_all(
-            cfg,
+            ctx,
             projects,
             junit=junit,
             redo=redo,
             skip_smoke=no_smoke,
             on_stage=on_stage,
-            download_progress=_render_download if show else None,
             progress=bars,
         )
     except RocmBuildError:
         # --json still gets the run report (ok: false, failed_stage) on stdout.
-        written = cfg.path("work_dir") / "run-report.json"
+        written = ctx.work_dir / "run-report.json"
         if state.json and written.is_file():
             state.emit(json.loads(written.read_text(encoding="utf-8")))
         raise

@@ -1,4 +1,5 @@
-"""The one place that reads flags, environment and config files into a frozen ``Config``.
+"""The one place that reads flags, environment and config files into a frozen ``Config``:
+one typed, frozen dataclass per section, each field with its type, range and help.
 
 Precedence, lowest first: built-in ``defaults.toml`` < ``rocm-build.toml`` or
 ``[tool.rocm-build]`` in ``pyproject.toml`` (working directory, or ``--config``) < environment
@@ -15,7 +16,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,17 @@ from .errors import ConfigError
 
 __all__ = [
     "PROJECT_SETTINGS",
+    "SECTIONS",
     "SETTINGS",
+    "BuildSettings",
+    "BundleSettings",
+    "CheckoutSettings",
     "Config",
+    "GeneralSettings",
+    "MatrixSettings",
     "ProjectSpec",
     "Setting",
+    "SmokeSettings",
     "Source",
     "check",
     "load",
@@ -81,9 +89,16 @@ PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
-    """Every resolved setting. ``values`` holds scalar settings by dotted key."""
+    """Every resolved setting: one frozen dataclass per section (``cfg.general.jobs``,
+    ``cfg.bundle.compression_level``), where each value came from, and the tables."""
 
-    values: Mapping[str, Any]
+    general: GeneralSettings
+    checkout: CheckoutSettings
+    build: BuildSettings
+    bundle: BundleSettings
+    smoke: SmokeSettings
+    matrix: MatrixSettings
+    #: Where each scalar setting came from, by dotted key.
     sources: Mapping[str, Source]
     projects: Mapping[str, ProjectSpec]
     trains: Mapping[str, Mapping[str, str]]
@@ -93,12 +108,20 @@ class Config:
     config_file: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
 
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every scalar setting by dotted key, lists as lists: the flat view that ``describe``,
+        the run report and the stage stamps show and hash."""
+        out: dict[str, Any] = {}
+        for section in SECTIONS:
+            part = getattr(self, section) if section else self.general
+            for f in fields(part):
+                value = getattr(part, f.name)
+                out[_dotted(section, f.name)] = list(value) if isinstance(value, tuple) else value
+        return out
 
-    def path(self, key: str) -> Path:
-        """A path setting, made absolute against the working directory."""
-        value = str(self.values[key])
+    def absolute(self, value: str) -> Path:
+        """A path setting's value, made absolute against the working directory."""
         return (self.cwd / value).resolve() if value else self.cwd
 
     def project(self, name: str) -> ProjectSpec:
@@ -110,12 +133,12 @@ class Config:
     def selected_projects(self, names: Sequence[str] = ()) -> tuple[ProjectSpec, ...]:
         """The named projects, else the configured list, else the train's projects; in
         dependency order (a project after everything it depends on)."""
-        chosen = list(names) or list(self.values["default_projects"]) or list(self.train_refs())
+        chosen = list(names) or list(self.general.default_projects) or list(self.train_refs())
         specs = [self.project(n) for n in chosen]
         return _dependency_order(specs)
 
     def train_refs(self) -> Mapping[str, str]:
-        train = str(self.values["train"])
+        train = self.general.train
         try:
             return self.trains[train]
         except KeyError:
@@ -123,13 +146,13 @@ class Config:
 
     @property
     def patchset(self) -> str:
-        return str(self.values["patchset"]) or str(self.values["train"])
+        """The patch series name: the setting, else the release train's name."""
+        return self.general.patchset or self.general.train
 
     def describe(self) -> list[tuple[str, Any, str]]:
         """(key, value, where it came from) for every scalar setting, sorted."""
-        return [
-            (key, self.values[key], self.sources[key].name.lower()) for key in sorted(self.values)
-        ]
+        values = self.values
+        return [(key, values[key], self.sources[key].name.lower()) for key in sorted(values)]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -141,6 +164,18 @@ class Config:
                 for name, p in sorted(self.projects.items())
             },
         }
+
+
+def _sections(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The section dataclasses of flat, checked values (lists become tuples: frozen)."""
+    out: dict[str, Any] = {}
+    for section, cls in SECTIONS.items():
+        kwargs = {}
+        for f in fields(cls):
+            value = values[_dotted(section, f.name)]
+            kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+        out[section or "general"] = cls(**kwargs)
+    return out
 
 
 def _jsonable(value: Any) -> Any:
@@ -243,63 +278,140 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-#: Every scalar setting (dotted key). A key here must have a default in defaults.toml and the
-#: other way round (a unit test holds them together).
-SETTINGS: Mapping[str, Setting] = {
-    "src_dir": Setting(str, "checkouts, one folder per project"),
-    "patches_dir": Setting(str, "saved patch series"),
-    "patchset": Setting(str, "patch series name; '' = the release train's name"),
-    "train": Setting(str, "release train: which project refs go together"),
-    "default_projects": Setting(list, "projects a command works on when none are named"),
-    "arch": Setting(str, "gfx targets, ';' or ',' separated; families expand"),
-    "rocm": Setting(str, "the ROCm tree; '' = ROCM_PATH, ROCM_HOME, then /opt/rocm"),
-    "output_dir": Setting(str, "built and bundled wheels"),
-    "work_dir": Setting(str, "logs, reports, the build environment"),
-    "jobs": Setting(int, "parallel compile jobs; 0 = from cores and memory", min=0),
-    "no_wait": Setting(bool, "stop (exit 13) instead of waiting for another run's lock"),
-    "checkout.depth": Setting(int, "history depth; 0 = full history", min=0),
-    "checkout.jobs": Setting(int, "parallel submodule fetches", min=1),
-    "checkout.hipify": Setting(bool, "run the project's hipify step"),
-    "checkout.patches": Setting(bool, "apply the patch series"),
-    "checkout.force": Setting(bool, "discard local changes and commits"),
-    "checkout.manifest": Setting(str, "replay this source manifest instead of the train"),
-    "checkout.retries": Setting(int, "network attempts before failing (0 counts as 1)", min=0),
-    "checkout.retry_delay": Setting(float, "seconds before the first retry (doubles)", min=0),
-    "build.cache": Setting(str, "compiler cache", choices=("auto", "ccache", "sccache", "none")),
-    "build.cache_url": Setting(str, "remote compiler cache storage"),
-    "build.version_suffix": Setting(str, "local version label; '' = +rocm<ROCm version>"),
-    "build.venv": Setting(str, "create, current, or a venv folder"),
-    "build.index_url": Setting(str, "index for build requirements"),
-    "build.find_links": Setting(list, "local folders of wheels for build requirements"),
-    "build.no_index": Setting(bool, "only the find_links folders"),
-    "build.dry_run": Setting(bool, "print the plan, build nothing"),
-    "build.force": Setting(bool, "rebuild projects whose inputs are unchanged"),
-    "build.rocm_cache": Setting(str, "downloaded ROCm trees"),
-    "bundle.compression_level": Setting(
+def _setting(
+    kind: type,
+    help: str,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    choices: tuple[str, ...] = (),
+) -> Any:
+    """A section field: its value comes from ``load``; its type, range and help live here."""
+    return field(metadata={"setting": Setting(kind, help, min, max, choices)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeneralSettings:
+    """The top-level keys of the config file (``ROCM_BUILD_<KEY>``)."""
+
+    src_dir: str = _setting(str, "checkouts, one folder per project")
+    patches_dir: str = _setting(str, "saved patch series")
+    patchset: str = _setting(str, "patch series name; '' = the release train's name")
+    train: str = _setting(str, "release train: which project refs go together")
+    default_projects: tuple[str, ...] = _setting(
+        list, "projects a command works on when none are named"
+    )
+    arch: str = _setting(str, "gfx targets, ';' or ',' separated; families expand")
+    rocm: str = _setting(str, "the ROCm tree; '' = ROCM_PATH, ROCM_HOME, then /opt/rocm")
+    output_dir: str = _setting(str, "built and bundled wheels")
+    work_dir: str = _setting(str, "logs, reports, the build environment")
+    jobs: int = _setting(int, "parallel compile jobs; 0 = from cores and memory", min=0)
+    no_wait: bool = _setting(bool, "stop (exit 13) instead of waiting for another run's lock")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckoutSettings:
+    """``[checkout]``."""
+
+    depth: int = _setting(int, "history depth; 0 = full history", min=0)
+    jobs: int = _setting(int, "parallel submodule fetches", min=1)
+    hipify: bool = _setting(bool, "run the project's hipify step")
+    patches: bool = _setting(bool, "apply the patch series")
+    force: bool = _setting(bool, "discard local changes and commits")
+    manifest: str = _setting(str, "replay this source manifest instead of the train")
+    retries: int = _setting(int, "network attempts before failing (0 counts as 1)", min=0)
+    retry_delay: float = _setting(float, "seconds before the first retry (doubles)", min=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildSettings:
+    """``[build]``."""
+
+    cache: str = _setting(str, "compiler cache", choices=("auto", "ccache", "sccache", "none"))
+    cache_url: str = _setting(str, "remote compiler cache storage")
+    version_suffix: str = _setting(str, "local version label; '' = +rocm<ROCm version>")
+    venv: str = _setting(str, "create, current, or a venv folder")
+    index_url: str = _setting(str, "index for build requirements")
+    find_links: tuple[str, ...] = _setting(list, "local folders of wheels for build requirements")
+    no_index: bool = _setting(bool, "only the find_links folders")
+    dry_run: bool = _setting(bool, "print the plan, build nothing")
+    force: bool = _setting(bool, "rebuild projects whose inputs are unchanged")
+    rocm_cache: str = _setting(str, "downloaded ROCm trees")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundleSettings:
+    """``[bundle]``."""
+
+    compression_level: int = _setting(
         int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9
-    ),
-    "bundle.dry_run": Setting(bool, "print the plan, write nothing"),
-    "bundle.platform": Setting(
+    )
+    dry_run: bool = _setting(bool, "print the plan, write nothing")
+    platform: str = _setting(
         str, "auto (from the wheel tag), linux or windows", choices=("auto", "linux", "windows")
-    ),
-    "bundle.policy": Setting(str, "manylinux policy to tag with; auto = the best that fits"),
-    "bundle.dlopen_libs": Setting(list, "libraries ROCm loads by name (fnmatch patterns)"),
-    "bundle.data_trees": Setting(list, "data the bundled libraries find next to themselves"),
-    "bundle.allow_outside": Setting(list, "folders outside the tree its symlinks may lead to"),
-    "bundle.system_libs": Setting(list, "libraries that may come from the build machine"),
-    "bundle.rocm_libs": Setting(list, "ROCm's libraries: never from the build machine"),
-    "smoke.python": Setting(str, "interpreter for the smoke venv; '' = this one"),
-    "smoke.offline": Setting(bool, "install only from find_links"),
-    "smoke.find_links": Setting(list, "local folders of wheels: dependencies, pytest"),
-    "smoke.packages": Setting(list, "import names to test; [] = what the wheels install"),
-    "smoke.upstream_tests": Setting(str, "glob of PyTorch's own test files to run too"),
-    "matrix.pythons": Setting(list, "Python versions of the CI jobs"),
-    "matrix.trains": Setting(list, "release trains of the CI jobs; [] = the train setting"),
-    "matrix.arch_groups": Setting(list, "gfx target groups of the CI jobs"),
-    "matrix.rocm": Setting(str, "the ROCm tree (folder or URL) each job builds against"),
-    "matrix.gpu_labels": Setting(list, "runs-on labels of the GPU smoke job"),
-    "matrix.version_suffix": Setting(str, "build --version-suffix per job"),
+    )
+    policy: str = _setting(str, "manylinux policy to tag with; auto = the best that fits")
+    dlopen_libs: tuple[str, ...] = _setting(list, "libraries ROCm loads by name (fnmatch patterns)")
+    data_trees: tuple[str, ...] = _setting(
+        list, "data the bundled libraries find next to themselves"
+    )
+    allow_outside: tuple[str, ...] = _setting(
+        list, "folders outside the tree its symlinks may lead to"
+    )
+    system_libs: tuple[str, ...] = _setting(list, "libraries that may come from the build machine")
+    rocm_libs: tuple[str, ...] = _setting(list, "ROCm's libraries: never from the build machine")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeSettings:
+    """``[smoke]``."""
+
+    python: str = _setting(str, "interpreter for the smoke venv; '' = this one")
+    offline: bool = _setting(bool, "install only from find_links")
+    find_links: tuple[str, ...] = _setting(list, "local folders of wheels: dependencies, pytest")
+    packages: tuple[str, ...] = _setting(list, "import names to test; [] = what the wheels install")
+    upstream_tests: str = _setting(str, "glob of PyTorch's own test files to run too")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixSettings:
+    """``[matrix]``."""
+
+    pythons: tuple[str, ...] = _setting(list, "Python versions of the CI jobs")
+    trains: tuple[str, ...] = _setting(
+        list, "release trains of the CI jobs; [] = the train setting"
+    )
+    arch_groups: tuple[str, ...] = _setting(list, "gfx target groups of the CI jobs")
+    rocm: str = _setting(str, "the ROCm tree (folder or URL) each job builds against")
+    gpu_labels: tuple[str, ...] = _setting(list, "runs-on labels of the GPU smoke job")
+    version_suffix: str = _setting(str, "build --version-suffix per job")
+
+
+#: Each section of scalar settings and its dataclass; "" holds the top-level keys. A new setting
+#: is a field in one of these (with its default in defaults.toml: a unit test holds them together).
+SECTIONS: Mapping[str, type] = {
+    "": GeneralSettings,
+    "checkout": CheckoutSettings,
+    "build": BuildSettings,
+    "bundle": BundleSettings,
+    "smoke": SmokeSettings,
+    "matrix": MatrixSettings,
 }
+
+
+def _dotted(section: str, name: str) -> str:
+    return f"{section}.{name}" if section else name
+
+
+#: Every scalar setting by dotted key (``bundle.compression_level``), made from the sections'
+#: fields: the one table of types, ranges and help that the file, the environment and the flags
+#: are all checked against.
+SETTINGS: Mapping[str, Setting] = {
+    _dotted(section, f.name): f.metadata["setting"]
+    for section, cls in SECTIONS.items()
+    for f in fields(cls)
+}
+
 
 #: The scalar fields of ``[projects.NAME]`` tables that have a type or range to check.
 PROJECT_SETTINGS: Mapping[str, Setting] = {
@@ -551,7 +663,7 @@ def load(
     families.update({k: tuple(v) for k, v in user_targets.get("families", {}).items()})
 
     return Config(
-        values=values,
+        **_sections(values),
         sources=sources,
         projects=projects,
         trains=trains,

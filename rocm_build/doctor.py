@@ -3,7 +3,7 @@
 ``check`` gathers the facts into a ``DoctorReport``: its ``as_json()`` (what ``--json`` prints),
 the ``rows`` a person reads (label, value, and whether the row is fine, blocks a build or is a
 note), and the ``blockers``; ``error()`` is the error to exit with when anything blocks a build.
-The CLI only parses the options, opens the ROCm tree (which may mean a download) and renders.
+The CLI only parses the options, resolves the run context and renders.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import platform
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from . import arch as arch_mod
 from . import build as build_mod
 from . import dist, proc
 from .config import Config, ProjectSpec
+from .context import RunContext
 from .errors import ConfigError, RocmBuildError, RocmTreeError, ToolMissing
 from .sizes import human_size
 
@@ -82,11 +83,11 @@ def tool_version(program: str, env: Mapping[str, str]) -> tuple[str | None, str]
     return path, text[0] if text else ""
 
 
-def check(
-    cfg: Config, specs: Sequence[ProjectSpec], open_tree: Callable[[], dist.RocmTree]
-) -> DoctorReport:
-    """Check the tools, the ROCm tree ``open_tree`` opens, the gfx targets and the machine for a
-    build of ``specs``. Problems are collected, not raised: see ``DoctorReport.error``."""
+def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
+    """Check the tools, the context's ROCm tree (which may mean a download), its gfx targets and
+    the machine for a build of ``specs``. Problems are collected, not raised: see
+    ``DoctorReport.error``."""
+    cfg = ctx.settings
     blockers: list[Blocker] = []
     report: dict[str, Any] = {"python": platform.python_version()}
 
@@ -100,7 +101,7 @@ def check(
 
     tree = None
     try:
-        tree = open_tree()
+        tree = ctx.tree
     except RocmBuildError as err:
         blockers.append(Blocker(type(err), str(err)))
 
@@ -108,9 +109,7 @@ def check(
     report["gpus"] = list(gpus)
     targets: tuple[str, ...] = ()
     try:
-        targets, origin = arch_mod.resolve_targets(
-            cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
-        )
+        targets, origin = ctx.build_targets
         report["targets"] = {"names": list(targets), "from": origin}
     except ConfigError as err:
         blockers.append(Blocker(ConfigError, str(err)))
@@ -120,7 +119,7 @@ def check(
 
     memory = build_mod.memory_available()
     cores = build_mod.cpu_count()
-    work = cfg.path("work_dir")
+    work = ctx.work_dir
     probe = next((p for p in (work, *work.parents) if p.exists()), cfg.cwd)
     free = shutil.disk_usage(probe).free
     report["machine"] = {
@@ -128,7 +127,7 @@ def check(
         "memory_available_gib": round(memory / build_mod.GIB, 1) if memory else None,
         "disk_free_gib": round(free / build_mod.GIB, 1),
         "suggested_jobs": {
-            s.name: int(cfg["jobs"]) or build_mod.default_jobs(cores, memory, s.job_memory_gb)
+            s.name: cfg.general.jobs or build_mod.default_jobs(cores, memory, s.job_memory_gb)
             for s in specs
         },
     }

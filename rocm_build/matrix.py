@@ -146,11 +146,12 @@ def _dedupe(items: Iterable[str]) -> list[str]:
 
 def plan_matrix(cfg: Config) -> tuple[Job, ...]:
     """Every job of the matrix from the ``[matrix]`` settings, in a stable order."""
-    pythons = _dedupe(_check_python(p) for p in split_list(cfg["matrix.pythons"]))
+    settings = cfg.matrix
+    pythons = _dedupe(_check_python(p) for p in split_list(settings.pythons))
     trains = _dedupe(
-        _check_train(t, cfg) for t in (split_list(cfg["matrix.trains"]) or [str(cfg["train"])])
+        _check_train(t, cfg) for t in (split_list(settings.trains) or [cfg.general.train])
     )
-    groups = [parse_arch_group(g, cfg) for g in split_list(cfg["matrix.arch_groups"])]
+    groups = [parse_arch_group(g, cfg) for g in split_list(settings.arch_groups)]
     names = [g.name for g in groups]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
@@ -165,9 +166,9 @@ def plan_matrix(cfg: Config) -> tuple[Job, ...]:
         msg = f"the matrix has {count} jobs, more than GitHub's {MAX_JOBS}; split it up"
         raise ConfigError(msg)
     # Never empty: an empty --rocm would hide the build machine's ROCM_PATH from some stages.
-    rocm_template = str(cfg["matrix.rocm"]) or str(cfg["rocm"]) or DEFAULT_ROCM
-    labels = split_list(cfg["matrix.gpu_labels"])
-    suffix_template = str(cfg["matrix.version_suffix"])
+    rocm_template = settings.rocm or cfg.general.rocm or DEFAULT_ROCM
+    labels = split_list(settings.gpu_labels)
+    suffix_template = settings.version_suffix
     jobs: list[Job] = []
     for train in trains:
         for group in groups:

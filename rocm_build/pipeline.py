@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, arch, bundle, config, dist, faults, runreport, smoke, sources
+from . import __version__, bundle, config, faults, runreport, smoke, sources
 from . import build as build_mod
 from .config import Config
+from .context import RunContext
 from .errors import RocmBuildError
 from .progress import NO_PROGRESS, Progress
 from .runreport import StageOutcome
@@ -41,7 +42,7 @@ StageCallback = Callable[[str, str, str], None]
 
 @dataclass
 class _Run:
-    cfg: Config
+    ctx: RunContext
     stamps: Path
     redo: bool
     on_stage: StageCallback
@@ -103,45 +104,21 @@ def _save_stamp(
     tmp.replace(path)
 
 
-#: ``progress(url) -> (update(done, total), close())``: shows a download (the CLI's rich bar).
-DownloadProgress = Callable[[str], tuple[Callable[[int, int | None], None], Callable[[], None]]]
-
-
-def _resolve(
-    cfg: Config, progress: DownloadProgress | None
-) -> tuple[Config, dist.RocmTree, tuple[str, ...]]:
+def _resolve(ctx: RunContext) -> RunContext:
     """One configuration for every stage: the ROCm tree and the targets decided once."""
-    setting = str(cfg["rocm"])
-    if setting and dist.is_url(setting):
-        cache_dir = dist.download_cache_dir(
-            str(cfg["build.rocm_cache"]), cfg.env, cfg.path("work_dir")
-        )
-        update, close = progress(setting) if progress else (None, lambda: None)
-        try:
-            root = dist.fetch(setting, cache_dir=cache_dir, progress=update)
-        finally:
-            close()
-    else:
-        root = dist.find_tree(str(cfg.cwd / Path(setting).expanduser()) if setting else "")
-    tree = dist.open_tree(root)
-    targets, origin = arch.resolve_targets(
-        cfg["arch"], known=cfg.known_targets, families=cfg.target_families, env=cfg.env
-    )
-    log.info("targets: %s (%s); ROCm %s at %s", ";".join(targets), origin, tree.version, root)
-    values = {**cfg.values, "rocm": str(tree.root), "arch": ";".join(targets)}
-    return dataclasses.replace(cfg, values=values), tree, targets
+    ctx = ctx.resolved()
+    targets, origin = ctx.build_targets
+    tree = ctx.tree
+    log.info("targets: %s (%s); ROCm %s at %s", ";".join(targets), origin, tree.version, tree.root)
+    return ctx
 
 
-def _precheck(cfg: Config) -> None:
+def _precheck(ctx: RunContext) -> None:
     """Settings that would stop the build, checked before an hours-long checkout: the target
     names and a local ROCm tree that must exist (a URL is fetched when the build needs it)."""
-    if cfg["arch"]:
-        arch.expand(
-            arch.split_arch(cfg["arch"]), known=cfg.known_targets, families=cfg.target_families
-        )
-    setting = str(cfg["rocm"])
-    if not (setting and dist.is_url(setting)):
-        dist.find_tree(str(cfg.cwd / Path(setting).expanduser()) if setting else "")
+    if ctx.settings.general.arch:
+        _ = ctx.arch_targets
+    ctx.check_tree()
 
 
 def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
@@ -153,27 +130,25 @@ def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
 
 def _checkout(run: _Run, names: Sequence[str]) -> dict[str, Any]:
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
-    plan = sources.plan(run.cfg, names, builtin_origins=builtin)
+    plan = sources.plan(run.ctx, names, builtin_origins=builtin)
     result = sources.execute(plan, run.progress)
     return {"nothing_done": "sources up to date" if result.up_to_date else "", **result.as_json()}
 
 
-def _manifest_entries(cfg: Config, names: Sequence[str]) -> dict[str, Any]:
-    data = sources.read_manifest(cfg.path("src_dir") / sources.MANIFEST_NAME)
+def _manifest_entries(ctx: RunContext, names: Sequence[str]) -> dict[str, Any]:
+    data = sources.read_manifest(ctx.src_dir / sources.MANIFEST_NAME)
     entries = data.get("projects", {})
     return {n: entries.get(n) for n in names}
 
 
-def _build(
-    run: _Run, specs: Sequence[config.ProjectSpec], tree: dist.RocmTree, targets: Sequence[str]
-) -> list[Path]:
-    plan, _ = build_mod.plan_from_config(run.cfg, specs, tree, targets)
+def _build(run: _Run, specs: Sequence[config.ProjectSpec]) -> list[Path]:
+    plan, _ = build_mod.plan_from_config(run.ctx, specs)
     result = build_mod.execute(plan, run.progress)
     return [p.wheel for p in result.projects]
 
 
 def _bundle(run: _Run, wheels: Sequence[Path]) -> list[Path]:
-    results = bundle.bundle_many(run.cfg, wheels, progress=run.progress)
+    results = bundle.bundle_many(run.ctx, wheels, progress=run.progress)
     return [Path(r.output) for r in results]
 
 
@@ -219,23 +194,21 @@ def _stage(
 
 
 def run_all(
-    cfg: Config,
+    ctx: RunContext,
     names: Sequence[str] = (),
     *,
     junit: Path | None = None,
     redo: bool = False,
     skip_smoke: bool = False,
     on_stage: StageCallback | None = None,
-    download_progress: DownloadProgress | None = None,
     progress: Progress = NO_PROGRESS,
 ) -> runreport.RunReport:
     """checkout -> build -> bundle -> smoke; raises the failing stage's error (its message
     names the stage and how to resume) after writing the run report. The stages report their
     long steps (objects fetched, files hipified, build steps, bytes bundled) to ``progress``."""
-    work_dir = cfg.path("work_dir")
     run = _Run(
-        cfg=cfg,
-        stamps=work_dir / "stamps",
+        ctx=ctx,
+        stamps=ctx.work_dir / "stamps",
         redo=redo,
         on_stage=on_stage or (lambda _s, _e, _t: None),
         progress=progress,
@@ -243,29 +216,29 @@ def run_all(
     started = time.time()
     current = "checkout"
     facts: dict[str, Any] = {"started": started, "tool": __version__}
-    _precheck(cfg)
+    _precheck(ctx)
     try:
-        specs = cfg.selected_projects(names)
+        specs = ctx.settings.selected_projects(names)
         project_names = [s.name for s in specs]
         facts["projects"] = project_names
         _stage(run, "checkout", None, lambda: ([], _checkout(run, project_names)))
         current = "build"
-        cfg, tree, targets = _resolve(cfg, download_progress)
-        run.cfg = cfg
+        ctx = run.ctx = _resolve(ctx)
+        tree, targets = ctx.tree, ctx.targets
         facts["rocm"] = {"root": str(tree.root), "version": tree.version}
         facts["targets"] = list(targets)
         build_key = stamp_key(
             {
                 "tool": __version__,
                 "python": sys.version,
-                "sources": _manifest_entries(cfg, project_names),
+                "sources": _manifest_entries(ctx, project_names),
                 "rocm": facts["rocm"],
                 "targets": list(targets),
-                "settings": _settings(cfg, "build."),
+                "settings": _settings(ctx.settings, "build."),
                 "projects": [dataclasses.asdict(s) for s in specs],
             }
         )
-        built, _ = _stage(run, "build", build_key, lambda: (_build(run, specs, tree, targets), {}))
+        built, _ = _stage(run, "build", build_key, lambda: (_build(run, specs), {}))
         facts["built"] = [str(p) for p in built]
         current = "bundle"
         bundle_key = stamp_key(
@@ -274,8 +247,8 @@ def run_all(
                 "wheels": [_file_facts(p) for p in built],
                 "rocm": facts["rocm"],
                 "targets": list(targets),
-                "settings": _settings(cfg, "bundle."),
-                "output_dir": str(cfg.path("output_dir")),
+                "settings": _settings(ctx.settings, "bundle."),
+                "output_dir": str(ctx.output_dir),
             }
         )
         fat, _ = _stage(run, "bundle", bundle_key, lambda: (_bundle(run, built), {}))
@@ -291,13 +264,13 @@ def run_all(
                     "tool": __version__,
                     "wheels": [_file_facts(p) for p in fat],
                     "targets": list(targets),
-                    "settings": _settings(cfg, "smoke."),
+                    "settings": _settings(ctx.settings, "smoke."),
                     "suite": {p.name: p.read_text() for p in sorted(suite.glob("*.py"))},
                 }
             )
 
             def do_smoke() -> tuple[list[Path], dict[str, Any]]:
-                plan = smoke.plan(cfg, fat, junit=junit)
+                plan = smoke.plan(ctx, fat, junit=junit)
                 result = smoke.run(plan)
                 facts["smoke"] = result.as_json()
                 smoke.check(result)
@@ -307,7 +280,7 @@ def run_all(
             facts.setdefault("smoke", detail.get("smoke"))
     except (RocmBuildError, KeyboardInterrupt) as err:
         facts["failed_stage"] = current
-        report = runreport.write(cfg, facts, run.outcomes, ok=False)
+        report = runreport.write(run.ctx, facts, run.outcomes, ok=False)
         if isinstance(err, RocmBuildError):
             hint = (
                 f"{current} failed: {err}; fix that and run `rocm-build all` again: stages "
@@ -315,4 +288,4 @@ def run_all(
             )
             err.args = (hint, *err.args[1:])
         raise
-    return runreport.write(cfg, facts, run.outcomes, ok=True)
+    return runreport.write(run.ctx, facts, run.outcomes, ok=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bundle, elf, pe
-from .config import Config
+from .context import RunContext
 from .errors import RequirementNotMet
 from .sizes import human_size
 from .wheelfile import WheelReader
@@ -58,8 +58,8 @@ def _component(name: str, lib_dir: str, libs: set[str]) -> str:
     return "other"
 
 
-def inspect_wheel(path: Path, cfg: Config, *, require_arch: str | None = None) -> InspectResult:
-    requested = bundle.parse_targets(require_arch or "", cfg.known_targets, cfg.target_families)
+def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = None) -> InspectResult:
+    requested = ctx.parse_targets(require_arch or "")
     elves: dict[str, elf.ElfInfo] = {}
     bundles: dict[str, tuple[elf.OffloadBundle, ...]] = {}
     with (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import sources
-from .config import Config
+from .context import RunContext
 from .masking import mask_values
 from .sizes import human_size
 
@@ -72,8 +72,8 @@ def _wheel(path_text: str) -> dict[str, Any]:
     }
 
 
-def _sources(cfg: Config, names: Sequence[str]) -> list[dict[str, Any]]:
-    manifest = sources.read_manifest(cfg.path("src_dir") / sources.MANIFEST_NAME)
+def _sources(ctx: RunContext, names: Sequence[str]) -> list[dict[str, Any]]:
+    manifest = sources.read_manifest(ctx.src_dir / sources.MANIFEST_NAME)
     out = []
     for name in names:
         entry = manifest.get("projects", {}).get(name)
@@ -127,8 +127,9 @@ def _smoke(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def collect(
-    cfg: Config, facts: Mapping[str, Any], outcomes: Sequence[StageOutcome], *, ok: bool
+    ctx: RunContext, facts: Mapping[str, Any], outcomes: Sequence[StageOutcome], *, ok: bool
 ) -> dict[str, Any]:
+    cfg = ctx.settings
     finished = time.time()
     started = float(facts.get("started", finished))
     # Masked as a whole: settings, origins, URLs and error messages alike.
@@ -142,7 +143,7 @@ def collect(
             "seconds": round(finished - started, 1),
             "settings": mask_values(cfg.as_json()["settings"]),
             "config_file": str(cfg.config_file) if cfg.config_file else None,
-            "sources": _sources(cfg, facts.get("projects", [])),
+            "sources": _sources(ctx, facts.get("projects", [])),
             "rocm": facts.get("rocm"),
             "targets": facts.get("targets", []),
             "wheels": {
@@ -237,10 +238,10 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def write(
-    cfg: Config, facts: Mapping[str, Any], outcomes: Sequence[StageOutcome], *, ok: bool
+    ctx: RunContext, facts: Mapping[str, Any], outcomes: Sequence[StageOutcome], *, ok: bool
 ) -> RunReport:
-    data = collect(cfg, facts, outcomes, ok=ok)
-    folder = cfg.path("work_dir")
+    data = collect(ctx, facts, outcomes, ok=ok)
+    folder = ctx.work_dir
     json_path = folder / JSON_NAME
     md_path = folder / MARKDOWN_NAME
     _atomic_write(json_path, json.dumps(data, indent=2, default=str) + "\n")

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import arch as arch_mod
 from . import proc, upstream
-from .config import Config
+from .context import RunContext
 from .errors import BundleError, CommandFailed, ConfigError, SmokeFailed
 from .wheelfile import WheelReader
 
@@ -230,17 +229,8 @@ def scrub_environment(env: Mapping[str, str], forbidden: Sequence[Path]) -> dict
     return out
 
 
-def _targets(cfg: Config, arch: str) -> tuple[str, ...]:
-    """The --arch targets by base name, families expanded; unknown names are the same error
-    (with its close matches) as in every other stage."""
-    expanded = arch_mod.expand(
-        arch_mod.split_arch(arch), known=cfg.known_targets, families=cfg.target_families
-    )
-    return tuple(dict.fromkeys(arch_mod.base_name(t) for t in expanded))
-
-
 def plan(
-    cfg: Config,
+    ctx: RunContext,
     wheels: Sequence[Path],
     *,
     junit: Path | None = None,
@@ -257,30 +247,31 @@ def plan(
         )
         raise ConfigError(msg)
     resolved = tuple(Path(w).resolve() for w in wheels)
-    packages = list(cfg["smoke.packages"])
+    cfg = ctx.settings
+    packages = list(cfg.smoke.packages)
     if not packages:
         for wheel in resolved:
             packages.extend(import_names(wheel))
     # torch first: the extensions' checks lean on it
     packages = sorted(dict.fromkeys(packages), key=lambda n: (n != "torch", packages.index(n)))
-    forbidden = [cfg.path("src_dir")]
-    if cfg["rocm"]:
-        forbidden.append(cfg.path("rocm"))
+    forbidden = [ctx.src_dir]
+    if cfg.general.rocm:
+        forbidden.append(cfg.absolute(cfg.general.rocm))
     for name in ("ROCM_PATH", "ROCM_HOME", "HIP_PATH"):
         if cfg.env.get(name):
             forbidden.append(Path(cfg.env[name]))
     find_links = tuple(
         dict.fromkeys(
-            (cfg.cwd / p).resolve() for p in [*cfg["smoke.find_links"], *cfg["build.find_links"]]
+            (cfg.cwd / p).resolve() for p in [*cfg.smoke.find_links, *cfg.build.find_links]
         )
     )
-    if cfg["smoke.offline"] and not find_links:
+    if cfg.smoke.offline and not find_links:
         msg = "--offline needs --find-links DIR: a folder with pytest and the wheels' dependencies"
         raise ConfigError(msg)
-    pattern = str(cfg["smoke.upstream_tests"])
+    pattern = cfg.smoke.upstream_tests
     upstream_dir = None
     if pattern:
-        upstream_dir = cfg.path("src_dir") / "torch" / "test"
+        upstream_dir = ctx.src_dir / "torch" / "test"
         if not upstream_dir.is_dir():
             msg = (
                 f"--upstream-tests needs the torch checkout's tests in {upstream_dir}; "
@@ -295,10 +286,10 @@ def plan(
     return SmokePlan(
         wheels=resolved,
         packages=tuple(packages),
-        targets=_targets(cfg, str(cfg["arch"])),
-        python=str(cfg["smoke.python"]) or sys.executable,
-        run_dir=run_dir or cfg.path("work_dir") / "smoke",
-        offline=bool(cfg["smoke.offline"]),
+        targets=ctx.arch_targets,
+        python=cfg.smoke.python or sys.executable,
+        run_dir=run_dir or ctx.work_dir / "smoke",
+        offline=cfg.smoke.offline,
         find_links=find_links,
         forbidden=tuple(dict.fromkeys(forbidden)),
         env=scrub_environment(cfg.env, forbidden),

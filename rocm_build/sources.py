@@ -27,6 +27,7 @@ from typing import Any
 
 from . import config as config_mod
 from . import faults, git, journal, locks, patches, proc
+from .context import RunContext
 from .errors import ConfigError, DirtyCheckout, RocmBuildError
 from .masking import is_masked, mask_url, strip_masked
 from .progress import NO_PROGRESS, Progress
@@ -131,7 +132,7 @@ class CheckoutResult:
 
 
 def plan(
-    cfg: config_mod.Config,
+    ctx: RunContext,
     names: Sequence[str] = (),
     *,
     manifest: Mapping[str, Any] | None = None,
@@ -140,10 +141,11 @@ def plan(
     """What to check out. ``manifest`` (a parsed source manifest) replays its commits and
     patches; ``builtin_origins`` tells which origins the user changed (they win over
     related_commits)."""
-    src_dir = cfg.path("src_dir")
-    patches_dir = cfg.path("patches_dir")
-    do_hipify = bool(cfg["checkout.hipify"])
-    do_patches = bool(cfg["checkout.patches"])
+    cfg = ctx.settings
+    src_dir = ctx.src_dir
+    patches_dir = ctx.patches_dir
+    do_hipify = cfg.checkout.hipify
+    do_patches = cfg.checkout.patches
     builtin = builtin_origins or {}
     projects: list[ProjectPlan] = []
     depth_flag = cfg.sources["checkout.depth"] == config_mod.Source.FLAG
@@ -179,7 +181,7 @@ def plan(
             )
     else:
         specs = cfg.selected_projects(names)
-        train = cfg.trains.get(str(cfg["train"]), {})
+        train = cfg.trains.get(cfg.general.train, {})
         for spec in specs:
             projects.append(
                 ProjectPlan(
@@ -198,14 +200,14 @@ def plan(
     return CheckoutPlan(
         src_dir=src_dir,
         manifest_path=src_dir / MANIFEST_NAME,
-        log_dir=cfg.path("work_dir") / "logs",
+        log_dir=ctx.work_dir / "logs",
         projects=tuple(projects),
-        depth=int(cfg["checkout.depth"]),
-        jobs=int(cfg["checkout.jobs"]),
-        force=bool(cfg["checkout.force"]),
-        retries=int(cfg["checkout.retries"]),
-        retry_delay=float(cfg["checkout.retry_delay"]),
-        no_wait=bool(cfg["no_wait"]),
+        depth=cfg.checkout.depth,
+        jobs=cfg.checkout.jobs,
+        force=cfg.checkout.force,
+        retries=cfg.checkout.retries,
+        retry_delay=cfg.checkout.retry_delay,
+        no_wait=cfg.general.no_wait,
     )
 
 
@@ -850,9 +852,10 @@ class SavedProject:
         }
 
 
-def save_patches(cfg: config_mod.Config, names: Sequence[str] = ()) -> tuple[SavedProject, ...]:
+def save_patches(ctx: RunContext, names: Sequence[str] = ()) -> tuple[SavedProject, ...]:
     """Write each project's commits on top of the checkout into its patch series."""
-    src_dir = cfg.path("src_dir")
+    cfg = ctx.settings
+    src_dir = ctx.src_dir
     manifest_path = src_dir / MANIFEST_NAME
     manifest = read_manifest(manifest_path)
     entries: dict[str, Any] = manifest["projects"]
@@ -864,22 +867,23 @@ def save_patches(cfg: config_mod.Config, names: Sequence[str] = ()) -> tuple[Sav
     out: list[SavedProject] = []
     for spec in cfg.selected_projects(chosen):
         src = src_dir / spec.name
-        with locks.hold(src, f"the checkout {src}", no_wait=bool(cfg["no_wait"])):
+        with locks.hold(src, f"the checkout {src}", no_wait=cfg.general.no_wait):
             faults.point("save-patches.locked")
             entry = read_manifest(manifest_path)["projects"].get(spec.name)
-            out.append(_save_one(cfg, spec.name, spec.patches, entry, patchset_given))
+            out.append(_save_one(ctx, spec.name, spec.patches, entry, patchset_given))
             faults.point("save-patches.project-done")
     return tuple(out)
 
 
 def _save_one(
-    cfg: config_mod.Config,
+    ctx: RunContext,
     name: str,
     subfolder: str,
     entry: dict[str, Any] | None,
     patchset_given: bool,
 ) -> SavedProject:
-    src_dir = cfg.path("src_dir")
+    cfg = ctx.settings
+    src_dir = ctx.src_dir
     src = src_dir / name
     if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
         msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {name}`"
@@ -903,9 +907,9 @@ def _save_one(
         if patchset_given or entry is None
         else str(entry.get("patchset") or cfg.patchset)
     )
-    root = patches.series_root(cfg.path("patches_dir"), patchset, subfolder)
+    root = patches.series_root(ctx.patches_dir, patchset, subfolder)
     repos = [rel for rel, _ in _all_repos(src)]
-    with locks.hold(root, f"the patch folder {root}", no_wait=bool(cfg["no_wait"])):
+    with locks.hold(root, f"the patch folder {root}", no_wait=cfg.general.no_wait):
         faults.point("save-patches.patch-folder-locked")
         result = patches.save(src, repos, root)
     if entry is not None:

@@ -10,7 +10,7 @@ import pytest
 
 from rocm_build import bundle
 from rocm_build.elf import ElfInfo
-from rocm_build.errors import BundleError, ConfigError
+from rocm_build.errors import BundleError
 from rocm_build.wheelfile import WheelName
 
 GLIBC = (("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.14")),)
@@ -202,16 +202,6 @@ def test_gfx_tokens_and_inside() -> None:
     assert bundle._inside("torch/lib", "$ORIGIN/../share")
     assert not bundle._inside("torch", "$ORIGIN/../..")
     assert not bundle._inside("torch", "/opt/rocm/lib")
-
-
-def test_parse_targets() -> None:
-    fams = {"gfx94X": ("gfx942",)}
-    assert bundle.parse_targets("gfx90a;gfx94X, gfx90a", ("gfx90a", "gfx942"), fams) == (
-        "gfx90a",
-        "gfx942",
-    )
-    with pytest.raises(ConfigError, match="gfx9000"):
-        bundle.parse_targets("gfx9000", ("gfx90a",), fams)
 
 
 def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:

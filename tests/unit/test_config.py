@@ -10,9 +10,9 @@ from rocm_build.errors import ConfigError
 
 def test_defaults_resolve_and_record_their_source(tmp_path: Path) -> None:
     cfg = config.load(cwd=tmp_path, env={})
-    assert cfg["src_dir"] == "src"
+    assert cfg.general.src_dir == "src"
     assert cfg.sources["src_dir"] is config.Source.DEFAULT
-    assert cfg.patchset == cfg["train"]
+    assert cfg.patchset == cfg.general.train
     assert [p.name for p in cfg.selected_projects()] == ["torch", "torchvision", "torchaudio"]
 
 
@@ -22,20 +22,20 @@ def test_precedence_file_env_flag(tmp_path: Path) -> None:
     )
     env = {"ROCM_BUILD_CHECKOUT_DEPTH": "7", "ROCM_BUILD_SRC_DIR": "from-env"}
     cfg = config.load(cwd=tmp_path, env=env, flags={"src_dir": "from-flag", "train": None})
-    assert cfg["src_dir"] == "from-flag"
+    assert cfg.general.src_dir == "from-flag"
     assert cfg.sources["src_dir"] is config.Source.FLAG
-    assert cfg["checkout.depth"] == 7
+    assert cfg.checkout.depth == 7
     assert cfg.sources["checkout.depth"] is config.Source.ENVIRONMENT
-    assert cfg["checkout.jobs"] == 3
+    assert cfg.checkout.jobs == 3
     assert cfg.sources["checkout.jobs"] is config.Source.FILE
-    assert cfg["train"] == "2.10"
+    assert cfg.general.train == "2.10"
     assert cfg.train_refs()["torch"] == "v2.10.0"
 
 
 def test_pyproject_section_is_read(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.rocm-build]\noutput_dir = "out"\n')
     cfg = config.load(cwd=tmp_path, env={})
-    assert cfg["output_dir"] == "out"
+    assert cfg.general.output_dir == "out"
     assert cfg.config_file == tmp_path / "pyproject.toml"
 
 
@@ -44,8 +44,8 @@ def test_ecosystem_variables(tmp_path: Path) -> None:
         cwd=tmp_path,
         env={"PYTORCH_ROCM_ARCH": "gfx90a;gfx942", "ROCM_HOME": "/a", "ROCM_PATH": "/b"},
     )
-    assert cfg["arch"] == "gfx90a;gfx942"
-    assert cfg["rocm"] == "/b"  # ROCM_PATH wins over ROCM_HOME
+    assert cfg.general.arch == "gfx90a;gfx942"
+    assert cfg.general.rocm == "/b"  # ROCM_PATH wins over ROCM_HOME
 
 
 @pytest.mark.parametrize(

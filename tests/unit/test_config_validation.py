@@ -96,11 +96,11 @@ def test_flag_value_out_of_range(tmp_path: Path, key: str, bad: Any) -> None:
 def test_values_in_range_pass_from_every_source(tmp_path: Path, key: str) -> None:
     good = RANGED[key][1]
     (tmp_path / "rocm-build.toml").write_text(_file_text(key, good))
-    assert config.load(cwd=tmp_path, env={})[key] == good
+    assert config.load(cwd=tmp_path, env={}).values[key] == good
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert config.load(cwd=empty, env={_env_name(key): str(good)})[key] == good
-    assert config.load(cwd=empty, env={}, flags={key: good})[key] == good
+    assert config.load(cwd=empty, env={_env_name(key): str(good)}).values[key] == good
+    assert config.load(cwd=empty, env={}, flags={key: good}).values[key] == good
 
 
 def test_a_later_source_does_not_excuse_a_bad_earlier_one(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_environment_types_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"ROCM_BUILD_CHECKOUT_DEPTH: 'checkout.depth' must be"):
         config.load(cwd=tmp_path, env={"ROCM_BUILD_CHECKOUT_DEPTH": "deep"})
     cfg = config.load(cwd=tmp_path, env={"ROCM_BUILD_JOBS": " 6 "})
-    assert cfg["jobs"] == 6
+    assert cfg.general.jobs == 6
 
 
 def test_config_file_outside_the_working_directory_is_named_by_its_path(tmp_path: Path) -> None:
@@ -176,3 +176,32 @@ def test_readme_lists_every_ranged_setting_with_what_it_allows() -> None:
             assert rows.get(key) == spec.allowed(), key
     for key, spec in config.PROJECT_SETTINGS.items():
         assert rows.get(f"projects.*.{key}") == spec.allowed(), key
+
+
+def test_each_section_field_is_typed_as_its_setting() -> None:
+    """The dataclass fields (what mypy sees) and the table (what values are checked against)
+    say the same type: a list setting is a tuple of str, the rest their own type."""
+    import dataclasses
+    import typing
+
+    expected = {str: str, int: int, float: float, bool: bool, list: tuple[str, ...]}
+    for section, cls in config.SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            spec = f.metadata["setting"]
+            key = f"{section}.{f.name}" if section else f.name
+            assert config.SETTINGS[key] is spec
+            assert hints[f.name] == expected[spec.kind], key
+    assert set(config.SECTIONS) - {""} == set(config.SCALAR_SECTIONS)
+
+
+def test_sections_hold_the_checked_values(tmp_path: Path) -> None:
+    (tmp_path / "rocm-build.toml").write_text("[bundle]\ncompression_level = 3\n")
+    cfg = config.load(cwd=tmp_path, env={"ROCM_BUILD_CHECKOUT_RETRY_DELAY": "1"})
+    assert cfg.bundle.compression_level == 3
+    assert cfg.checkout.retry_delay == 1.0
+    assert isinstance(cfg.checkout.retry_delay, float)
+    assert cfg.bundle.system_libs == ("*",)  # frozen: a tuple
+    assert cfg.values["bundle.system_libs"] == ["*"]  # the flat view keeps lists, as before
+    with pytest.raises(AttributeError):
+        cfg.bundle.compression_level = 4  # type: ignore[misc]

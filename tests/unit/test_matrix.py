@@ -23,10 +23,10 @@ def load(tmp_path: Path, env: dict[str, str] | None = None, **flags: Any) -> con
 def test_defaults_make_one_job_per_python_train_and_group(tmp_path: Path) -> None:
     cfg = load(tmp_path)
     jobs = matrix.plan_matrix(cfg)
-    pythons = cfg["matrix.pythons"]
-    groups = cfg["matrix.arch_groups"]
+    pythons = cfg.matrix.pythons
+    groups = cfg.matrix.arch_groups
     assert len(jobs) == len(pythons) * len(groups)
-    assert {j.train for j in jobs} == {cfg["train"]}
+    assert {j.train for j in jobs} == {cfg.general.train}
     assert len({j.name for j in jobs}) == len(jobs)
     assert len({j.artifact for j in jobs}) == len(jobs)
 
@@ -62,7 +62,7 @@ def test_rocm_and_runner_labels_are_filled_in_per_job(tmp_path: Path) -> None:
         gpu_labels=["self-hosted", "mi300-{group}"],
     )
     (job,) = matrix.plan_matrix(cfg)
-    assert job.rocm == f"https://therock.example/dist-linux-gfx94X-{cfg['train']}.tar.gz"
+    assert job.rocm == f"https://therock.example/dist-linux-gfx94X-{cfg.general.train}.tar.gz"
     assert job.gpu_runs_on == ("self-hosted", "mi300-gfx94X")
 
 

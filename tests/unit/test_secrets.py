@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rocm_build import config, runreport
+from rocm_build import config, context, runreport
 from rocm_build.cache import mask_values
 
 URL = "redis://builder:s3cret-Pw0rd@cache.example:6379"
@@ -13,8 +13,8 @@ URL = "redis://builder:s3cret-Pw0rd@cache.example:6379"
 
 def test_run_report_masks_the_cache_password(tmp_path: Path) -> None:
     cfg = config.load(cwd=tmp_path, env={"ROCM_BUILD_BUILD_CACHE_URL": URL})
-    assert cfg["build.cache_url"] == URL
-    data = runreport.collect(cfg, {}, [], ok=True)
+    assert cfg.build.cache_url == URL
+    data = runreport.collect(context.resolve(cfg), {}, [], ok=True)
     assert data["settings"]["build.cache_url"] == "redis://builder:***@cache.example:6379"
     assert "s3cret-Pw0rd" not in json.dumps(data)
 
@@ -83,7 +83,7 @@ def test_run_report_masks_every_url_and_message(tmp_path: Path) -> None:
     err = FetchError(f"download of https://u:{TOKEN}@h/rocm.tgz failed")
     facts = {"projects": ["proj"], "rocm": {"root": f"https://u:{TOKEN}@h/rocm.tgz"}}
     outcomes = [StageOutcome("build", "failed", 1.0, str(err))]
-    data = runreport.collect(cfg, facts, outcomes, ok=False)
+    data = runreport.collect(context.resolve(cfg), facts, outcomes, ok=False)
     assert TOKEN not in json.dumps(data)
     assert TOKEN not in runreport.render_markdown(data)
     assert data["sources"][0]["origin"] == "https://***@github.com/o/proj.git"

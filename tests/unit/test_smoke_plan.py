@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, smoke
+from rocm_build import config, context, smoke
 from rocm_build.errors import ConfigError
 
 
@@ -113,7 +113,7 @@ def test_plan_collects_packages_targets_and_forbidden_paths(tmp_path: Path) -> N
         env={"ROCM_PATH": str(rocm), "PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"},
         flags={"arch": "gfx90a;gfx110X", "smoke.find_links": ["wh"], "smoke.offline": True},
     )
-    plan = smoke.plan(cfg, [wheel, torch])
+    plan = smoke.plan(context.resolve(cfg), [wheel, torch])
     assert plan.packages == ("torch", "torchvision")  # torch first
     assert plan.targets == ("gfx90a", "gfx1100", "gfx1101", "gfx1102", "gfx1103")
     assert rocm.resolve() in plan.forbidden
@@ -148,7 +148,7 @@ def test_plan_rejects_bad_input(
     make_wheel(tmp_path / "w-1.0-py3-none-any.whl", {"w/__init__.py": ""})
     cfg = config.load(cwd=tmp_path, env={}, flags=flags)
     with pytest.raises(ConfigError, match=match):
-        smoke.plan(cfg, [tmp_path / w for w in wheels])
+        smoke.plan(context.resolve(cfg), [tmp_path / w for w in wheels])
 
 
 def test_upstream_pattern_must_match_a_test_file(tmp_path: Path) -> None:
@@ -157,10 +157,10 @@ def test_upstream_pattern_must_match_a_test_file(tmp_path: Path) -> None:
     (tmp_path / "src" / "torch" / "test" / "test_nn.py").write_text("")
     cfg = config.load(cwd=tmp_path, env={}, flags={"smoke.upstream_tests": "test_jit*.py"})
     with pytest.raises(ConfigError, match="matches no file"):
-        smoke.plan(cfg, [tmp_path / "w-1.0-py3-none-any.whl"])
+        smoke.plan(context.resolve(cfg), [tmp_path / "w-1.0-py3-none-any.whl"])
     cfg = config.load(cwd=tmp_path, env={}, flags={"smoke.upstream_tests": "test_nn.py"})
     assert (
-        smoke.plan(cfg, [tmp_path / "w-1.0-py3-none-any.whl"]).upstream_dir
+        smoke.plan(context.resolve(cfg), [tmp_path / "w-1.0-py3-none-any.whl"]).upstream_dir
         == tmp_path / "src/torch/test"
     )
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rocm_build import config, git, sources
+from rocm_build import config, context, git, sources
 from rocm_build.errors import ConfigError
 
 SHA1 = "1" * 40
@@ -26,7 +26,7 @@ def _builtin() -> dict[str, str]:
 
 def test_plan_takes_refs_from_the_train(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, train="2.10")
-    plan = sources.plan(cfg, builtin_origins=_builtin())
+    plan = sources.plan(context.resolve(cfg), builtin_origins=_builtin())
     assert [p.name for p in plan.projects] == ["torch", "torchvision", "torchaudio"]
     torch = plan.projects[0]
     assert torch.ref == "v2.10.0"
@@ -53,7 +53,7 @@ def test_plan_flags_and_user_refs(tmp_path: Path) -> None:
             "patchset": "mine",
         },
     )
-    plan = sources.plan(cfg, ["torch", "torchvision"], builtin_origins=_builtin())
+    plan = sources.plan(context.resolve(cfg), ["torch", "torchvision"], builtin_origins=_builtin())
     torch, vision = plan.projects
     assert torch.ref == "main"
     assert torch.ref_given
@@ -67,7 +67,7 @@ def test_plan_flags_and_user_refs(tmp_path: Path) -> None:
 def test_plan_with_no_ref_anywhere_is_allowed_until_execution(tmp_path: Path) -> None:
     # Train 2.12 has no torchaudio: related_commits may still pin it at run time.
     cfg = _cfg(tmp_path, train="2.12")
-    plan = sources.plan(cfg, ["torchaudio"])
+    plan = sources.plan(context.resolve(cfg), ["torchaudio"])
     assert plan.projects[-1].ref == ""
 
 
@@ -87,7 +87,7 @@ def test_plan_replays_a_manifest(tmp_path: Path) -> None:
         }
     }
     cfg = _cfg(tmp_path)
-    plan = sources.plan(cfg, manifest=manifest)
+    plan = sources.plan(context.resolve(cfg), manifest=manifest)
     (torch,) = plan.projects
     assert torch.pin_commit == SHA1
     assert torch.origin == "file:///x/torch"
@@ -95,7 +95,7 @@ def test_plan_replays_a_manifest(tmp_path: Path) -> None:
     assert torch.expect_patches == (("base/0001-a.patch", "ab"),)
     assert torch.patches_root == tmp_path / "patches" / "p" / "torch"
     with pytest.raises(ConfigError, match="unknown project in the manifest 'torchvision'"):
-        sources.plan(cfg, ["torchvision"], manifest=manifest)
+        sources.plan(context.resolve(cfg), ["torchvision"], manifest=manifest)
 
 
 def test_related_commits_parsing() -> None:
@@ -140,7 +140,7 @@ def test_stamp_changes_with_every_input() -> None:
 
 
 def test_tag_and_sha_refs_resolve_without_network(tmp_path: Path) -> None:
-    plan = sources.plan(_cfg(tmp_path), ["torch"])
+    plan = sources.plan(context.resolve(_cfg(tmp_path)), ["torch"])
     p = plan.projects[0]
     entry = {"origin": p.origin, "ref": p.ref, "ref_kind": "tag", "commit": SHA1}
     ref = sources._resolve(p, entry, plan)

@@ -50,11 +50,13 @@ def test_doctor_fails_on_what_blocks_a_build(
 def test_doctor_checks_are_a_library_call(
     rocm_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rocm_build import config, dist, doctor
+    from rocm_build import config, context, doctor
     from rocm_build.errors import RocmTreeError
 
-    cfg = config.load(cwd=tmp_path, env=dict(os.environ), flags={"arch": "gfx1100"})
-    report = doctor.check(cfg, cfg.selected_projects(["torch"]), lambda: dist.open_tree(rocm_tree))
+    cfg = config.load(
+        cwd=tmp_path, env=dict(os.environ), flags={"arch": "gfx1100", "rocm": str(rocm_tree)}
+    )
+    report = doctor.check(context.resolve(cfg), cfg.selected_projects(["torch"]))
     assert capsys.readouterr() == ("", "")  # the CLI renders; the checks print nothing
     rows = {row.label: row for row in report.rows}
     assert rows["ROCm"].good is False  # the Debian tree lacks MIOpen, rocBLAS, ...

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, elf, report
+from rocm_build import config, context, elf, report
 
 from .helpers import make_wheel
 
@@ -103,8 +103,8 @@ def test_wheel_over_pypi_limit_is_noted(tmp_path: Path, monkeypatch: pytest.Monk
     """The note appears above PyPI's per-file limit (lowered here to the test wheel's size)."""
     wheel = make_wheel(tmp_path, "big", "1.0", {"big/__init__.py": b"x = 1\n" * 1000})
     cfg = config.load(cwd=tmp_path, env={}, flags={})
-    assert not report.inspect_wheel(wheel, cfg).data["over_pypi_limit"]
+    assert not report.inspect_wheel(wheel, context.resolve(cfg)).data["over_pypi_limit"]
     monkeypatch.setattr(report, "PYPI_LIMIT", wheel.stat().st_size - 1)
-    data = report.inspect_wheel(wheel, cfg).data
+    data = report.inspect_wheel(wheel, context.resolve(cfg)).data
     assert data["over_pypi_limit"]
     assert any("per-file limit" in line for line in report.render(data))

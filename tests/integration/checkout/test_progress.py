@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rocm_build import config, sources
+from rocm_build import config, context, sources
 from tests.progress_recording import RecordingProgress
 
 from .conftest import Upstream, commit_files, git
@@ -13,7 +13,7 @@ from .conftest import Upstream, commit_files, git
 
 def _checkout(work: Path, ref: str, progress: RecordingProgress) -> sources.CheckoutResult:
     cfg = config.load(cwd=work, env=dict(os.environ), flags={"projects.proj.ref": ref})
-    plan = sources.plan(cfg, ["proj"], builtin_origins={})
+    plan = sources.plan(context.resolve(cfg), ["proj"], builtin_origins={})
     return sources.execute(plan, progress)
 
 
