@@ -425,7 +425,40 @@ def platform_tag(
         if all(required[p] <= allowed[p] for p in set(required) & set(allowed)):
             names = [policy["name"], *policy["aliases"]]
             return ".".join(f"{n}_{arch}" for n in names)
-    return f"linux_{arch}"
+    return _past_newest_policy(required, ext, arch) or f"linux_{arch}"
+
+
+_GLIBC_SYMBOL_VERSION = re.compile(r"GLIBC_2\.(\d+)")
+
+
+def _past_newest_policy(required: Mapping[str, set[str]], ext: set[str], arch: str) -> str | None:
+    """``manylinux_2_N`` for files built against a glibc newer than auditwheel's newest policy.
+
+    PEP 600 defines the tag by the glibc version alone, but auditwheel lists only the policies it
+    was released with (a Debian sid root's glibc 2.42 is past its newest). When the newest policy
+    accepts everything but newer ``GLIBC_2.N`` versions, the tag is that policy moved up to the
+    highest N: the same libraries from the system and the same C++ runtime, a newer glibc.
+    """
+    newest = next(p for p in reversed(_policies()) if p["name"] != "linux")
+    if not ext <= set(newest["lib_whitelist"]):
+        return None
+    allowed = {
+        prefix: {f"{prefix}_{v}" for v in versions}
+        for prefix, versions in newest["symbol_versions"].get(arch, {}).items()
+    }
+    if "GLIBC" not in allowed:
+        return None
+    for prefix in set(required) & set(allowed) - {"GLIBC"}:
+        if not required[prefix] <= allowed[prefix]:
+            return None
+    known = int(str(newest["name"]).rsplit("_", 1)[-1])
+    minors = []
+    for version in required.get("GLIBC", set()) - allowed["GLIBC"]:
+        match = _GLIBC_SYMBOL_VERSION.fullmatch(version)
+        if match is None or int(match.group(1)) <= known:
+            return None  # GLIBC_PRIVATE and the like: no manylinux tag allows them
+        minors.append(int(match.group(1)))
+    return f"manylinux_2_{max(minors)}_{arch}" if minors else None
 
 
 # --- planning -------------------------------------------------------------------------------------

@@ -231,3 +231,26 @@ def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
     index.rocm["libnuma.so.1"] = lib("numa", "libc.so.6")
     (numa,) = [x for x in plan(ext, index=index).libraries if x.name == "libnuma.so.1"]
     assert numa.aliases == ()
+
+
+def test_glibc_past_auditwheels_newest_policy_is_still_manylinux() -> None:
+    # PEP 600: manylinux_2_N means glibc 2.N. A root with a newer glibc than auditwheel's newest
+    # policy (Debian sid: 2.42) gets that tag, not linux_x86_64 (the name of the wheel it was
+    # built as, which the fat wheel would then overwrite).
+    newest = max(
+        int(p["name"].rsplit("_", 1)[-1])
+        for p in bundle._policies()
+        if p["name"].startswith("manylinux_2_")
+    )
+    past = f"GLIBC_2.{newest + 1}"
+    new = (("libc.so.6", ("GLIBC_2.4", past)), ("libstdc++.so.6", ("GLIBCXX_3.4.30",)))
+    p = plan({"ext/_k.so": lib("k", "libc.so.6", "libstdc++.so.6", versions=new)})
+    assert p.platform_tag == f"manylinux_2_{newest + 1}_x86_64"
+    # Still linux_x86_64: a newer C++ runtime than the newest policy allows, or a private glibc
+    # symbol.
+    cxx = (("libc.so.6", (past,)), ("libstdc++.so.6", ("GLIBCXX_3.4.99",)))
+    assert plan({"ext/_k.so": lib("k", "libc.so.6", versions=cxx)}).platform_tag == ("linux_x86_64")
+    private = (("libc.so.6", (past, "GLIBC_PRIVATE")),)
+    assert plan({"ext/_k.so": lib("k", "libc.so.6", versions=private)}).platform_tag == (
+        "linux_x86_64"
+    )
