@@ -35,7 +35,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_cli() -> CliRunner:
     """Run ``rocm-build ARGS`` as a real process (``python -m rocm_build``) in ``cwd``."""
 
