@@ -36,6 +36,9 @@ TARGETS = ("gfx942", "gfx1100", "gfx1201")
 ARCH = ";".join(TARGETS)
 OVERLAY = Path(__file__).parent / "projects"
 HIP_NO_DEVICE = 100
+# Build requirements of the projects and the smoke venv's pytest: with these cached, the
+# pipeline runs --offline (no package index).
+OFFLINE = ("pytest", "setuptools", "wheel")
 
 PROBE = r"""
 import ctypes, importlib, json, sys
@@ -62,7 +65,7 @@ class SidRocmBuild:
 
     root: Path
     venv: Path
-    wheels: Path  # pytest and its dependencies, for the smoke venvs (cached)
+    wheels: Path  # OFFLINE's wheels and their dependencies (cached)
     run_cli: CliRunner
 
     def run(
@@ -90,10 +93,10 @@ def _requirements() -> list[str]:
 
 @pytest.fixture(scope="module")
 def sid_rb(sid_root: Path, run_cli: CliRunner) -> SidRocmBuild:
-    """A venv in the root with rocm-build's dependencies, and pytest's wheels, made once and kept
-    in the tests' cache (remade when the dependencies change)."""
+    """A venv in the root with rocm-build's dependencies, and the wheels for offline runs, made
+    once and kept in the tests' cache (remade when the dependencies change)."""
     reqs = _requirements()
-    stamp = hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:16]
+    stamp = hashlib.sha256("\n".join([*reqs, *OFFLINE]).encode()).hexdigest()[:16]
     home = _test_cache() / "sid-rocm-build"
     tool = SidRocmBuild(sid_root, home / "venv", home / "wheels", run_cli)
     stamp_file = home / "stamp"
@@ -105,7 +108,7 @@ def sid_rb(sid_root: Path, run_cli: CliRunner) -> SidRocmBuild:
     for cmd in (
         ["python3", "-m", "venv", tool.venv],
         [*pip, "install", *reqs],
-        [*pip, "download", "--only-binary", ":all:", "-d", tool.wheels, "pytest"],
+        [*pip, "download", "--only-binary", ":all:", "-d", tool.wheels, *OFFLINE],
     ):
         done = tool.run(cmd, cwd=home)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -129,8 +132,8 @@ def _all(
     extra: Sequence[str],
     env: dict[str, str],
 ) -> Any:
-    args = ["--json", "all", "--rocm", str(tree), "--arch", ARCH, "--find-links", str(tool.wheels)]
-    args += extra
+    args = ["--json", "all", "--rocm", str(tree), "--arch", ARCH]
+    args += ["--find-links", str(tool.wheels), "--offline", *extra]
     return tool.rocm_build(
         args,
         cwd=work,
