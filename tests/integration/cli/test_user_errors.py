@@ -181,7 +181,22 @@ def _readme_commands() -> list[list[str]]:
         for line in text.splitlines():
             line = line.split(" #", 1)[0].split(">>", 1)[0].strip()
             if line.startswith("rocm-build "):
-                calls.append(shlex.split(line)[1:])
+                calls += _split_inner(shlex.split(line)[1:])
+    return calls
+
+
+def _split_inner(words: list[str]) -> list[list[str]]:
+    """``rocm run ROOT -- CMD``: CMD is not rocm run's; when it is rocm-build (after ``env``
+    and its assignments), it is a call of its own."""
+    if "--" not in words:
+        return [words]
+    split = words.index("--")
+    inner = words[split + 1 :]
+    while inner and (inner[0] == "env" or re.fullmatch(r"[A-Z_]+=.*", inner[0])):
+        inner = inner[1:]
+    calls = [words[:split]]
+    if inner and inner[0].rsplit("/", 1)[-1] == "rocm-build":
+        calls.append(inner[1:])
     return calls
 
 
