@@ -172,6 +172,8 @@ class BundlePlan:
     platform_tag: str
     provenance_arcname: str
     fingerprint: str
+    #: data trees with gfx-named files but none for some requested targets: (tree, targets)
+    data_missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def changes_content(self) -> bool:
@@ -203,6 +205,7 @@ class BundlePlan:
             "rpaths": [asdict(r) for r in self.rpaths],
             "data_files": len(self.data),
             "data_skipped": self.data_skipped,
+            "data_missing": {tree: list(missing) for tree, missing in self.data_missing},
             "from_torch": [name for name, _ in self.from_torch],
             "requires": list(self.requires),
             "system_libs": list(self.system_libs),
@@ -519,7 +522,7 @@ def select_data(
                 continue
             is_file = src.is_file()
         guard.check(src)
-        dest = data_destination(lib_dir, tree)
+        dest = data_destination(lib_dir, looked_up_at(rocm, tree))
         paths = [src] if is_file else walk_files(src, guard, f"the data tree {tree}")
         for path in paths:
             if not os.access(path, os.R_OK):
@@ -532,6 +535,50 @@ def select_data(
             arc = posixpath.join(dest, rel) if rel else dest
             files.append(DataFile(str(path), arc, path.stat().st_size))
     return files, skipped
+
+
+def looked_up_at(rocm: Path, tree: str) -> str:
+    """Where the tree's library looks for the data tree ``tree``.
+
+    A link in the tree at ``<parent>/<folder>/<name>`` that leads to ``<parent>/<name>`` (the
+    versioned folder Debian's rocBLAS reads, ``lib/rocblas/4.4.1/library``) says where the
+    library looks; a wheel holds no links, so the data goes there. Otherwise: ``tree`` itself.
+    """
+    src = rocm / tree
+    try:
+        if src.is_symlink() or not src.is_dir():
+            return tree
+        real = src.resolve()
+        folders = sorted(p for p in src.parent.iterdir() if p.is_dir() and not p.is_symlink())
+        for folder in folders:
+            link = folder / src.name
+            if link.is_symlink() and link.resolve() == real:
+                return posixpath.join(posixpath.dirname(tree.strip("/")), folder.name, src.name)
+    except OSError:
+        return tree
+    return tree
+
+
+def data_target_gaps(
+    rocm: Path, trees: Sequence[str], library_names: Iterable[str], targets: Sequence[str]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Data trees of bundled libraries that carry files for some gfx targets but none for some
+    of ``targets``: the library will not find its kernels there (rocBLAS from Debian has none
+    for gfx942, say). Nothing when every target's data is kept (no ``targets``)."""
+    names = [n.lower() for n in library_names]
+    gaps: list[tuple[str, tuple[str, ...]]] = []
+    for tree in trees if targets else ():
+        src = rocm / tree
+        if not any(_tree_owner(tree) in n for n in names) or not src.is_dir():
+            continue
+        found: set[str] = set()
+        for _dirpath, _dirs, files in os.walk(src, followlinks=True):
+            for name in files:
+                found |= gfx_tokens(name)
+        missing = tuple(t for t in targets if found and t not in found)
+        if missing:
+            gaps.append((tree, missing))
+    return tuple(gaps)
 
 
 def _rel_origin(from_dir: str, to_dir: str) -> str:
@@ -988,6 +1035,8 @@ class BundleResult:
     status: Literal["bundled", "up-to-date", "unchanged", "planned"]
     seconds: float
     plan: dict[str, Any] | None = None
+    #: why the output needs ZIP64 (sizes or offsets past 4 GiB, over 65,535 members); () = not
+    zip64: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -1009,6 +1058,7 @@ def plan_lines(result: BundleResult) -> Iterator[str]:
         also = f"; also as {', '.join(lib['aliases'])}" if lib["aliases"] else ""
         yield f"    {lib['name']}  from {lib['origin']}: {lib['source']}  ({why}{also})"
     yield from system_lines(plan)
+    yield from (f"  {line}" for line in warning_lines(result))
     targets = ", ".join(plan.get("targets", [])) or "every target"
     yield (
         f"  data files: {plan.get('data_files', 0)} for {targets}"
@@ -1021,6 +1071,21 @@ def plan_lines(result: BundleResult) -> Iterator[str]:
         yield f"  from the torch wheel: {', '.join(plan['from_torch'])}"
     for req in plan.get("requires", []):
         yield f"  requires: {req}"
+
+
+def missing_data_line(tree: str, missing: Sequence[str]) -> str:
+    return (
+        f"warning: the ROCm tree's {tree} has no files for {', '.join(missing)}: the bundled "
+        "library finds no kernels or tuning data there for those targets"
+    )
+
+
+def warning_lines(result: BundleResult) -> Iterator[str]:
+    """Data trees without files for some requested targets; where the wheel needs ZIP64."""
+    for tree, missing in (result.plan or {}).get("data_missing", {}).items():
+        yield missing_data_line(tree, missing)
+    if result.zip64:
+        yield f"note: {Path(result.output).name} needs ZIP64: " + "; ".join(result.zip64)
 
 
 def system_lines(plan: Mapping[str, Any]) -> Iterator[str]:
@@ -1235,7 +1300,16 @@ def bundle_wheel(
             tree=str(rocm),
         )
         out_name = reader.name.with_version(version).with_platform(provisional.platform_tag)
-        plan = BundlePlan(**{**_shallow(provisional), "output": str(output_dir / str(out_name))})
+        gaps = data_target_gaps(
+            rocm, data_trees, [lib.name for lib in provisional.libraries], targets
+        )
+        plan = BundlePlan(
+            **{
+                **_shallow(provisional),
+                "output": str(output_dir / str(out_name)),
+                "data_missing": gaps,
+            }
+        )
         out = Path(plan.output)
         if dry_run:
             return BundleResult(
@@ -1301,7 +1375,10 @@ def bundle_wheel(
             plan, reader, extracted, level=level, provenance=provenance,
             linkers=find_linkers(rocm), progress=progress,
         )  # fmt: skip
-    return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary())
+        zip64 = tuple(wheelfile.zip64_reasons(out))
+    return BundleResult(
+        str(wheel), str(out), "bundled", time.monotonic() - start, plan.summary(), zip64
+    )
 
 
 def _check_tree(rocm: Path) -> None:

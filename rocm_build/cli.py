@@ -754,6 +754,8 @@ def bundle_cmd(
         )
         for line in bundle.system_lines(r.plan or {}):
             out_console.print(line, markup=False, soft_wrap=True)
+        for line in bundle.warning_lines(r):
+            err_console.print(line, markup=False, soft_wrap=True)
         if size > PYPI_LIMIT:
             err_console.print(
                 f"note: {Path(r.output).name} is larger than PyPI's default "

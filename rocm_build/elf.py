@@ -320,9 +320,15 @@ def _decompress_prefix(
 
 def _walk_bundles(mm: mmap.mmap, start: int, end: int) -> Iterator[OffloadBundle]:
     pos = start
+    # Where each magic next occurs (-1: nowhere), found again only once passed: a section of
+    # thousands of plain bundles and no compressed one was scanned to its end per bundle.
+    nxt_plain = mm.find(BUNDLE_MAGIC, pos, end)
+    nxt_ccob = mm.find(CCOB_MAGIC, pos, end)
     while pos < end:
-        nxt_plain = mm.find(BUNDLE_MAGIC, pos, end)
-        nxt_ccob = mm.find(CCOB_MAGIC, pos, end)
+        if 0 <= nxt_plain < pos:
+            nxt_plain = mm.find(BUNDLE_MAGIC, pos, end)
+        if 0 <= nxt_ccob < pos:
+            nxt_ccob = mm.find(CCOB_MAGIC, pos, end)
         candidates = [p for p in (nxt_plain, nxt_ccob) if p >= 0]
         if not candidates:
             return

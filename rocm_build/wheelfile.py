@@ -972,3 +972,28 @@ def consistent_version(file_version: str, metadata: str) -> str:
     if Version(meta) != Version(file_version.replace("_", "-")):
         log.info("version in METADATA (%s) and file name (%s) differ", meta, file_version)
     return meta
+
+
+def zip64_reasons(path: Path) -> list[str]:
+    """Why the zip file at ``path`` needs ZIP64 records, read from its central directory: members
+    of 4 GiB or more, members whose local header starts at or past 4 GiB, more than 65,535
+    members, a central directory that starts past 4 GiB. Empty: plain ZIP would do."""
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        start_dir = zf.start_dir
+    big = [i for i in infos if max(i.file_size, i.compress_size) >= _ZIP32_LIMIT]
+    far = [i for i in infos if i.header_offset >= _ZIP32_LIMIT]
+    reasons: list[str] = []
+    if big:
+        names = ", ".join(f"{i.filename} ({i.file_size} bytes)" for i in big[:3])
+        reasons.append(f"{len(big)} member(s) of 4 GiB or more: {names}")
+    if far:
+        reasons.append(
+            f"{len(far)} of {len(infos)} members start past 4 GiB, from {far[0].filename} "
+            f"at offset {far[0].header_offset}"
+        )
+    if len(infos) > 0xFFFF:
+        reasons.append(f"{len(infos)} members, more than 65,535")
+    if start_dir >= _ZIP32_LIMIT:
+        reasons.append(f"the central directory starts at offset {start_dir}")
+    return reasons
