@@ -148,14 +148,74 @@ def child(key: str, out: Path, level: int) -> dict[str, float]:
     }
 
 
+def phases(level: int, sample: int = 8) -> dict[str, float]:
+    """Where (c)'s time goes, per byte it moves: reading the sources, sha256 + CRC-32 (the main
+    thread), deflate (the pool; every ``sample``-th 4 MiB chunk, scaled up), writing the output
+    size to the same disk (with fsync). Seconds of one core each, measured here."""
+    import hashlib
+
+    from rocm_build import rawdeflate
+
+    ctx = json.loads((WORK / "ctx.json").read_text())
+    bench_bundle.WORK = WORK
+    libs = bench_bundle.closure(Path(ctx["tree"]), Path(ctx["wheel"]), ctx)
+    data = [line.split("\t")[0] for line in Path(ctx["data_list"]).read_text().splitlines()]
+    files = [p.resolve() for p in libs] + [Path(d) for d in data]
+    chunk = 4 << 20
+    out: dict[str, float] = {"bytes": 0, "read": 0, "hash": 0, "deflate": 0, "deflated": 0}
+    for i, path in enumerate(files):
+        with path.open("rb") as fh:
+            n = 0
+            while True:
+                t = time.monotonic()
+                block = fh.read(chunk)
+                out["read"] += time.monotonic() - t
+                if not block:
+                    break
+                t = time.process_time()
+                hashlib.sha256(block).digest()
+                rawdeflate.crc32(block)
+                out["hash"] += time.process_time() - t
+                if (i + n) % sample == 0:
+                    t = time.process_time()
+                    piece = rawdeflate.compress(block, level, True)
+                    out["deflate"] += (time.process_time() - t) * sample
+                    out["deflated"] += len(piece) * sample
+                out["bytes"] += len(block)
+                n += 1
+    buf = os.urandom(chunk)
+    target = WORK / "write-probe"
+    t = time.monotonic()
+    with target.open("wb") as fh:
+        for _ in range(int(out["deflated"]) // chunk):
+            fh.write(buf)
+        fh.flush()
+        os.fsync(fh.fileno())
+    out["write"] = time.monotonic() - t
+    target.unlink()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--level", type=int, default=6)
     parser.add_argument("--skip", default="", help="approaches to skip, e.g. a,b")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per approach")
     parser.add_argument("--keep", action="store_true", help="keep the outputs")
+    parser.add_argument(
+        "--phases", action="store_true", help="only measure where (c)'s time goes (after a run)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.phases:
+        r = phases(args.level)
+        gb = r["bytes"] / 1e9
+        print(
+            f"(c) moves {gb:.2f} GB -> about {r['deflated'] / 1e9:.2f} GB at level {args.level}; "
+            f"one core's seconds: read {r['read']:.1f} s, sha256 + CRC-32 {r['hash']:.1f} s, "
+            f"deflate {r['deflate']:.1f} s (libdeflate, sampled), write + fsync {r['write']:.1f} s"
+        )
+        return
     if args.child:
         key, out = args.child.split(":", 1)
         print(json.dumps(child(key, Path(out), args.level)))
