@@ -51,6 +51,8 @@ def test_data_trees_without_files_for_a_target_are_named(tree: Path) -> None:
     result = bundle.BundleResult("in.whl", "out.whl", "planned", 0.1, {"data_missing": dict(gaps)})
     lines = list(bundle.warning_lines(result))
     assert "lib/rocblas/library has no files for gfx942" in lines[0]
+    big = bundle.BundleResult("in.whl", "/o/out.whl", "bundled", 1.0, {}, ("2 of 5 members ...",))
+    assert list(bundle.warning_lines(big)) == ["note: out.whl needs ZIP64: 2 of 5 members ..."]
 
 
 def test_zip64_reasons_name_the_first_member_past_the_limit(
