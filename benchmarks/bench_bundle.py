@@ -128,7 +128,7 @@ def closure(tree: Path, wheel: Path, ctx: dict[str, str] | None = None) -> list[
     ctx = ctx or {}
     dlopen: tuple[str, ...] = ()
     if ctx.get("dlopen") == "default":
-        dlopen = tuple(config.from_environment()["bundle.dlopen_libs"])
+        dlopen = tuple(config.from_environment().bundle.dlopen_libs)
     WORK.mkdir(parents=True, exist_ok=True)
     elves = {}
     with WheelReader(wheel) as reader:

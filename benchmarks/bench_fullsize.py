@@ -75,7 +75,7 @@ def prepare() -> dict[str, str]:
     # (b) copies the data files rocm-build picks, as the scripts' grep over the folder does
     libs = bench_bundle.closure(tree, wheel, ctx)
     data, _ = bundle.select_data(
-        tree, cfg["bundle.data_trees"], "torch/lib", [p.name for p in libs], targets
+        tree, cfg.bundle.data_trees, "torch/lib", [p.name for p in libs], targets
     )
     listing = WORK / "data-files.tsv"
     listing.write_text("".join(f"{d.source}\t{d.arcname}\n" for d in data))
