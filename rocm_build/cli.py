@@ -470,6 +470,44 @@ def rocm_debian(state: State, dest: Path, cache: Path | None, release: str, mirr
         out_console.print(f"ROCm {version} tree: {tree}", markup=False)
 
 
+@rocm_group.command("wheels")
+@click.argument("tree", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option(
+    "--output-dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the wheels go.",
+)
+@click.option(
+    "--target-family",
+    default="all",
+    metavar="NAME",
+    help="Target family in the libraries package's name (rocm-sdk-libraries-NAME; default all).",
+)
+@click.option(
+    "-z", "--compression-level", type=click.IntRange(0, 9), default=6, help="Deflate level."
+)
+@pass_state
+def rocm_wheels(
+    state: State, tree: Path, output_dir: Path, target_family: str, compression_level: int
+) -> None:
+    """Package TREE as ROCm's Python packages: rocm-sdk-core, rocm-sdk-libraries-FAMILY, rocm.
+
+    Same distribution names and site-packages folders (_rocm_sdk_core/, ...) as ROCm's own, at
+    the tree's version: what thin wheels (bundle --mode thin) depend on.
+    """
+    from . import rocmwheels
+
+    made = rocmwheels.build_wheels(tree, output_dir, family=target_family, level=compression_level)
+    if state.json:
+        state.emit([str(p) for p in made])
+    else:
+        for path in made:
+            out_console.print(
+                f"{path}  ({human_size(path.stat().st_size)})", markup=False, soft_wrap=True
+            )
+
+
 @rocm_group.command("sysroot")
 @click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--release", default="sid", metavar="NAME", help="Debian release of the root.")

@@ -1,0 +1,268 @@
+"""A ROCm tree as ROCm's own Python packages (``rocm wheels``).
+
+ROCm publishes its runtime and libraries as Python distributions: ``rocm-sdk-core`` (HIP
+runtime, HSA, comgr, the bundled system libraries), ``rocm-sdk-libraries-<target family>``
+(math libraries and their data) and the pure ``rocm`` meta package. Each platform package
+installs one import folder in site-packages, ``_rocm_sdk_core/`` or
+``_rocm_sdk_libraries_<family>/`` (dashes as underscores), holding the tree's own layout:
+``lib/``, ``lib/rocm_sysdeps/lib``, ``lib/llvm/lib``, ... This module writes the same
+distributions from a tree so thin wheels (``bundle --mode thin``) can be installed and tested
+without ROCm's package index: same names, same folders, version = the tree's version.
+
+A wheel holds no symlinks: a library is stored once, under the name the loader looks up (its
+soname). Core libraries keep their search paths (``$ORIGIN``-relative inside the same layout);
+the libraries package's ELF files get entries into ``_rocm_sdk_core``'s folders as well.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__, elf, tempfiles
+from .bundle import _rel_origin, _rocm_version, _stream_elf, platform_tag, tree_lib_dirs
+from .errors import RocmTreeError
+from .wheelfile import WheelWriter
+
+CORE_DIST = "rocm-sdk-core"
+LIBRARIES_DIST = "rocm-sdk-libraries-{family}"
+META_DIST = "rocm"
+DEFAULT_FAMILY = "all"
+
+#: Libraries of the core package (with everything they need from the tree); the other shared
+#: libraries of ``lib/`` go into the libraries package.
+CORE_LIBS = (
+    "libamdhip64.so*",
+    "libhiprtc*.so*",
+    "libhsa-runtime64.so*",
+    "libhsakmt.so*",
+    "libamd_comgr*.so*",
+    "libroctx64.so*",
+    "libroctracer64.so*",
+    "librocprofiler*.so*",
+    "libhsa-amd-aqlprofile64.so*",
+    "librocm_smi64.so*",
+    "libamd_smi.so*",
+    "librocm-core.so*",
+    "librocm_sysdeps_*.so*",
+)
+#: Folders of ``lib/`` that are no library's data tree.
+_NOT_DATA = ("cmake", "pkgconfig", "llvm", "llvm-*", "rocm_sysdeps", "host-math", "python*")
+
+
+def import_folder(dist: str) -> str:
+    """The folder a platform distribution installs: ``_`` + its name with ``_`` for ``-``."""
+    return "_" + dist.replace("-", "_")
+
+
+def libraries_dist(family: str) -> str:
+    return LIBRARIES_DIST.format(family=family)
+
+
+def _file_dist(dist: str) -> str:
+    """The distribution's name as a wheel file name spells it."""
+    return re.sub(r"[-_.]+", "_", dist)
+
+
+@dataclass(frozen=True)
+class TreeLib:
+    name: str  # the name the loader looks up (soname, else file name)
+    source: Path  # the real file
+    rel_dir: str  # its lib folder relative to the tree, e.g. "lib/rocm_sysdeps/lib"
+    info: elf.ElfInfo
+
+
+def _tree_libs(tree: Path) -> dict[str, TreeLib]:
+    """Every shared library of the tree's lib folders, by every name it has there."""
+    out: dict[str, TreeLib] = {}
+    by_file: dict[Path, TreeLib] = {}
+    for folder in tree_lib_dirs(tree):
+        rel_dir = folder.relative_to(tree).as_posix()
+        for path in sorted(folder.iterdir()):
+            if ".so" not in path.name or not path.is_file() or path.name in out:
+                continue
+            real = path.resolve()
+            if real not in by_file:
+                try:
+                    info = elf.read_elf(real)
+                except elf.NotElfError:
+                    continue
+                if not info.is_host:
+                    continue
+                by_file[real] = TreeLib(info.soname or path.name, real, rel_dir, info)
+            out[path.name] = by_file[real]
+    return out
+
+
+def _closure(seeds: Iterable[TreeLib], libs: dict[str, TreeLib], skip: set[Path]) -> list[TreeLib]:
+    found: dict[Path, TreeLib] = {}
+    queue = [s for s in seeds if s.source not in skip]
+    while queue:
+        lib = queue.pop()
+        if lib.source in found or lib.source in skip:
+            continue
+        found[lib.source] = lib
+        queue += [libs[n] for n in lib.info.needed if n in libs]
+    return sorted(found.values(), key=lambda lib: (lib.rel_dir, lib.name))
+
+
+def _data_files(tree: Path) -> list[Path]:
+    lib = tree / "lib"
+    out: list[Path] = []
+    for sub in sorted(lib.iterdir()) if lib.is_dir() else []:
+        if not sub.is_dir() or sub.is_symlink():
+            continue
+        if any(fnmatch.fnmatchcase(sub.name, p) for p in _NOT_DATA):
+            continue
+        for root, dirs, files in os.walk(sub):
+            dirs.sort()
+            out += [Path(root) / f for f in sorted(files) if (Path(root) / f).is_file()]
+    return out
+
+
+def _metadata(dist: str, version: str, summary: str, requires: Sequence[str]) -> bytes:
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {dist}",
+        f"Version: {version}",
+        f"Summary: {summary}",
+        *(f"Requires-Dist: {r}" for r in requires),
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _wheel_info(tags: Sequence[str], purelib: bool) -> bytes:
+    lines = [
+        "Wheel-Version: 1.0",
+        f"Generator: rocm-build {__version__}",
+        f"Root-Is-Purelib: {'true' if purelib else 'false'}",
+        *(f"Tag: {t}" for t in tags),
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _write_platform_wheel(
+    output_dir: Path,
+    dist: str,
+    version: str,
+    summary: str,
+    libs: Sequence[TreeLib],
+    data: Sequence[tuple[Path, str]],
+    extra_dirs: Sequence[str],
+    level: int,
+) -> Path:
+    """One platform package: ``libs`` under ``<import folder>/<their lib folder>``; their search
+    path gains ``extra_dirs`` (site-packages-relative folders) after their own entries."""
+    folder = import_folder(dist)
+    provided = {lib.name for lib in libs}
+    external = {n for lib in libs for n in lib.info.needed if n not in provided}
+    machine = libs[0].info.machine if libs else "EM_X86_64"
+    plat = platform_tag([lib.info for lib in libs], external, machine)
+    tags = [f"py3-none-{p}" for p in plat.split(".")]
+    name = f"{_file_dist(dist)}-{version}-py3-none-{plat}.whl"
+    dist_info = f"{_file_dist(dist)}-{version}.dist-info"
+    out = output_dir / name
+    with (
+        tempfiles.folder(output_dir, f"{name}.scratch") as scratch,
+        WheelWriter(out, dist_info, level=level) as writer,
+    ):
+        writer.add_bytes(f"{folder}/__init__.py", f'__version__ = "{version}"\n'.encode())
+        for lib in libs:
+            here = f"{folder}/{lib.rel_dir}"
+            arc = f"{here}/{lib.name}"
+            if extra_dirs:
+                entries = [*lib.info.search_path, *(_rel_origin(here, d) for d in extra_dirs)]
+                _stream_elf(writer, arc, lib.source, ":".join(dict.fromkeys(entries)),
+                            Path(scratch), 0o755)  # fmt: skip
+            else:
+                writer.add_file(arc, lib.source, 0o755)
+        for path, rel in data:
+            writer.add_file(f"{folder}/{rel}", path, 0o644)
+        writer.add_bytes(f"{dist_info}/METADATA", _metadata(dist, version, summary, []))
+        writer.add_bytes(f"{dist_info}/WHEEL", _wheel_info(tags, purelib=False))
+        writer.commit()
+    return out
+
+
+def _write_meta_wheel(output_dir: Path, version: str, family: str, level: int) -> Path:
+    dist_info = f"{META_DIST}-{version}.dist-info"
+    out = output_dir / f"{META_DIST}-{version}-py3-none-any.whl"
+    requires = [
+        f"{CORE_DIST}=={version}",
+        f'{libraries_dist(family)}=={version}; extra == "libraries"',
+    ]
+    meta = _metadata(META_DIST, version, "ROCm (meta package)", requires)
+    meta = meta.replace(b"Requires-Dist", b"Provides-Extra: libraries\nRequires-Dist", 1)
+    with WheelWriter(out, dist_info, level=level) as writer:
+        writer.add_bytes("rocm_sdk/__init__.py", f'__version__ = "{version}"\n'.encode())
+        writer.add_bytes(f"{dist_info}/METADATA", meta)
+        writer.add_bytes(f"{dist_info}/WHEEL", _wheel_info(["py3-none-any"], purelib=True))
+        writer.commit()
+    return out
+
+
+def tree_packages(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, list[TreeLib]]:
+    """The tree's libraries by the distribution they belong to (core, libraries)."""
+    libs = _tree_libs(tree)
+    seeds = [
+        lib
+        for n, lib in libs.items()
+        if lib.rel_dir == "lib" and any(fnmatch.fnmatchcase(n, p) for p in CORE_LIBS)
+    ]
+    core = _closure(seeds, libs, set())
+    rest = [lib for lib in libs.values() if lib.rel_dir == "lib"]
+    extra = _closure(rest, libs, {lib.source for lib in core})
+    return {CORE_DIST: core, libraries_dist(family): extra}
+
+
+def package_dirs(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, tuple[str, str]]:
+    """NEEDED name -> (distribution, its folder relative to site-packages) for the tree's
+    libraries as :func:`build_wheels` packages them."""
+    out: dict[str, tuple[str, str]] = {}
+    libs = _tree_libs(tree)
+    for dist, members in tree_packages(tree, family).items():
+        for lib in members:
+            where = (dist, f"{import_folder(dist)}/{lib.rel_dir}")
+            out[lib.name] = where
+            for n, other in libs.items():
+                if other.source == lib.source:
+                    out.setdefault(n, where)
+    return out
+
+
+def build_wheels(
+    tree: Path, output_dir: Path, *, family: str = DEFAULT_FAMILY, level: int = 6
+) -> list[Path]:
+    """Write rocm-sdk-core, rocm-sdk-libraries-<family> and rocm wheels of ``tree``."""
+    version = _rocm_version(tree)
+    if not version or not (tree / "lib").is_dir():
+        raise RocmTreeError(
+            f"{tree} is no ROCm tree (no lib/ or .info/version): pass the tree's top folder"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*", family):
+        raise RocmTreeError(f"bad target family '{family}': use letters, digits, - and _ only")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    packages = tree_packages(tree, family)
+    core = packages[CORE_DIST]
+    core_dirs = sorted({f"{import_folder(CORE_DIST)}/{lib.rel_dir}" for lib in core})
+    libraries = libraries_dist(family)
+    data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree)]
+    return [
+        _write_platform_wheel(
+            output_dir, CORE_DIST, version, "ROCm core runtime (HIP, HSA, comgr)", core, (),
+            (), level,
+        ),
+        _write_platform_wheel(
+            output_dir, libraries, version, f"ROCm libraries for {family}", packages[libraries],
+            data, core_dirs, level,
+        ),
+        _write_meta_wheel(output_dir, version, family, level),
+    ]  # fmt: skip
+
+
+def requirement_lines(dists: Iterable[str], version: str) -> list[str]:
+    return [f"{d}=={version}" for d in sorted(set(dists))]

@@ -1,0 +1,89 @@
+"""Thin wheels on the real ROCm 5.2.3 tree: ``rocm wheels`` packages the tree as ROCm's Python
+packages; a thin wheel depends on them. No GPU here: the HIP runtime must load from the
+packages in a fresh venv and report hipErrorNoDevice (100); everything else is real.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build import elf
+
+from .conftest import make_venv
+
+pytestmark = pytest.mark.slow
+
+LOAD_LIBRARIES = r"""
+import ctypes, json, os, sys, sysconfig
+site = sysconfig.get_paths()["platlib"]
+lib = ctypes.CDLL(os.path.join(site, "_rocm_sdk_libraries_all", "lib", "librocrand.so.1"))
+hip = ctypes.CDLL("libamdhip64.so.5")  # already loaded through librocrand's search path
+n = ctypes.c_int(-1)
+status = hip.hipGetDeviceCount(ctypes.byref(n))
+maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if ".so" in line})
+print(json.dumps({"status": status, "maps": maps}))
+"""
+
+
+def _pip(python: Path, *args: str) -> None:
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args]
+    subprocess.run(cmd, check=True)
+
+
+def _rocm_wheels(run_cli, tree: Path, out: Path):  # type: ignore[no-untyped-def]
+    return run_cli(
+        ["--json", "rocm", "wheels", str(tree), "--output-dir", str(out), "-z", "1"],
+        cwd=out.parent,
+    )
+
+
+def test_rocm_wheels_have_rocms_names_and_run_without_the_tree(
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "rocm-wheels"
+    res = _rocm_wheels(run_cli, tree_copy, out)
+    assert res.returncode == 0, res.stderr
+    made = sorted(Path(p).name for p in json.loads(res.stdout))
+    assert made == [
+        "rocm-5.2.3-py3-none-any.whl",
+        "rocm_sdk_core-5.2.3-py3-none-linux_x86_64.whl",
+        "rocm_sdk_libraries_all-5.2.3-py3-none-linux_x86_64.whl",
+    ]
+    with zipfile.ZipFile(out / made[1]) as zf:
+        core = set(zf.namelist())
+        meta = zf.read("rocm_sdk_core-5.2.3.dist-info/METADATA").decode()
+    assert "Name: rocm-sdk-core\n" in meta
+    assert "Version: 5.2.3\n" in meta
+    for name in (
+        "lib/libamdhip64.so.5",
+        "lib/libhsa-runtime64.so.1",
+        "lib/libamd_comgr.so.2",
+        "lib/rocm_sysdeps/lib/libnuma.so.1",
+        "lib/llvm/lib/libLLVM-15.so.1",
+    ):
+        assert f"_rocm_sdk_core/{name}" in core
+    assert not any("rocrand" in n for n in core)
+    with zipfile.ZipFile(out / made[2]) as zf:
+        assert "_rocm_sdk_libraries_all/lib/librocrand.so.1" in zf.namelist()
+        zf.extract("_rocm_sdk_libraries_all/lib/librocrand.so.1", tmp_path / "x")
+    info = elf.read_elf(tmp_path / "x/_rocm_sdk_libraries_all/lib/librocrand.so.1")
+    assert "$ORIGIN/../../_rocm_sdk_core/lib" in info.search_path
+
+    python = make_venv(tmp_path / "venv")
+    # pip resolves the meta package's requirements from the folder alone
+    _pip(python, "--no-index", "--find-links", str(out), "rocm[libraries]==5.2.3")
+    tree_copy.rename(tmp_path / "gone")
+    proc = subprocess.run([str(python), "-c", LOAD_LIBRARIES], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["status"] == 100  # hipErrorNoDevice: no GPU on this machine, the runtime loaded
+    hip = [m for m in got["maps"] if "libamdhip64" in m]
+    assert hip
+    assert all("/_rocm_sdk_core/lib/" in m for m in hip)
+    assert not any(str(tree_copy) in m for m in got["maps"])
