@@ -617,6 +617,7 @@ def make_plan(
     rocm_only: Sequence[str] = (),
     system_allowed: Sequence[str] = ("*",),
     tree: str = "",
+    thin: ThinSource | None = None,
 ) -> BundlePlan:
     """Everything the bundle will do, decided before a byte is written.
 
@@ -624,6 +625,10 @@ def make_plan(
     ``system_allowed`` and none of ``rocm_only`` (ROCm's own libraries: those come from the
     tree ``tree`` or the bundle stops). A file reached by several names is bundled once, under
     its soname; the other names become alias stubs.
+
+    ``thin`` (mode thin): the ROCm libraries it knows stay out of the wheel; the ELF files that
+    need them get search-path entries into their packages' folders and the wheel requires those
+    packages. Other libraries follow the same rules as in a fat wheel.
     """
     lib_dir = lib_dir.strip("/")
     host = {arc: info for arc, info in elves.items() if info.is_host}
@@ -641,6 +646,7 @@ def make_plan(
     missing: dict[str, list[str]] = {}
     refused: dict[str, tuple[str, str, list[str]]] = {}  # name -> (why, system path, needers)
     from_torch: dict[str, str] = {}
+    from_packages: dict[str, tuple[str, str]] = {}  # thin: name -> (distribution, folder)
     system: set[str] = set()
     queue: list[tuple[str, elf.ElfInfo]] = sorted(host.items())
 
@@ -678,6 +684,8 @@ def make_plan(
                     needers[same.get(name, name)].append(who)
                 elif torch is not None and name in torch.libs:
                     from_torch[name] = torch.libs[name]
+                elif thin is not None and name in thin.folders:
+                    from_packages[name] = thin.folders[name]
                 else:
                     cand = index.find(name, info)
                     why = _system_refusal(cand, name, rocm_only, system_allowed)
@@ -692,7 +700,7 @@ def make_plan(
     uses_rocm = any(lib.origin == "rocm" for lib in grafted.values()) or any(
         index.in_tree(name) for name in provided
     )
-    if like is not None and uses_rocm and dlopen_patterns:
+    if like is not None and uses_rocm and dlopen_patterns and thin is None:
         for cand in index.dlopen_candidates(dlopen_patterns, like):
             name = cand.info.soname or cand.path.name
             if name in provided or name in grafted or name in same:
@@ -744,11 +752,13 @@ def make_plan(
     location.update(dict.fromkeys([*grafted, *same], lib_dir))
     if torch is not None:
         location.update({n: posixpath.dirname(a) for n, a in from_torch.items()})
+    location.update({n: folder for n, (_, folder) in from_packages.items()})
     rpaths: list[RpathChange] = []
     for arc, info in sorted(host.items()):
         here = posixpath.dirname(arc)
         entries: list[str] = []
-        if libraries or any(n in location for n in info.needed) or not info.needed:
+        own = [n for n in info.needed if n in location and n not in from_packages]
+        if libraries or own or not info.needed:
             entries.append(_rel_origin(here, lib_dir))
         for name in info.needed:
             if name in location:
@@ -762,7 +772,7 @@ def make_plan(
     skipped = 0
     if data is not None:
         data_files, skipped = data
-    elif data_selector is not None:
+    elif data_selector is not None and thin is None:
         data_files, skipped = data_selector([lib.name for lib in libraries])
     present = set(members)
     data_files = tuple(d for d in data_files if d.arcname not in present)
@@ -772,6 +782,8 @@ def make_plan(
         want = f"torch=={torch.version}"
         if want not in metadata:
             requires.append(want)
+    if thin is not None:
+        requires += [f"{d}=={thin.version}" for d in sorted({d for d, _ in from_packages.values()})]
 
     # the tag the result satisfies
     external = set(system)
@@ -805,6 +817,20 @@ def make_plan(
         provenance_arcname=f"{top}/{PROVENANCE}",
         fingerprint=fingerprint,
     )
+
+
+@dataclass(frozen=True)
+class ThinSource:
+    """Where a thin wheel's ROCm libraries come from: ROCm's Python packages at ``version``."""
+
+    version: str
+    folders: Mapping[str, tuple[str, str]]  # NEEDED name -> (distribution, site-packages folder)
+
+
+def thin_source(rocm: Path, family: str) -> ThinSource:
+    from . import rocmwheels
+
+    return ThinSource(_rocm_version(rocm), rocmwheels.package_dirs(rocm, family))
 
 
 def _system_refusal(
@@ -1194,6 +1220,8 @@ def bundle_wheel(
     rocm_libs: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     no_wait: bool = False,
+    mode: Literal["fat", "thin"] = "fat",
+    family: str = "all",
 ) -> BundleResult:
     """Bundle one wheel (see the module docstring); a no-op when its output is up to date.
 
@@ -1224,6 +1252,8 @@ def bundle_wheel(
         "system_libs": list(system_libs),
         "rocm_libs": list(rocm_libs),
     }
+    if mode == "thin":
+        settings["thin"] = family
     fingerprint = _fingerprint(settings)
     top = lib_dir.split("/", 1)[0]
     if existing := _up_to_date(wheel, output_dir, f"{top}/{PROVENANCE}", fingerprint):
@@ -1298,6 +1328,7 @@ def bundle_wheel(
             rocm_only=[*rocm_libs, *so_patterns, *stems],
             system_allowed=system_libs,
             tree=str(rocm),
+            thin=thin_source(rocm, family) if mode == "thin" else None,
         )
         out_name = reader.name.with_version(version).with_platform(provisional.platform_tag)
         gaps = data_target_gaps(
@@ -1369,6 +1400,7 @@ def bundle_wheel(
             "data_skipped": plan.data_skipped,
             "from_torch": [n for n, _ in plan.from_torch],
             "sources": sources,
+            "mode": mode,
         }
         output_dir.mkdir(parents=True, exist_ok=True)
         apply_plan(
@@ -1451,6 +1483,8 @@ def bundle_many(
     lib_dir: str | None = None,
     progress: Progress = NO_PROGRESS,
     dry_run: bool = False,
+    mode: Literal["fat", "thin"] = "fat",
+    family: str = "all",
 ) -> list[BundleResult]:
     """Bundle each wheel; torch first, so the others can use the torch fat wheel just made.
 
@@ -1517,6 +1551,8 @@ def bundle_many(
             rocm_libs=rocm_libs,
             env=cfg.env,
             no_wait=no_wait,
+            mode=mode,
+            family=family,
         )
         faults.point("bundle.done")
         if is_torch and not dry_run:

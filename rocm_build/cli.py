@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeAlias
 
 import click
 from rich.console import Console
@@ -733,6 +733,19 @@ def show_smoke(result: Any) -> None:
     metavar="DIR",
     help="A folder outside the ROCm tree that symlinks in the tree may lead to (repeatable).",
 )
+@click.option(
+    "--mode",
+    type=click.Choice(["fat", "thin"]),
+    default="fat",
+    help="fat: carry the ROCm libraries; thin: depend on ROCm's Python packages (rocm-sdk-core, "
+    "rocm-sdk-libraries-FAMILY) at the tree's version instead.",
+)
+@click.option(
+    "--target-family",
+    default="all",
+    metavar="NAME",
+    help="thin: the FAMILY of rocm-sdk-libraries-FAMILY (as rocm wheels --target-family).",
+)
 @pass_state
 def bundle_cmd(
     state: State,
@@ -747,6 +760,8 @@ def bundle_cmd(
     compression_level: int | None,
     dry_run: bool | None,
     allow_outside: tuple[str, ...],
+    mode: Literal["fat", "thin"],
+    target_family: str,
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from . import bundle
@@ -768,7 +783,7 @@ def bundle_cmd(
     try:
         results = bundle.bundle_many(
             ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars,
-            dry_run=dry_run,
+            dry_run=dry_run, mode=mode, family=target_family,
         )  # fmt: skip
     finally:
         _close(bars)

@@ -87,3 +87,52 @@ def test_rocm_wheels_have_rocms_names_and_run_without_the_tree(
     assert hip
     assert all("/_rocm_sdk_core/lib/" in m for m in hip)
     assert not any(str(tree_copy) in m for m in got["maps"])
+
+
+CHECK = r"""
+import json
+import hipext
+status, count = hipext.device_count_status()
+maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if ".so" in line})
+print(json.dumps({"status": status, "maps": maps}))
+"""
+
+
+def _thin(run_cli, wheel: Path, tree: Path, out: Path):  # type: ignore[no-untyped-def]
+    return run_cli(
+        ["bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out), "-z", "1",
+         "--mode", "thin"],
+        cwd=wheel.parent,
+    )  # fmt: skip
+
+
+def test_thin_wheel_runs_on_the_rocm_packages_without_the_tree(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "index"
+    res = _thin(run_cli, hip_ext_wheel, tree_copy, out)
+    assert res.returncode == 0, res.stderr
+    (thin,) = out.glob("hipext-*.whl")
+    with zipfile.ZipFile(thin) as zf:
+        names = zf.namelist()
+        meta = zf.read("hipext-1.0.0.dist-info/METADATA").decode()
+        zf.extract("hipext/_kern.so", tmp_path / "x")
+    assert not [n for n in names if ".so" in n and n != "hipext/_kern.so"]  # no ROCm library
+    assert "Requires-Dist: rocm-sdk-core==5.2.3\n" in meta
+    assert "rocm-sdk-libraries" not in meta  # the extension needs none of them
+    info = elf.read_elf(tmp_path / "x/hipext/_kern.so")
+    assert "$ORIGIN/../_rocm_sdk_core/lib" in info.search_path
+
+    assert _rocm_wheels(run_cli, tree_copy, out).returncode == 0
+    python = make_venv(tmp_path / "venv")
+    # pip finds rocm-sdk-core through hipext's Requires-Dist, in the folder alone
+    _pip(python, "--no-index", "--find-links", str(out), "hipext")
+    tree_copy.rename(tmp_path / "gone")
+    proc = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["status"] == 100  # hipErrorNoDevice: no GPU on this machine, the runtime loaded
+    hip = [m for m in got["maps"] if "libamdhip64" in m]
+    assert hip
+    assert all("/_rocm_sdk_core/lib/" in m for m in hip)
+    assert not any(str(tree_copy) in m for m in got["maps"])
