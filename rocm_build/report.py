@@ -6,8 +6,10 @@ read (headers and ``.hip_fatbin`` through mmap) and deleted again.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import posixpath
+import re
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
@@ -101,6 +103,7 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
             finally:
                 dest.unlink()
         name = reader.name
+        requires = _requires_dist(reader.metadata())
     # by file name, as the loader looks NEEDED names up (a SONAME alone provides nothing)
     provided = {posixpath.basename(a) for a in elves}
     whitelist = bundle.policy_whitelist("auto")
@@ -125,7 +128,11 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
             and not bundle._is_loader(n)
             and n not in from_torch
         ]
-        external |= {n for n in info.needed if n not in provided and n not in from_torch}
+        expected = _from_packages(arc, info, unresolved, requires)
+        unresolved = [n for n in unresolved if n not in expected]
+        external |= {
+            n for n in info.needed if n not in provided and n not in from_torch | set(expected)
+        }
         rows.append(
             {
                 "path": arc,
@@ -135,6 +142,7 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
                 "escaping": escaping,
                 "unresolved": unresolved,
                 "off_search_path": off_path,
+                "from_packages": expected,
                 **_device_code(bundles.get(arc, ())),
             }
         )
@@ -204,6 +212,56 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
     gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
     missing = tuple(t for t in requested if t in gaps)
     return InspectResult(data, missing)
+
+
+def _requires_dist(metadata: str) -> dict[str, str]:
+    """The wheel's requirements by the site-packages folder their distribution installs (ROCm's
+    platform packages: ``rocm-sdk-core`` installs ``_rocm_sdk_core``)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out: dict[str, str] = {}
+    for line in metadata.splitlines():
+        if line.startswith("Requires-Dist:"):
+            try:
+                req = Requirement(line.partition(":")[2].strip())
+            except InvalidRequirement:
+                continue
+            folder = "_" + re.sub(r"[-_.]+", "_", req.name).lower()
+            out[folder] = f"{req.name}{req.specifier}"
+    return out
+
+
+def _from_packages(
+    arc: str, info: elf.ElfInfo, names: list[str], requires: dict[str, str]
+) -> dict[str, list[dict[str, str]]]:
+    """Per NEEDED name the wheel lacks, the ROCm Python package folders (``_rocm_sdk_*``) its
+    search path points into, each with the requirement that installs it ("" if none does).
+    A name of ROCm's core runtime is expected from the core package's folders only."""
+    from .rocmwheels import CORE_LIBS
+
+    here = posixpath.dirname(arc)
+    folders: list[str] = []
+    for entry in info.search_path:
+        for prefix in ("${ORIGIN}", "$ORIGIN"):
+            if entry == prefix or entry.startswith(prefix + "/"):
+                rest = entry[len(prefix) :].lstrip("/")
+                target = posixpath.normpath(posixpath.join(here or ".", rest))
+                if target.startswith("_rocm_sdk_") and target not in folders:
+                    folders.append(target)
+                break
+    out: dict[str, list[dict[str, str]]] = {}
+    for name in names:
+        core = any(fnmatch.fnmatchcase(name, p) for p in CORE_LIBS)
+        fits = [f for f in folders if f.startswith("_rocm_sdk_core") == core] or folders
+        if not fits:
+            continue
+        out[name] = []
+        for folder in fits:
+            top = folder.split("/", 1)[0]
+            match = [f for f in requires if top.lower().startswith(f)]
+            req = requires[max(match, key=len)] if match else ""
+            out[name].append({"folder": folder, "requirement": req})
+    return out
 
 
 def _origin_folders(arc: str, entries: tuple[str, ...]) -> set[str]:
@@ -291,6 +349,12 @@ def render(data: dict[str, Any]) -> Iterator[str]:
             yield f"    ESCAPES THE WHEEL: {', '.join(row['escaping'])}"
         if row["unresolved"]:
             yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
+        for lib, where in row.get("from_packages", {}).items():
+            places = ", ".join(
+                f"{w['folder']} ({w['requirement'] or 'NO Requires-Dist installs it'})"
+                for w in where
+            )
+            yield f"    {lib}: from {places}"
         if row.get("off_search_path"):
             yield (
                 f"    IN THE WHEEL BUT NOT ON ITS SEARCH PATH: {', '.join(row['off_search_path'])}"

@@ -136,3 +136,52 @@ def test_thin_wheel_runs_on_the_rocm_packages_without_the_tree(
     assert hip
     assert all("/_rocm_sdk_core/lib/" in m for m in hip)
     assert not any(str(tree_copy) in m for m in got["maps"])
+
+
+def _inspect(run_cli, wheel: Path):  # type: ignore[no-untyped-def]
+    res = run_cli(["--json", "inspect", str(wheel)], cwd=wheel.parent)
+    assert res.returncode == 0, res.stderr
+    text = run_cli(["inspect", str(wheel)], cwd=wheel.parent)
+    return json.loads(res.stdout), text.stdout
+
+
+def test_inspect_thin_wheel_names_the_package_of_each_library(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "index"
+    assert _thin(run_cli, hip_ext_wheel, tree_copy, out).returncode == 0
+    (thin,) = out.glob("hipext-*.whl")
+    data, text = _inspect(run_cli, thin)
+    (row,) = data["elf_files"]
+    assert row["from_packages"]["libamdhip64.so.5"] == [
+        {"folder": "_rocm_sdk_core/lib", "requirement": "rocm-sdk-core==5.2.3"}
+    ]
+    assert "libamdhip64.so.5" not in row["unresolved"]
+    assert "libamdhip64.so.5: from _rocm_sdk_core/lib (rocm-sdk-core==5.2.3)" in text
+
+
+def test_inspect_third_party_thin_wheel(hip_ext_so: Path, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A thin wheel rocm-build did not make (laid out as pyg-lib-rocm's: the extension one
+    folder deep, RUNPATH into both packages' lib folders), one of them not required."""
+    from rocm_build.bundle import _patchelf
+
+    from .helpers import make_wheel
+
+    so = tmp_path / "_kern.so"
+    so.write_bytes(hip_ext_so.read_bytes())
+    search = "$ORIGIN/../_rocm_sdk_core/lib:$ORIGIN/../_rocm_sdk_libraries_gfx94X_dcgpu/lib"
+    subprocess.run([_patchelf(), "--set-rpath", search, str(so)], check=True)
+    so.chmod(0o755)
+    wheel = make_wheel(
+        tmp_path / "dist",
+        "thirdparty",
+        "0.8.0",
+        {"thirdparty/_kern.so": so},
+        requires=["rocm-sdk-core==7.0.0"],
+    )
+    data, text = _inspect(run_cli, wheel)
+    (row,) = data["elf_files"]
+    assert row["from_packages"]["libamdhip64.so.5"] == [
+        {"folder": "_rocm_sdk_core/lib", "requirement": "rocm-sdk-core==7.0.0"}
+    ]
+    assert "libamdhip64.so.5: from _rocm_sdk_core/lib (rocm-sdk-core==7.0.0)" in text
