@@ -62,6 +62,7 @@ def test_help_lists_commands_in_pipeline_order_without_cutting_them(
         "fetch",
         "run",
         "sysroot",
+        "wheels",
     ]
     assert "..." not in sub.split("Commands:", 1)[1]
 
