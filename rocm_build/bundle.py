@@ -830,7 +830,13 @@ class ThinSource:
 def thin_source(rocm: Path, family: str) -> ThinSource:
     from . import rocmwheels
 
-    return ThinSource(_rocm_version(rocm), rocmwheels.package_dirs(rocm, family))
+    version = _rocm_version(rocm)
+    if not version:
+        raise RocmTreeError(
+            f"ROCm tree {rocm} has no .info/version: thin wheels require ROCm's packages at the "
+            "tree's version; use a tree with .info/version, or bundle in fat mode"
+        )
+    return ThinSource(version, rocmwheels.package_dirs(rocm, family))
 
 
 def _system_refusal(
@@ -1522,6 +1528,11 @@ def bundle_many(
     for wheel in sorted(wheels, key=order):
         name = WheelName.parse(wheel.name)
         if platform == "windows" or (platform == "auto" and is_windows_wheel(wheel)):
+            if mode == "thin":
+                raise BundleError(
+                    f"{wheel.name}: --mode thin makes Linux wheels only so far: bundle this "
+                    "Windows wheel in fat mode"
+                )
             result = bundle_windows(
                 wheel, rocm=rocm, output_dir=output_dir, targets=targets,
                 dlopen_patterns=dlopen_patterns, data_trees=data_trees, level=level,

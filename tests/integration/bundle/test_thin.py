@@ -185,3 +185,80 @@ def test_inspect_third_party_thin_wheel(hip_ext_so: Path, run_cli, tmp_path: Pat
         {"folder": "_rocm_sdk_core/lib", "requirement": "rocm-sdk-core==7.0.0"}
     ]
     assert "libamdhip64.so.5: from _rocm_sdk_core/lib (rocm-sdk-core==7.0.0)" in text
+
+
+TORCH_CHECK = r"""
+import ctypes, json, os, sysconfig
+site = sysconfig.get_paths()["platlib"]
+c = ctypes.CDLL(os.path.join(site, "torch", "_C.so"))
+status = c.c_count()
+maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if ".so" in line})
+print(json.dumps({"status": status, "maps": maps}))
+"""
+
+
+def test_thin_torch_shaped_wheel_needs_both_packages(
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """torch/lib/libtorch_hip.so uses HIP (core) and rocRAND (libraries), two folders deep."""
+    from .helpers import cc_shared, make_wheel
+
+    lib = tree_copy / "lib"
+    torch_hip = cc_shared(
+        tmp_path / "build" / "libtorch_hip.so",
+        "int hipGetDeviceCount(int*);\nint rocrand_create_generator(void*, int);\n"
+        "void *volatile keep_rocrand = (void*)&rocrand_create_generator;\n"
+        "int torch_count(void){int n=-1; return hipGetDeviceCount(&n);}\n",
+        soname="libtorch_hip.so",
+        libs=[lib / "libamdhip64.so.5", lib / "librocrand.so.1"],
+    )
+    c_so = cc_shared(
+        tmp_path / "build" / "_C.so",
+        "int torch_count(void);\nint c_count(void){return torch_count();}\n",
+        libs=[torch_hip],
+    )
+    torch = make_wheel(
+        tmp_path / "dist",
+        "torch",
+        "2.9.0+rocm5.2.3",
+        {"torch/__init__.py": b"", "torch/_C.so": c_so, "torch/lib/libtorch_hip.so": torch_hip},
+    )
+    out = tmp_path / "index"
+    res = _thin(run_cli, torch, tree_copy, out)
+    assert res.returncode == 0, res.stderr
+    (thin,) = out.glob("torch-*.whl")
+    with zipfile.ZipFile(thin) as zf:
+        sos = sorted(n for n in zf.namelist() if ".so" in n)
+        meta = zf.read("torch-2.9.0+rocm5.2.3.dist-info/METADATA").decode()
+        zf.extract("torch/lib/libtorch_hip.so", tmp_path / "x")
+    assert sos == ["torch/_C.so", "torch/lib/libtorch_hip.so"]
+    assert "Requires-Dist: rocm-sdk-core==5.2.3\n" in meta
+    assert "Requires-Dist: rocm-sdk-libraries-all==5.2.3\n" in meta
+    search = elf.read_elf(tmp_path / "x/torch/lib/libtorch_hip.so").search_path
+    assert "$ORIGIN/../../_rocm_sdk_core/lib" in search
+    assert "$ORIGIN/../../_rocm_sdk_libraries_all/lib" in search
+
+    assert _rocm_wheels(run_cli, tree_copy, out).returncode == 0
+    python = make_venv(tmp_path / "venv")
+    _pip(python, "--no-index", "--find-links", str(out), "torch")
+    tree_copy.rename(tmp_path / "gone")
+    proc = subprocess.run([str(python), "-c", TORCH_CHECK], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["status"] == 100  # hipErrorNoDevice: no GPU on this machine, the runtime loaded
+    assert any("/_rocm_sdk_libraries_all/lib/librocrand.so.1" in m for m in got["maps"])
+    assert not any(str(tree_copy) in m for m in got["maps"])
+
+
+def test_thin_without_tree_version_says_so(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    (tree_copy / ".info" / "version").unlink()
+    res = _thin(run_cli, hip_ext_wheel, tree_copy, tmp_path / "out")
+    assert res.returncode == 8, res.stderr
+    assert "has no .info/version" in res.stderr
+    assert "Traceback" not in res.stderr
+    res = run_cli(["rocm", "wheels", str(tree_copy), "--output-dir", str(tmp_path / "w")],
+                  cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 8, res.stderr
+    assert "no ROCm tree" in res.stderr
