@@ -50,6 +50,10 @@ CORE_LIBS = (
     "librocm-core.so*",
     "librocm_sysdeps_*.so*",
 )
+#: Data of the core package's libraries (libdrm's GPU names), tree-relative.
+CORE_DATA = ("lib/rocm_sysdeps/share/libdrm", "share/libdrm")
+#: Data trees of the libraries package outside ``lib/`` (MIOpen's databases and kernels).
+LIBRARIES_DATA = ("share/miopen",)
 #: Folders of ``lib/`` that are no library's data tree.
 _NOT_DATA = ("cmake", "pkgconfig", "llvm", "llvm-*", "rocm_sysdeps", "host-math", "python*")
 
@@ -110,7 +114,17 @@ def _closure(seeds: Iterable[TreeLib], libs: dict[str, TreeLib], skip: set[Path]
     return sorted(found.values(), key=lambda lib: (lib.rel_dir, lib.name))
 
 
+def _files_under(folder: Path) -> list[Path]:
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        out += [Path(root) / f for f in sorted(files) if (Path(root) / f).is_file()]
+    return out
+
+
 def _data_files(tree: Path) -> list[Path]:
+    """The libraries package's data: the trees under ``lib/`` (rocBLAS, hipBLASLt, rocFFT
+    kernels) and :data:`LIBRARIES_DATA`."""
     lib = tree / "lib"
     out: list[Path] = []
     for sub in sorted(lib.iterdir()) if lib.is_dir() else []:
@@ -118,9 +132,9 @@ def _data_files(tree: Path) -> list[Path]:
             continue
         if any(fnmatch.fnmatchcase(sub.name, p) for p in _NOT_DATA):
             continue
-        for root, dirs, files in os.walk(sub):
-            dirs.sort()
-            out += [Path(root) / f for f in sorted(files) if (Path(root) / f).is_file()]
+        out += _files_under(sub)
+    for rel in LIBRARIES_DATA:
+        out += _files_under(tree / rel)
     return out
 
 
@@ -251,10 +265,13 @@ def build_wheels(
     core_dirs = sorted({f"{import_folder(CORE_DIST)}/{lib.rel_dir}" for lib in core})
     libraries = libraries_dist(family)
     data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree)]
+    core_data = [
+        (p, p.relative_to(tree).as_posix()) for rel in CORE_DATA for p in _files_under(tree / rel)
+    ]
     return [
         _write_platform_wheel(
-            output_dir, CORE_DIST, version, "ROCm core runtime (HIP, HSA, comgr)", core, (),
-            (), level,
+            output_dir, CORE_DIST, version, "ROCm core runtime (HIP, HSA, comgr)", core,
+            core_data, (), level,
         ),
         _write_platform_wheel(
             output_dir, libraries, version, f"ROCm libraries for {family}", packages[libraries],

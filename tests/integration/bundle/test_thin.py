@@ -46,6 +46,14 @@ def _rocm_wheels(run_cli, tree: Path, out: Path):  # type: ignore[no-untyped-def
 def test_rocm_wheels_have_rocms_names_and_run_without_the_tree(
     run_cli, tree_copy: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
+    data = {  # data trees as a full tree has them (the 5.2 test tree has none)
+        "lib/rocblas/library/TensileLibrary_gfx90a.dat": "libraries",
+        "share/miopen/db/gfx90a68.db": "libraries",
+        "lib/rocm_sysdeps/share/libdrm/amdgpu.ids": "core",
+    }
+    for rel in data:
+        (tree_copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree_copy / rel).write_text(rel)
     out = tmp_path / "rocm-wheels"
     res = _rocm_wheels(run_cli, tree_copy, out)
     assert res.returncode == 0, res.stderr
@@ -69,8 +77,11 @@ def test_rocm_wheels_have_rocms_names_and_run_without_the_tree(
     ):
         assert f"_rocm_sdk_core/{name}" in core
     assert not any("rocrand" in n for n in core)
+    assert "_rocm_sdk_core/lib/rocm_sysdeps/share/libdrm/amdgpu.ids" in core
     with zipfile.ZipFile(out / made[2]) as zf:
         assert "_rocm_sdk_libraries_all/lib/librocrand.so.1" in zf.namelist()
+        for rel, package in data.items():
+            assert (f"_rocm_sdk_libraries_all/{rel}" in zf.namelist()) == (package == "libraries")
         zf.extract("_rocm_sdk_libraries_all/lib/librocrand.so.1", tmp_path / "x")
     info = elf.read_elf(tmp_path / "x/_rocm_sdk_libraries_all/lib/librocrand.so.1")
     assert "$ORIGIN/../../_rocm_sdk_core/lib" in info.search_path
