@@ -485,11 +485,22 @@ def rocm_debian(state: State, dest: Path, cache: Path | None, release: str, mirr
     help="Target family in the libraries package's name (rocm-sdk-libraries-NAME; default all).",
 )
 @click.option(
+    "--arch",
+    metavar="TARGETS",
+    help="gfx targets whose data the libraries package keeps (';' or ','; families ok); "
+    "default: all of the tree's.",
+)
+@click.option(
     "-z", "--compression-level", type=click.IntRange(0, 9), default=6, help="Deflate level."
 )
 @pass_state
 def rocm_wheels(
-    state: State, tree: Path, output_dir: Path, target_family: str, compression_level: int
+    state: State,
+    tree: Path,
+    output_dir: Path,
+    target_family: str,
+    arch: str | None,
+    compression_level: int,
 ) -> None:
     """Package TREE as ROCm's Python packages: rocm-sdk-core, rocm-sdk-libraries-FAMILY, rocm.
 
@@ -498,7 +509,13 @@ def rocm_wheels(
     """
     from . import rocmwheels
 
-    made = rocmwheels.build_wheels(tree, output_dir, family=target_family, level=compression_level)
+    targets: tuple[str, ...] = ()
+    if arch:
+        ctx = context.resolve(config.from_environment(config_file=state.config_file))
+        targets = ctx.parse_targets(arch)
+    made = rocmwheels.build_wheels(
+        tree, output_dir, family=target_family, level=compression_level, targets=targets
+    )
     if state.json:
         state.emit([str(p) for p in made])
     else:

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, elf, tempfiles
-from .bundle import _rel_origin, _rocm_version, _stream_elf, platform_tag, tree_lib_dirs
+from .bundle import (
+    _rel_origin,
+    _rocm_version,
+    _stream_elf,
+    gfx_tokens,
+    platform_tag,
+    tree_lib_dirs,
+)
 from .errors import RocmTreeError
 from .wheelfile import WheelWriter
 
@@ -122,19 +129,26 @@ def _files_under(folder: Path) -> list[Path]:
     return out
 
 
-def _data_files(tree: Path) -> list[Path]:
+def _data_files(tree: Path, targets: Sequence[str] = ()) -> list[Path]:
     """The libraries package's data: the trees under ``lib/`` (rocBLAS, hipBLASLt, rocFFT
-    kernels) and :data:`LIBRARIES_DATA`."""
+    kernels) and :data:`LIBRARIES_DATA`; with ``targets``, a file whose path inside its tree
+    names gfx targets only if one of them is wanted (the rule of ``bundle --arch``)."""
     lib = tree / "lib"
-    out: list[Path] = []
+    roots: list[Path] = []
     for sub in sorted(lib.iterdir()) if lib.is_dir() else []:
         if not sub.is_dir() or sub.is_symlink():
             continue
         if any(fnmatch.fnmatchcase(sub.name, p) for p in _NOT_DATA):
             continue
-        out += _files_under(sub)
-    for rel in LIBRARIES_DATA:
-        out += _files_under(tree / rel)
+        roots.append(sub)
+    roots += [tree / rel for rel in LIBRARIES_DATA]
+    wanted = set(targets)
+    out: list[Path] = []
+    for root in roots:
+        for path in _files_under(root):
+            tokens = gfx_tokens(path.relative_to(root).as_posix())
+            if not (wanted and tokens and not tokens & wanted):
+                out.append(path)
     return out
 
 
@@ -249,9 +263,15 @@ def package_dirs(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, tuple[st
 
 
 def build_wheels(
-    tree: Path, output_dir: Path, *, family: str = DEFAULT_FAMILY, level: int = 6
+    tree: Path,
+    output_dir: Path,
+    *,
+    family: str = DEFAULT_FAMILY,
+    level: int = 6,
+    targets: Sequence[str] = (),
 ) -> list[Path]:
-    """Write rocm-sdk-core, rocm-sdk-libraries-<family> and rocm wheels of ``tree``."""
+    """Write rocm-sdk-core, rocm-sdk-libraries-<family> and rocm wheels of ``tree``; the
+    libraries package keeps the data of ``targets`` only (all when empty)."""
     version = _rocm_version(tree)
     if not version or not (tree / "lib").is_dir():
         raise RocmTreeError(
@@ -264,7 +284,7 @@ def build_wheels(
     core = packages[CORE_DIST]
     core_dirs = sorted({f"{import_folder(CORE_DIST)}/{lib.rel_dir}" for lib in core})
     libraries = libraries_dist(family)
-    data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree)]
+    data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree, targets)]
     core_data = [
         (p, p.relative_to(tree).as_posix()) for rel in CORE_DATA for p in _files_under(tree / rel)
     ]

@@ -273,3 +273,31 @@ def test_thin_without_tree_version_says_so(
                   cwd=tmp_path)  # fmt: skip
     assert res.returncode == 8, res.stderr
     assert "no ROCm tree" in res.stderr
+
+
+def test_rocm_wheels_arch_keeps_those_targets_data(
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    files = [
+        "lib/rocblas/library/TensileLibrary_gfx90a.dat",
+        "lib/rocblas/library/TensileLibrary_gfx1030.dat",
+        "lib/rocblas/library/TensileManifest.txt",
+        "share/miopen/db/gfx1030_40.kdb",
+    ]
+    for rel in files:
+        (tree_copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree_copy / rel).write_text(rel)
+    out = tmp_path / "w"
+    res = run_cli(
+        ["rocm", "wheels", str(tree_copy), "--output-dir", str(out), "-z", "1",
+         "--arch", "gfx90a", "--target-family", "gfx90X-dcgpu"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    (libs,) = out.glob("rocm_sdk_libraries_gfx90X_dcgpu-5.2.3-*.whl")
+    with zipfile.ZipFile(libs) as zf:
+        names = set(zf.namelist())
+        meta = zf.read("rocm_sdk_libraries_gfx90X_dcgpu-5.2.3.dist-info/METADATA").decode()
+    assert "Name: rocm-sdk-libraries-gfx90X-dcgpu\n" in meta
+    kept = {rel for rel in files if f"_rocm_sdk_libraries_gfx90X_dcgpu/{rel}" in names}
+    assert kept == {files[0], files[2]}
