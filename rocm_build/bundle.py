@@ -824,19 +824,8 @@ class ThinSource:
     """Where a thin wheel's ROCm libraries come from: ROCm's Python packages at ``version``."""
 
     version: str
+    family: str
     folders: Mapping[str, tuple[str, str]]  # NEEDED name -> (distribution, site-packages folder)
-
-
-def thin_source(rocm: Path, family: str) -> ThinSource:
-    from . import rocmwheels
-
-    version = _rocm_version(rocm)
-    if not version:
-        raise RocmTreeError(
-            f"ROCm tree {rocm} has no .info/version: thin wheels require ROCm's packages at the "
-            "tree's version; use a tree with .info/version, or bundle in fat mode"
-        )
-    return ThinSource(version, rocmwheels.package_dirs(rocm, family))
 
 
 def _system_refusal(
@@ -1226,8 +1215,7 @@ def bundle_wheel(
     rocm_libs: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     no_wait: bool = False,
-    mode: Literal["fat", "thin"] = "fat",
-    family: str = "all",
+    thin: ThinSource | None = None,
 ) -> BundleResult:
     """Bundle one wheel (see the module docstring); a no-op when its output is up to date.
 
@@ -1258,8 +1246,8 @@ def bundle_wheel(
         "system_libs": list(system_libs),
         "rocm_libs": list(rocm_libs),
     }
-    if mode == "thin":
-        settings["thin"] = family
+    if thin is not None:  # fat wheels keep the fingerprint they had
+        settings = {**settings, "thin": [thin.family, thin.version]}
     fingerprint = _fingerprint(settings)
     top = lib_dir.split("/", 1)[0]
     if existing := _up_to_date(wheel, output_dir, f"{top}/{PROVENANCE}", fingerprint):
@@ -1334,7 +1322,7 @@ def bundle_wheel(
             rocm_only=[*rocm_libs, *so_patterns, *stems],
             system_allowed=system_libs,
             tree=str(rocm),
-            thin=thin_source(rocm, family) if mode == "thin" else None,
+            thin=thin,
         )
         out_name = reader.name.with_version(version).with_platform(provisional.platform_tag)
         gaps = data_target_gaps(
@@ -1406,7 +1394,7 @@ def bundle_wheel(
             "data_skipped": plan.data_skipped,
             "from_torch": [n for n, _ in plan.from_torch],
             "sources": sources,
-            "mode": mode,
+            **({"mode": "thin"} if thin is not None else {}),
         }
         output_dir.mkdir(parents=True, exist_ok=True)
         apply_plan(
@@ -1489,8 +1477,7 @@ def bundle_many(
     lib_dir: str | None = None,
     progress: Progress = NO_PROGRESS,
     dry_run: bool = False,
-    mode: Literal["fat", "thin"] = "fat",
-    family: str = "all",
+    thin: ThinSource | None = None,
 ) -> list[BundleResult]:
     """Bundle each wheel; torch first, so the others can use the torch fat wheel just made.
 
@@ -1528,7 +1515,7 @@ def bundle_many(
     for wheel in sorted(wheels, key=order):
         name = WheelName.parse(wheel.name)
         if platform == "windows" or (platform == "auto" and is_windows_wheel(wheel)):
-            if mode == "thin":
+            if thin is not None:
                 raise BundleError(
                     f"{wheel.name}: --mode thin makes Linux wheels only so far: bundle this "
                     "Windows wheel in fat mode"
@@ -1562,8 +1549,7 @@ def bundle_many(
             rocm_libs=rocm_libs,
             env=cfg.env,
             no_wait=no_wait,
-            mode=mode,
-            family=family,
+            thin=thin,
         )
         faults.point("bundle.done")
         if is_torch and not dry_run:

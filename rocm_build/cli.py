@@ -796,11 +796,16 @@ def bundle_cmd(
         }
     )
     dry_run = ctx.settings.bundle.dry_run
+    thin = None
+    if mode == "thin":
+        from . import rocmwheels
+
+        thin = rocmwheels.thin_source(ctx.tree.root, target_family)
     bars = state.progress()
     try:
         results = bundle.bundle_many(
             ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars,
-            dry_run=dry_run, mode=mode, family=target_family,
+            dry_run=dry_run, thin=thin,
         )  # fmt: skip
     finally:
         _close(bars)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import __version__, elf, tempfiles
 from .bundle import (
+    ThinSource,
     _rel_origin,
     _rocm_version,
     _stream_elf,
@@ -260,6 +261,17 @@ def package_dirs(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, tuple[st
                 if other.source == lib.source:
                     out.setdefault(n, where)
     return out
+
+
+def thin_source(tree: Path, family: str = DEFAULT_FAMILY) -> ThinSource:
+    """What ``bundle --mode thin`` needs: the tree's version and each library's package."""
+    version = _rocm_version(tree)
+    if not version:
+        raise RocmTreeError(
+            f"ROCm tree {tree} has no .info/version: thin wheels require ROCm's packages at the "
+            "tree's version; use a tree with .info/version, or bundle in fat mode"
+        )
+    return ThinSource(version, family, package_dirs(tree, family))
 
 
 def build_wheels(
