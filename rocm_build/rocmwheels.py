@@ -25,12 +25,16 @@ from pathlib import Path
 
 from . import __version__, elf, tempfiles
 from .bundle import (
+    LibraryIndex,
     ThinSource,
+    _is_loader,
     _rel_origin,
     _rocm_version,
     _stream_elf,
     gfx_tokens,
     platform_tag,
+    policy_whitelist,
+    system_lib_dirs,
     tree_lib_dirs,
 )
 from .errors import RocmTreeError
@@ -86,6 +90,7 @@ class TreeLib:
     source: Path  # the real file
     rel_dir: str  # its lib folder relative to the tree, e.g. "lib/rocm_sysdeps/lib"
     info: elf.ElfInfo
+    system: bool = False  # from the build machine, not the tree
 
 
 def _tree_libs(tree: Path) -> dict[str, TreeLib]:
@@ -153,6 +158,32 @@ def _data_files(tree: Path, targets: Sequence[str] = ()) -> list[Path]:
     return out
 
 
+SYSDEPS_DIR = "lib/rocm_sysdeps/lib"  # where ROCm keeps the system libraries it ships
+
+
+def _system_deps(libs: Sequence[TreeLib], env: dict[str, str]) -> list[TreeLib]:
+    """Libraries ``libs`` need that the tree lacks, from the build machine's folders as in a fat
+    wheel (the manylinux whitelist and the loader stay with the system); they go into
+    :data:`SYSDEPS_DIR`, which ROCm's libraries search, as ROCm's own packages ship them."""
+    if not libs:
+        return []
+    provided = {lib.name for lib in libs}
+    whitelist = policy_whitelist("auto")
+    index = LibraryIndex([], system_lib_dirs(libs[0].info.machine, env=env))
+    found: dict[str, TreeLib] = {}
+    queue = list(libs)
+    while queue:
+        lib = queue.pop()
+        for name in lib.info.needed:
+            if name in provided or name in found or name in whitelist or _is_loader(name):
+                continue
+            cand = index.find(name, lib.info)
+            if cand is not None:  # else left to the system: the platform tag says so
+                found[name] = TreeLib(name, cand.path.resolve(), SYSDEPS_DIR, cand.info, True)
+                queue.append(found[name])
+    return sorted(found.values(), key=lambda lib: lib.name)
+
+
 def _metadata(dist: str, version: str, summary: str, requires: Sequence[str]) -> bytes:
     lines = [
         "Metadata-Version: 2.1",
@@ -203,8 +234,9 @@ def _write_platform_wheel(
         for lib in libs:
             here = f"{folder}/{lib.rel_dir}"
             arc = f"{here}/{lib.name}"
-            if extra_dirs:
-                entries = [*lib.info.search_path, *(_rel_origin(here, d) for d in extra_dirs)]
+            if extra_dirs or lib.system:
+                own = ["$ORIGIN"] if lib.system else list(lib.info.search_path)
+                entries = [*own, *(_rel_origin(here, d) for d in extra_dirs)]
                 _stream_elf(writer, arc, lib.source, ":".join(dict.fromkeys(entries)),
                             Path(scratch), 0o755)  # fmt: skip
             else:
@@ -293,9 +325,14 @@ def build_wheels(
         raise RocmTreeError(f"bad target family '{family}': use letters, digits, - and _ only")
     output_dir.mkdir(parents=True, exist_ok=True)
     packages = tree_packages(tree, family)
+    env = dict(os.environ)
     core = packages[CORE_DIST]
+    core = core + _system_deps(core, env)
     core_dirs = sorted({f"{import_folder(CORE_DIST)}/{lib.rel_dir}" for lib in core})
     libraries = libraries_dist(family)
+    libraries_libs = packages[libraries]
+    libraries_libs = libraries_libs + _system_deps([*core, *libraries_libs], env)
+    libraries_libs = [lib for lib in libraries_libs if lib not in core]
     data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree, targets)]
     core_data = [
         (p, p.relative_to(tree).as_posix()) for rel in CORE_DATA for p in _files_under(tree / rel)
@@ -306,7 +343,7 @@ def build_wheels(
             core_data, (), level,
         ),
         _write_platform_wheel(
-            output_dir, libraries, version, f"ROCm libraries for {family}", packages[libraries],
+            output_dir, libraries, version, f"ROCm libraries for {family}", libraries_libs,
             data, core_dirs, level,
         ),
         _write_meta_wheel(output_dir, version, family, level),
