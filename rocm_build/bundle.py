@@ -1073,7 +1073,9 @@ def plan_lines(result: BundleResult) -> Iterator[str]:
     yield f"would bundle {Path(result.input).name} -> {result.output}"
     yield f"  platform tag: {plan.get('platform_tag', '')}"
     libs = plan.get("libraries", [])
-    yield f"  libraries to add: {len(libs)}" + (" (none: self-contained)" if not libs else "")
+    thin = any(r.startswith("rocm-sdk-") for r in plan.get("requires", []))
+    none = " (thin: ROCm's from its packages)" if thin else " (none: self-contained)"
+    yield f"  libraries to add: {len(libs)}" + (none if not libs else "")
     for lib in libs:
         why = "dlopen" if lib["reason"] == "dlopen" else "needed"
         also = f"; also as {', '.join(lib['aliases'])}" if lib["aliases"] else ""

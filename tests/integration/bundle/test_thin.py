@@ -303,3 +303,18 @@ def test_rocm_wheels_arch_keeps_those_targets_data(
     assert "Name: rocm-sdk-libraries-gfx90X-dcgpu\n" in meta
     kept = {rel for rel in files if f"_rocm_sdk_libraries_gfx90X_dcgpu/{rel}" in names}
     assert kept == {files[0], files[2]}
+
+
+def test_thin_dry_run_says_where_rocm_comes_from(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(
+        ["bundle", str(hip_ext_wheel), "--rocm", str(tree_copy), "--output-dir",
+         str(tmp_path / "out"), "--mode", "thin", "--dry-run"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "libraries to add: 0 (thin: ROCm's from its packages)" in res.stdout
+    assert "hipext/_kern.so: - -> $ORIGIN/../_rocm_sdk_core/lib" in res.stdout
+    assert "requires: rocm-sdk-core==5.2.3" in res.stdout
+    assert not (tmp_path / "out").exists()
