@@ -324,6 +324,8 @@ def build_wheels(
     if not re.fullmatch(r"[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*", family):
         raise RocmTreeError(f"bad target family '{family}': use letters, digits, - and _ only")
     output_dir.mkdir(parents=True, exist_ok=True)
+    tempfiles.check_folder(output_dir)
+    tempfiles.sweep(output_dir)  # what a killed run left
     packages = tree_packages(tree, family)
     env = dict(os.environ)
     core = packages[CORE_DIST]
