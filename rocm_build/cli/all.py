@@ -1,0 +1,140 @@
+"""``rocm-build all``: checkout, build, bundle and smoke with one configuration (``pipeline``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rocm_build.errors import RocmBuildError
+from rocm_build.progress import Progress
+
+from . import options as o
+from .render import State, close_bars, err_console, out_console, pass_state
+
+
+@o.command("all")
+@click.argument("projects", nargs=-1)
+@o.rocm_option()
+@o.arch_option("Default: the arch setting, else the GPUs of this machine.")
+@o.train_option("Release train whose refs to check out (e.g. 2.9).")
+@o.ref_option
+@o.origin_option
+@o.patchset_option()
+@o.patches_dir_option
+@o.src_dir_option
+@o.output_dir_option
+@o.work_dir_option
+@o.jobs_option
+@o.cache_option
+@o.find_links_option(
+    "Local folder of wheels for build requirements and the smoke environment.", metavar="DIR"
+)
+@o.offline_option("Never use a package index.")
+@o.python_option("Interpreter for the smoke environment.")
+@o.junit_option
+@click.option("--redo", is_flag=True, help="Run every stage even when its stamp is current.")
+@click.option("--no-smoke", is_flag=True, help="Stop after bundle.")
+@pass_state
+def command(
+    state: State,
+    /,
+    projects: tuple[str, ...],
+    refs: tuple[str, ...],
+    origins: tuple[str, ...],
+    find_links: tuple[str, ...],
+    offline: bool | None,
+    python: str | None,
+    junit: Path | None,
+    redo: bool,
+    no_smoke: bool,
+    **given: Any,
+) -> None:
+    """checkout, build, bundle and smoke PROJECTS with one configuration.
+
+    Stages whose outputs are up to date for their inputs are skipped (stamps in the work
+    folder), so after a failure or an interruption the same command resumes. Writes
+    run-report.json and run-report.md in the work folder.
+
+    \b
+    rocm-build all --rocm /opt/rocm --arch gfx1100
+    rocm-build all torch torchvision --train 2.9 --arch 'gfx90a;gfx942' --jobs 16
+    """
+    from rocm_build import pipeline
+
+    links = [str(p) for p in find_links] or None
+    flags: dict[str, Any] = {
+        **{key: o.text(given[key]) for key in ("patches_dir", "src_dir", "output_dir")},
+        "work_dir": o.text(given["work_dir"]),
+        **{key: given[key] for key in ("rocm", "arch", "train", "patchset", "jobs")},
+        "build.cache": given["cache"],
+        "build.find_links": links,
+        "build.no_index": offline,
+        "smoke.find_links": links,
+        "smoke.offline": offline,
+        "smoke.python": python,
+        **o.parse_pairs("--ref", refs, "ref"),
+        **o.parse_pairs("--origin", origins, "origin"),
+    }
+    ctx = state.resolve(flags)
+    bars = state.progress()
+    try:
+        report = pipeline.run_all(
+            ctx,
+            projects,
+            junit=junit,
+            redo=redo,
+            skip_smoke=no_smoke,
+            on_stage=stage_lines(state, bars, pipeline.STAGES),
+            progress=bars,
+        )
+    except RocmBuildError:
+        # --json still gets the run report (ok: false, failed_stage) on stdout.
+        written = ctx.work_dir / "run-report.json"
+        if state.json and written.is_file():
+            state.emit(json.loads(written.read_text(encoding="utf-8")))
+        raise
+    finally:
+        close_bars(bars)
+    if state.json:
+        state.emit(
+            {**report.data, "report": str(report.json_path), "markdown": str(report.markdown)}
+        )
+    elif not state.quiet:
+        show(report)
+
+
+def stage_lines(
+    state: State, bars: Progress, stages: tuple[str, ...] | list[str]
+) -> Callable[[str, str, str], None]:
+    """The pipeline's ``on_stage``: a spinner while a stage runs, then one line on stderr."""
+    show = not (state.quiet or state.json)
+
+    def on_stage(stage: str, event: str, text: str) -> None:
+        if not show:
+            return
+        step = f"[{list(stages).index(stage) + 1}/{len(stages)}] {stage}"
+        if event == "start":
+            bars.start(f"{step} ...", None)
+            return
+        bars.done(f"{step} ...")
+        if event == "skip":
+            err_console.print(f"[bold]{step}[/]: skipped, {text}", markup=True, soft_wrap=True)
+        else:
+            err_console.print(f"[bold]{step}[/]: done in {text}", markup=True)
+
+    return on_stage
+
+
+def show(report: Any) -> None:
+    """Human summary of a run: each stage, the fat wheels, where the run report is."""
+    for stage in report.data["stages"]:
+        out_console.print(
+            f"{stage['stage']:>8}: {stage['status']} ({stage['seconds']} s)", markup=False
+        )
+    for wheel in report.data["wheels"]["bundled"]:
+        out_console.print(f"fat wheel: {wheel['path']}", markup=False, soft_wrap=True)
+    out_console.print(f"run report: {report.markdown} (JSON: {report.json_path})", soft_wrap=True)

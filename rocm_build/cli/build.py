@@ -1,0 +1,167 @@
+"""``rocm-build build``: build wheels against a ROCm tree (stage: ``build``)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rocm_build.masking import mask_values
+
+from . import options as o
+from .render import State, close_bars, err_console, out_console, pass_state
+
+
+@o.command("build")
+@click.argument("projects", nargs=-1)
+@o.rocm_option()
+@o.arch_option("Default: the arch setting, else the GPUs of this machine.")
+@o.train_option("Release train whose projects to build (when none are named).")
+@o.src_dir_option
+@o.output_dir_option
+@o.work_dir_option
+@o.jobs_option
+@o.cache_option
+@click.option("--cache-url", metavar="URL", help="Remote storage for the compiler cache.")
+@click.option("--version-suffix", metavar="+LABEL", help="Local version label (+rocm<ver>).")
+@click.option("--venv", metavar="create|current|DIR", help="Build environment to use.")
+@click.option("--index-url", metavar="URL", help="Index for build requirements.")
+@o.find_links_option("Folder of wheels for build requirements (repeatable).", metavar="DIR")
+@click.option("--no-index", is_flag=True, default=None, help="Only --find-links folders.")
+@o.dry_run_option("Show per project the environment, command and folder; build nothing.")
+@o.force_option("Rebuild even when nothing changed since the last.")
+@pass_state
+def command(
+    state: State,
+    projects: tuple[str, ...],
+    rocm: str | None,
+    arch: str | None,
+    train: str | None,
+    src_dir: Path | None,
+    output_dir: Path | None,
+    work_dir: Path | None,
+    jobs: int | None,
+    cache: str | None,
+    cache_url: str | None,
+    version_suffix: str | None,
+    venv: str | None,
+    index_url: str | None,
+    find_links: tuple[str, ...],
+    no_index: bool | None,
+    dry_run: bool | None,
+    force: bool | None,
+) -> None:
+    """Build wheels of PROJECTS (default: the release train's) against a ROCm tree.
+
+    \b
+    rocm-build build --rocm /opt/rocm --arch gfx1100
+    rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
+    """
+    from rocm_build import build as build_stage
+    from rocm_build import cache as cache_mod
+
+    ctx = state.resolve(
+        {
+            "rocm": rocm,
+            "arch": arch,
+            "train": train,
+            "src_dir": src_dir,
+            "output_dir": output_dir,
+            "work_dir": work_dir,
+            "jobs": jobs,
+            "build.cache": cache,
+            "build.cache_url": cache_url,
+            "build.version_suffix": version_suffix,
+            "build.venv": venv,
+            "build.index_url": index_url,
+            "build.find_links": list(find_links) or None,
+            "build.no_index": no_index,
+            "build.dry_run": dry_run,
+            "build.force": force,
+        }
+    )
+    cfg = ctx.settings
+    specs = cfg.selected_projects(projects)
+    targets, origin = ctx.build_targets
+    if not state.json and not state.quiet:
+        err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
+    tree = ctx.tree
+    plan, compiler_cache = build_stage.plan_from_config(ctx, specs)
+    if cfg.build.dry_run:
+        if state.json:
+            state.emit(plan.as_json())
+        else:
+            show_plan(plan)
+        return
+    cache_mod.zero_stats(compiler_cache, cfg.env)
+    bars = state.progress()
+    try:
+        result = build_stage.execute(plan, bars)
+    finally:
+        close_bars(bars)
+    stats = cache_mod.cache_stats(compiler_cache, cfg.env)
+    if state.json:
+        state.emit(as_json(result, tree.version, compiler_cache.kind, stats))
+    else:
+        show(result, compiler_cache, stats)
+
+
+def as_json(result: Any, version: str, cache_kind: str, stats: dict[str, Any]) -> dict[str, Any]:
+    """``build --json``: the built projects, the build report and the compiler cache's counts."""
+    return {
+        "projects": [
+            {"name": p.name, **p.as_json(version), "wheel": str(p.wheel), "reused": p.reused}
+            for p in result.projects
+        ],
+        "report": str(result.report),
+        "cache": {"kind": cache_kind, **stats},
+    }
+
+
+def show(result: Any, compiler_cache: Any, stats: dict[str, Any]) -> None:
+    """Human summary of a build: one line per wheel, the report, the cache's hit rate."""
+    for p in result.projects:
+        retry = f", retried with {p.retried_with} jobs" if p.retried_with else ""
+        took = "unchanged, not rebuilt" if p.reused else f"{p.seconds:.0f}s{retry}"
+        out_console.print(
+            f"{p.name} {p.version}: {p.wheel} ({';'.join(p.targets)}, {took})",
+            markup=False,
+            soft_wrap=True,
+        )
+    out_console.print(f"build report: {result.report}", markup=False, soft_wrap=True)
+    if compiler_cache.enabled:
+        hits, misses = stats.get("hits", 0), stats.get("misses", 0)
+        rate = f" ({100 * hits / (hits + misses):.0f}% hits)" if hits + misses else ""
+        out_console.print(
+            f"{compiler_cache.kind}: {hits} hits, {misses} misses{rate}", markup=False
+        )
+
+
+def show_plan(plan: Any) -> None:
+    """``build --dry-run``: per project the folder, command, jobs, version and environment."""
+    out_console.print(
+        f"ROCm {plan.tree.version or '(unknown version)'} at {plan.tree.root}; targets "
+        f"{';'.join(plan.targets)}; compiler cache: {plan.cache}",
+        markup=False,
+    )
+    if plan.venv is not None:
+        out_console.print(f"build environment: {plan.venv}", markup=False)
+    for step in plan.steps:
+        out_console.print(f"\n[bold]{step.name}[/]", markup=True)
+        reqs = [*step.requires, *(f"-r {p}" for p in step.requirement_files)]
+        lines = [
+            f"  folder:  {step.source}",
+            f"  command: {shlex.join(step.command)}",
+            f"  jobs:    {step.jobs}",
+            f"  version: {step.version or '(set by the project)'}",
+            f"  log:     {step.log}",
+            f"  build requirements: {', '.join(reqs) or 'none'}",
+            "  environment:",
+            *(f"    {key}={value}" for key, value in mask_values(step.changed).items()),
+        ]
+        if step.removed:
+            lines.append(f"  removed from the environment: {' '.join(step.removed)}")
+        for text in lines:
+            out_console.print(text, markup=False, soft_wrap=True)

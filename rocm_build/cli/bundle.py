@@ -1,0 +1,147 @@
+"""``rocm-build bundle``: make wheels self-contained (stage: ``bundle``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+
+from rocm_build.sizes import human_size
+
+from . import options as o
+from .render import State, close_bars, err_console, out_console, pass_state
+
+
+@o.command("bundle")
+@click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@o.rocm_option("Libraries and data are taken from it.")
+@o.arch_option("Data is kept for these; default: the targets of the wheel's own device code.")
+@o.output_dir_option
+@click.option(
+    "--lib-dir", metavar="DIR", help="Library folder inside the wheel (default: the project's)."
+)
+@click.option(
+    "--with",
+    "with_wheels",
+    multiple=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    metavar="WHEEL",
+    help="A fat torch wheel whose libraries a torchvision/torchaudio wheel uses.",
+)
+@click.option(
+    "--platform",
+    type=o.Setting("bundle.platform"),
+    default=None,
+    help="auto: from the wheel's tag; windows wheels go through delvewheel.",
+)
+@click.option(
+    "--policy", metavar="POLICY", help="manylinux policy to tag with (default: the best that fits)."
+)
+@click.option(
+    "-z",
+    "--compression-level",
+    type=o.Setting("bundle.compression_level"),
+    default=None,
+    help="Deflate level for new members, zlib's scale (unchanged ones are copied as they are).",
+)
+@o.dry_run_option(
+    "Print what would be bundled (libraries, data, search paths, tag); write nothing."
+)
+@click.option(
+    "--allow-outside",
+    "allow_outside",
+    multiple=True,
+    metavar="DIR",
+    help="A folder outside the ROCm tree that symlinks in the tree may lead to (repeatable).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["fat", "thin"]),
+    default="fat",
+    help="fat: carry the ROCm libraries; thin: depend on ROCm's Python packages (rocm-sdk-core, "
+    "rocm-sdk-libraries-FAMILY) at the tree's version instead.",
+)
+@o.target_family_option("thin only (as rocm wheels --target-family).")
+@pass_state
+def command(
+    state: State,
+    wheels: tuple[Path, ...],
+    rocm: str | None,
+    arch: str | None,
+    output_dir: Path | None,
+    lib_dir: str | None,
+    with_wheels: tuple[Path, ...],
+    platform: str | None,
+    policy: str | None,
+    compression_level: int | None,
+    dry_run: bool | None,
+    allow_outside: tuple[str, ...],
+    mode: Literal["fat", "thin"],
+    target_family: str,
+) -> None:
+    """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
+    from rocm_build import bundle as bundle_stage
+
+    ctx = state.resolve(
+        {
+            "rocm": rocm,
+            "arch": arch,
+            "output_dir": o.text(output_dir),
+            "bundle.platform": platform,
+            "bundle.policy": policy,
+            "bundle.compression_level": compression_level,
+            "bundle.dry_run": dry_run,
+            "bundle.allow_outside": list(allow_outside) or None,
+        }
+    )
+    dry_run = ctx.settings.bundle.dry_run
+    thin = None
+    if mode == "thin":
+        from rocm_build import rocmwheels
+
+        thin = rocmwheels.thin_source(ctx.tree.root, target_family)
+    bars = state.progress()
+    try:
+        results = bundle_stage.bundle_many(
+            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars,
+            dry_run=dry_run, thin=thin,
+        )  # fmt: skip
+    finally:
+        close_bars(bars)
+    if state.json:
+        state.emit([r.as_json() for r in results])
+    elif dry_run:
+        for r in results:
+            for line in bundle_stage.plan_lines(r):
+                out_console.print(line, markup=False, soft_wrap=True)
+    else:
+        show(results)
+
+
+def show(results: list[Any]) -> None:
+    """One line per bundled wheel with its size; a note when one is over PyPI's limit."""
+    from rocm_build import bundle as bundle_stage
+    from rocm_build import report
+
+    word = {"bundled": "bundled", "up-to-date": "up to date", "unchanged": "unchanged"}
+    for r in results:
+        size = Path(r.output).stat().st_size
+        out_console.print(
+            f"{word[r.status]}: {r.output}  ({human_size(size)}, {r.seconds:.1f} s)",
+            markup=False,
+            soft_wrap=True,
+        )
+        for line in bundle_stage.system_lines(r.plan or {}):
+            out_console.print(line, markup=False, soft_wrap=True)
+        for line in bundle_stage.warning_lines(r):
+            err_console.print(line, markup=False, soft_wrap=True)
+        if size > report.PYPI_LIMIT:
+            err_console.print(
+                f"note: {Path(r.output).name} is larger than PyPI's default "
+                f"{human_size(report.PYPI_LIMIT)} per-file limit: ask PyPI for a larger limit, "
+                "host it on your own index, or build for fewer targets (inspect shows each "
+                "target's size)",
+                markup=False,
+                soft_wrap=True,
+            )

@@ -1,0 +1,129 @@
+"""``rocm-build checkout``: fetch, pin, patch and hipify sources (stage: ``sources``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rocm_build import config
+
+from . import options as o
+from .render import State, close_bars, out_console, pass_state
+
+
+def checkout_flags(
+    src_dir: Path | None, patches_dir: Path | None, patchset: str | None
+) -> dict[str, Any]:
+    """The folder flags checkout and save-patches share, as settings."""
+    return {"src_dir": o.text(src_dir), "patches_dir": o.text(patches_dir), "patchset": patchset}
+
+
+@o.command("checkout")
+@click.argument("projects", nargs=-1)
+@o.src_dir_option
+@o.train_option("Release train whose refs to check out (e.g. 2.9).")
+@o.ref_option
+@o.origin_option
+@click.option("--depth", type=o.Setting("checkout.depth"), help="History depth (0 = full).")
+@click.option("--fetch-jobs", type=o.Setting("checkout.jobs"), help="Parallel submodule fetches.")
+@click.option(
+    "--jobs",
+    "old_jobs",
+    type=o.Setting("checkout.jobs"),
+    hidden=True,
+    help="Old spelling of --fetch-jobs (kept for one release).",
+)
+@o.patches_dir_option
+@o.patchset_option()
+@click.option("--no-hipify", is_flag=True, default=None, help="Do not run hipify.")
+@click.option("--no-patches", is_flag=True, default=None, help="Do not apply patch series.")
+@click.option(
+    "--manifest",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Reproduce the commits and patches of this source manifest.",
+)
+@o.force_option("Discard local changes and commits.")
+@pass_state
+def command(
+    state: State,
+    projects: tuple[str, ...],
+    src_dir: Path | None,
+    train: str | None,
+    refs: tuple[str, ...],
+    origins: tuple[str, ...],
+    depth: int | None,
+    fetch_jobs: int | None,
+    old_jobs: int | None,
+    patches_dir: Path | None,
+    patchset: str | None,
+    no_hipify: bool | None,
+    no_patches: bool | None,
+    manifest: Path | None,
+    force: bool | None,
+) -> None:
+    """Fetch, pin, patch and hipify the sources of PROJECTs (default: the train's).
+
+    Re-running on unchanged inputs does nothing. A checkout with uncommitted changes or commits
+    that are not from the patch series is never overwritten without --force.
+    """
+    from rocm_build import sources as sources_stage
+
+    flags: dict[str, Any] = {
+        **checkout_flags(src_dir, patches_dir, patchset),
+        "train": train,
+        "checkout.depth": depth,
+        "checkout.jobs": fetch_jobs if fetch_jobs is not None else old_jobs,
+        "checkout.hipify": False if no_hipify else None,
+        "checkout.patches": False if no_patches else None,
+        "checkout.force": True if force else None,
+        "checkout.manifest": o.text(manifest),
+        **o.parse_pairs("--ref", refs, "ref"),
+        **o.parse_pairs("--origin", origins, "origin"),
+    }
+    ctx = state.resolve(flags)
+    replay = None
+    if ctx.settings.checkout.manifest:
+        replay_path = Path(ctx.settings.checkout.manifest)
+        replay = sources_stage.read_manifest(
+            replay_path if replay_path.is_absolute() else ctx.settings.cwd / replay_path
+        )
+    builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
+    plan = sources_stage.plan(ctx, projects, manifest=replay, builtin_origins=builtin)
+    bars = state.progress()
+    try:
+        result = sources_stage.execute(plan, bars)
+    finally:
+        close_bars(bars)
+    if state.json:
+        state.emit(result.as_json())
+        return
+    show(result)
+
+
+def show(result: Any) -> None:
+    """Human summary of a checkout (a ``sources`` result)."""
+    for p in result.projects:
+        if p.action == "up to date":
+            line = f"[bold]{p.name}[/]: up to date at {p.ref} ({p.commit[:12]})"
+        else:
+            line = f"[bold]{p.name}[/]: {p.action} {p.ref} -> {p.commit[:12]}"
+            if p.submodules:
+                line += f", {p.submodules} submodule(s)"
+        applied = ", ".join(f"{n} {k}" for k, n in sorted(p.patches.items()))
+        if applied:
+            line += f"; patches: {applied}"
+        if p.hipify and p.action != "up to date":
+            line += "; hipified"
+        out_console.print(line, markup=True, highlight=False, soft_wrap=True)
+        if p.uncommitted:
+            out_console.print(
+                f"  note: {len(p.uncommitted)} uncommitted change(s) kept "
+                f"({', '.join(p.uncommitted[:3])})",
+                markup=False,
+                soft_wrap=True,
+            )
+    if result.up_to_date:
+        out_console.print("sources are up to date", markup=False)
+    out_console.print(f"manifest: {result.manifest}", markup=False, soft_wrap=True)

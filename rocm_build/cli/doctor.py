@@ -1,0 +1,42 @@
+"""``rocm-build doctor``: can this machine build? (checks: ``rocm_build.doctor``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from . import options as o
+from .render import State, out_console, pass_state
+
+
+@o.command("doctor")
+@o.rocm_option("The tree to check.")
+@o.arch_option("The targets a build would use.")
+@click.argument("projects", nargs=-1)
+@pass_state
+def command(state: State, rocm: str | None, arch: str | None, projects: tuple[str, ...]) -> None:
+    """Check that this machine can build: tools, the ROCm tree, GPUs, memory, disk.
+
+    Exits non-zero (with the first blocking problem's exit code) when something blocks a build.
+    """
+    from rocm_build import doctor as doctor_checks
+
+    ctx = state.resolve({"rocm": rocm, "arch": arch})
+    specs = ctx.settings.selected_projects(projects)
+    report = doctor_checks.check(ctx, specs)
+    if state.json:
+        state.emit(report.as_json())
+    else:
+        show(report.rows)
+    error = report.error()
+    if error is not None:
+        raise error
+
+
+def show(rows: Iterable[Any]) -> None:
+    marks = {True: "[green]ok[/]", False: "[red]!![/]", None: "[yellow]--[/]"}
+    for row in rows:
+        out_console.print(f"{marks[row.good]} {row.label:<18} ", markup=True, end="")
+        out_console.print(row.value, markup=False)

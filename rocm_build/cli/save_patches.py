@@ -1,0 +1,45 @@
+"""``rocm-build save-patches``: the commits on top of each checkout as patch series."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from . import options as o
+from .checkout import checkout_flags
+from .render import State, out_console, pass_state
+
+
+@o.command("save-patches")
+@click.argument("projects", nargs=-1)
+@o.src_dir_option
+@o.patches_dir_option
+@o.patchset_option("Patch series name (default: the one the checkout used, else the train).")
+@pass_state
+def command(
+    state: State,
+    projects: tuple[str, ...],
+    src_dir: Path | None,
+    patches_dir: Path | None,
+    patchset: str | None,
+) -> None:
+    """Save the commits on top of each checkout as its base/hipified patch series."""
+    from rocm_build import sources as sources_stage
+
+    ctx = state.resolve(checkout_flags(src_dir, patches_dir, patchset))
+    saved = sources_stage.save_patches(ctx, projects)
+    if state.json:
+        state.emit({"projects": [s.as_json() for s in saved]})
+        return
+    for s in saved:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(s.counts.items())) or "no patches"
+        if s.removed:
+            what = "series removed (no patches any more)"
+        elif s.changed:
+            what = f"saved ({counts})"
+        else:
+            what = f"unchanged ({counts})"
+        out_console.print(
+            f"[bold]{s.name}[/]: {what} in {s.root}", markup=True, highlight=False, soft_wrap=True
+        )

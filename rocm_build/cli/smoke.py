@@ -1,0 +1,111 @@
+"""``rocm-build smoke``: install wheels with no ROCm in reach and run the smoke suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import options as o
+from .render import State, out_console, pass_state
+
+
+@o.command("smoke")
+@click.argument("wheels", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+@o.python_option("Interpreter for the fresh environment (default: this one).")
+@o.junit_option
+@o.offline_option("Install pytest and dependencies only from --find-links.")
+@o.find_links_option(
+    "Local folder of wheels for dependencies and pytest (repeatable).",
+    type=click.Path(path_type=Path, file_okay=False),
+)
+@click.option(
+    "--upstream-tests",
+    "upstream_tests",
+    metavar="PATTERN",
+    help="Also run PyTorch's own test files matching PATTERN (in src/torch/test).",
+)
+@o.arch_option("The targets the wheels were built for.")
+@o.rocm_option("The tree used to build: nothing may load from it.")
+@o.src_dir_option
+@pass_state
+def command(
+    state: State,
+    wheels: tuple[Path, ...],
+    python: str | None,
+    junit: Path | None,
+    offline: bool | None,
+    find_links: tuple[Path, ...],
+    upstream_tests: str | None,
+    arch: str | None,
+    rocm: str | None,
+    src_dir: Path | None,
+) -> None:
+    """Install WHEELs into a fresh environment with no ROCm in reach and run the smoke suite.
+
+    Library provenance, search paths, code-object targets and the HIP runtime are checked for
+    any package; torch, torchvision and torchaudio get their own checks, and GPU checks run when
+    a GPU is visible. Exit code 12 when a check fails.
+    """
+    from rocm_build import smoke as smoke_stage
+
+    ctx = state.resolve(
+        {
+            "smoke.python": python,
+            "smoke.offline": offline,
+            "smoke.find_links": [str(p) for p in find_links] or None,
+            "smoke.upstream_tests": upstream_tests,
+            "arch": arch,
+            "rocm": rocm or None,
+            "src_dir": o.text(src_dir),
+        }
+    )
+    plan = smoke_stage.plan(ctx, wheels, junit=junit)
+    result = smoke_stage.run(plan)
+    if state.json:
+        state.emit(result.as_json())
+    elif not state.quiet:
+        show(result)
+    smoke_stage.check(result)
+
+
+def show(result: Any) -> None:
+    """Human summary of a smoke run (a ``smoke.SmokeResult``)."""
+    status = "[bold green]passed[/]" if result.ok else "[bold red]FAILED[/]"
+    out_console.print(
+        f"smoke {status}: {result.count('passed')} passed, {result.count('failed')} failed, "
+        f"{result.count('error')} errors, {result.count('skipped')} skipped "
+        f"in {result.seconds:.0f}s ({', '.join(result.plan.packages)})",
+        markup=True,
+        soft_wrap=True,
+    )
+    for failure in result.failures:
+        out_console.print(
+            f"  [red]{failure.outcome}[/] {failure.name}: {failure.headline}", markup=True
+        )
+    for probe in result.facts.get("probes", {}).values():
+        hip = probe.get("hip") or {}
+        if hip.get("loaded") and "rc" in hip:
+            out_console.print(
+                f"  HIP runtime: {hip['path']} (hipGetDeviceCount -> {hip['rc']})",
+                soft_wrap=True,
+            )
+            break
+    for pkg, found in result.facts.get("found_targets", {}).items():
+        out_console.print(f"  code objects in {pkg}: {';'.join(found)}")
+    show_devices(result.facts.get("devices", []))
+    if result.upstream is not None:
+        for line in result.upstream.lines():
+            out_console.print(f"  {line}", markup=False)
+    out_console.print(f"  log: {result.log_file}", markup=False, soft_wrap=True)
+
+
+def show_devices(devices: list[dict[str, Any]]) -> None:
+    for dev in devices:
+        out_console.print(
+            f"  device {dev['index']}: {dev['name']} {dev['gfx']} "
+            f"{dev['memory_gib']:.1f} GiB {dev['compute_units']} CUs"
+        )
+    if not devices:
+        out_console.print("  no GPU visible: GPU checks skipped")
