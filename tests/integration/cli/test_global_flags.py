@@ -44,3 +44,12 @@ def test_fetch_jobs_and_the_hidden_old_spelling(run_cli: CliRunner, tmp_path: Pa
     shown = run_cli(["checkout", "--help"], cwd=tmp_path, check=True).stdout
     assert "--fetch-jobs" in shown
     assert "--jobs" not in shown.replace("--fetch-jobs", "")
+
+
+def test_debug_traceback_after_the_command_name(run_cli: CliRunner, tmp_path: Path) -> None:
+    plain = run_cli(["checkout", "nosuch"], cwd=tmp_path)
+    assert "Traceback" not in plain.stderr
+    traced = run_cli(["checkout", "nosuch", "--debug-traceback"], cwd=tmp_path)
+    assert traced.returncode == 2
+    assert "Traceback" in traced.stderr
+    assert "rocm-build: error: unknown project 'nosuch'" in traced.stderr
