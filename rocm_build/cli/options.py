@@ -214,9 +214,13 @@ def arch_option(note: str = "") -> Decorator[Any]:
     return click.option("--arch", metavar="TARGETS", help=help_text)
 
 
-src_dir_option = click.option(
-    "--src-dir", type=_DIR, metavar="DIR", help="Checkouts, one per project (./src)."
-)
+def src_dir(note: str = "") -> Decorator[Any]:
+    """--src-dir; ``note`` says what one command does with the checkouts."""
+    help_text = "Checkouts, one per project (./src)." + (f" {note}" if note else "")
+    return click.option("--src-dir", type=_DIR, metavar="DIR", help=help_text)
+
+
+src_dir_option = src_dir()
 patches_dir_option = click.option(
     "--patches-dir", type=_DIR, metavar="DIR", help="Saved patch series (./patches)."
 )

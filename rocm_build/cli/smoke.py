@@ -28,7 +28,7 @@ from .render import State, out_console, pass_state
 )
 @o.arch_option("The targets the wheels were built for.")
 @o.rocm_option("The tree used to build: nothing may load from it.")
-@o.src_dir_option
+@o.src_dir("Nothing may load from them.")
 @pass_state
 def command(
     state: State,
