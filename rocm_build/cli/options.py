@@ -229,7 +229,15 @@ patches_dir_option = click.option(
 def output_dir(*, required: bool = False) -> Decorator[Any]:
     """--output-dir; ``required`` where there is no output_dir setting to fall back on."""
     help_text = "Where the wheels go." if required else "Where wheels go (./wheels)."
-    return click.option("--output-dir", type=_DIR, metavar="DIR", required=required, help=help_text)
+    # No file_okay=False here: an output folder that is a file is the stage's one-line exit 14,
+    # checked where the wheel is written (and the same for every command that writes wheels).
+    return click.option(
+        "--output-dir",
+        type=click.Path(path_type=Path),
+        metavar="DIR",
+        required=required,
+        help=help_text,
+    )
 
 
 output_dir_option = output_dir()

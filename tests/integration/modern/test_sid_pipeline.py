@@ -76,8 +76,12 @@ class SidRocmBuild:
         cwd: Path,
         binds: Sequence[Path] = (),
         env: dict[str, str] | None = None,
+        with_checkout: bool = True,
     ) -> Any:
-        flags = [x for b in (REPO, self.venv.parent, *binds) for x in ("--bind", str(b))]
+        # The checkout is bound for its rocm_build; a step that must not see the tree leaves it
+        # out, since the tests' cache (and so the tree) may live inside it (CI's .test-cache).
+        shared = (REPO, self.venv.parent) if with_checkout else ()
+        flags = [x for b in (*shared, *binds) for x in ("--bind", str(b))]
         return self.run_cli(
             ["rocm", "run", str(self.root), *flags, "--", *map(str, cmd)], cwd=cwd, env=env
         )
@@ -326,14 +330,18 @@ def test_fat_wheels_import_in_a_fresh_venv_with_the_tree_gone(
     venv = tmp_path / "venv"
     (tmp_path / "probe.py").write_text(PROBE)
     binds = [tmp_path, *(w.parent for w in wheels)]  # not the tree
-    made = sid_rb.run(["python3", "-m", "venv", venv], cwd=tmp_path, binds=binds)
+    made = sid_rb.run(
+        ["python3", "-m", "venv", venv], cwd=tmp_path, binds=binds, with_checkout=False
+    )
     assert made.returncode == 0, made.stderr
     pip = [venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", *wheels]
-    installed = sid_rb.run(pip, cwd=tmp_path, binds=binds)
+    installed = sid_rb.run(pip, cwd=tmp_path, binds=binds, with_checkout=False)
     assert installed.returncode == 0, installed.stderr[-3000:]
     for names in (["vecadd"], ["torch", "torchvision"]):
         probe = [venv / "bin" / "python", "probe.py", str(sid_tree), *names]
-        ran = sid_rb.run(probe, cwd=tmp_path, binds=binds, env={"PYTHONPATH": ""})
+        ran = sid_rb.run(
+            probe, cwd=tmp_path, binds=binds, env={"PYTHONPATH": ""}, with_checkout=False
+        )
         assert ran.returncode == 0, ran.stderr[-3000:]
         facts = json.loads(ran.stdout.splitlines()[-1])
         assert facts["tree_there"] is False  # the tree is not in the root
