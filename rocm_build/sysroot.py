@@ -2,9 +2,11 @@
 
 ROCm from Debian sid needs glibc 2.38+, newer than a Debian 12 host has. ``make_root`` makes a
 lean root with mmdebstrap (python3, venv, compilers, cmake, git), once: a second call finds it
-ready. ``run`` runs one command in the root as root, in a private mount namespace (``unshare``)
-where /proc, /dev, /sys, the current folder and any extra folders (the ROCm tree) are bound at
-the same paths, so nothing is left mounted when the command ends.
+ready. ``run`` runs one command in the root, in a private mount namespace (``unshare``) where
+/proc, /dev, /sys, the current folder and any extra folders (the ROCm tree) are bound at the same
+paths, so nothing is left mounted when the command ends. Run by root it runs as root; run by
+another user it runs in a user namespace that maps that user to root inside (no privilege is
+gained: files the root's owner made stay read-only to the command).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class SysrootError(RocmBuildError):
 
 def _need_root(what: str) -> None:
     if os.geteuid() != 0:
-        msg = f"{what} needs root (mount, chroot): run it as root or with sudo"
+        msg = f"{what} needs root (mmdebstrap makes a root-owned tree): run it as root or with sudo"
         raise SysrootError(msg)
 
 
@@ -122,10 +124,13 @@ def run(
     binds: Sequence[Path] = (),
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    user_namespace: bool | None = None,
 ) -> int:
-    """Run ``cmd`` inside ``root`` (as root) with ``cwd`` and ``binds`` at their own paths;
-    returns its exit code."""
-    _need_root("rocm run")
+    """Run ``cmd`` inside ``root`` with ``cwd`` and ``binds`` at their own paths; returns its
+    exit code. ``user_namespace`` (default: when not run by root) enters a user namespace in
+    which the caller is root, so mounting and chroot need no privilege."""
+    if user_namespace is None:
+        user_namespace = os.geteuid() != 0
     root = root.resolve()
     if not (root / _STAMP).is_file() and not (root / "usr/bin").is_dir():
         msg = f"{root} is not a root; make one with: rocm-build rocm sysroot {root}"
@@ -137,9 +142,11 @@ def run(
         dict.fromkeys([*env.get("PATH", "").split(":"), *_STANDARD_PATH.split(":")])
     )
     folders = [str(p.resolve()) for p in (cwd, *binds)]
+    userns = ["--user", "--map-root-user"] if user_namespace else []
     result = proc.run(
         [
             "unshare",
+            *userns,
             "--mount",
             "--propagation",
             "private",
@@ -160,8 +167,10 @@ def run(
 
 def _enter(root: Path, cwd: str, folders: Sequence[str], cmd: Sequence[str]) -> int:
     """In the private mount namespace: bind what the command needs, then chroot and run it."""
+    # /proc is bound, not mounted anew: a user namespace without its own PID namespace may
+    # not mount a new proc, and the host's shows the same processes.
     mounts: list[list[str]] = [
-        ["mount", "-t", "proc", "proc", str(root / "proc")],
+        ["mount", "--rbind", "/proc", str(root / "proc")],
         ["mount", "--rbind", "/dev", str(root / "dev")],
         ["mount", "--rbind", "/sys", str(root / "sys")],
     ]

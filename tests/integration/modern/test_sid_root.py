@@ -69,3 +69,73 @@ def test_hipcc_in_the_root_builds_for_three_targets_and_runs(
 
     failed = run_cli(["rocm", "run", str(sid_root), "--", "sh", "-c", "exit 7"], cwd=tmp_path)
     assert failed.returncode == 7
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_run_by_another_user_enters_through_a_user_namespace(
+    sid_root: Path, tmp_path: Path
+) -> None:
+    """`rocm run` by a user other than root: mounting and chroot happen in a user namespace
+    where that user is root; the root's own files stay read-only to it, the bound folder is
+    written as that user."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from tests.conftest import REPO
+
+    probe = subprocess.run(
+        [
+            *NOBODY,
+            sys.executable,
+            "-c",
+            f"import rocm_build, os; assert os.listdir({str(sid_root)!r})",
+        ],
+        cwd="/",
+        env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.skip(
+            f"the checkout or the root is not readable by another user: {probe.stderr[-80:]!r}"
+        )
+    work = Path(tempfile.mkdtemp(prefix="rb-userns-"))
+    try:
+        work.chmod(0o777)
+        script = (
+            "id -u; test -r /proc/self/status && echo proc; "
+            "touch /etc/x 2>/dev/null || echo ro; touch made"
+        )
+        cli = [sys.executable, "-m", "rocm_build", "rocm", "run", str(sid_root)]
+        ran = subprocess.run(
+            [*NOBODY, *cli, "--", "sh", "-c", script],
+            cwd=work,
+            env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"], "HOME": str(work)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.split() == ["0", "proc", "ro"]
+        assert (work / "made").stat().st_uid == 65534
+        assert not (sid_root / "etc/x").exists()
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def test_root_may_choose_the_user_namespace_too(sid_root: Path, tmp_path: Path) -> None:
+    """The same path as an unprivileged user's, taken by root (maps root to root)."""
+    out = tmp_path / "out"
+    code = sysroot.run(
+        sid_root,
+        ["sh", "-c", f"cat /etc/debian_version > {out}; ls /proc/self/fd > /dev/null"],
+        user_namespace=True,
+        cwd=tmp_path,
+    )
+    assert code == 0
+    assert out.read_text().strip()  # sid's /etc/debian_version, read inside the root
+    assert str(sid_root) not in Path("/proc/self/mounts").read_text()
