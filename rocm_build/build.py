@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -30,7 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import arch, dist, elf, locks, proc, tempfiles
+from . import arch, dist, locks, proc, tempfiles
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import ProjectSpec
 from .context import RunContext
@@ -432,25 +431,19 @@ def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts
     runtime dependency ("built without ROCm"), or code objects that miss a requested target or
     carry one that was not requested. A single library covering only some of the targets is
     reported (some sub-builds, such as aotriton, filter the list on purpose)."""
+    from .bundle.analyze import analyze_path
+
     name, version, requires = wheel_metadata(wheel)
     wanted = {arch.base_name(t) for t in targets}
-    per_file: dict[str, frozenset[str]] = {}
-    runtime: list[str] = []
-    with WheelReader(wheel) as reader, tempfile.TemporaryDirectory() as tmp:
-        for m in reader.members:
-            if m.is_dir or m.file_size < 64 or reader.head(m.name, 4) != elf.ELF_MAGIC:
-                continue
-            path = reader.extract(m.name, Path(tmp), "member")
-            try:
-                facts = elf.read_elf(path)
-                have = elf.offload_targets(path)
-            except elf.NotElfError:
-                log.warning("%s: %s looks like ELF but cannot be read", project, m.name)
-                continue
-            if any(_HIP_RUNTIME.match(n) for n in facts.needed):
-                runtime.append(m.name)
-            if have:
-                per_file[m.name] = have
+    analysis = analyze_path(wheel)
+    for member in analysis.unreadable:
+        log.warning("%s: %s looks like ELF but cannot be read", project, member)
+    runtime = [
+        arc
+        for arc, m in analysis.elves.items()
+        if any(_HIP_RUNTIME.match(n) for n in m.info.needed)
+    ]
+    per_file = {arc: m.targets for arc, m in analysis.elves.items() if m.targets}
     found = set().union(*per_file.values()) if per_file else set()
     if not found or not runtime:
         why = "no HIP code objects" if not found else "no dependency on libamdhip64"

@@ -148,8 +148,7 @@ def _build(run: _Run, specs: Sequence[config.ProjectSpec]) -> list[Path]:
 
 
 def _bundle(run: _Run, wheels: Sequence[Path]) -> list[Path]:
-    results = bundle.bundle_many(run.ctx, wheels, progress=run.progress)
-    return [Path(r.output) for r in results]
+    return bundle.execute(bundle.plan(run.ctx, wheels), run.progress).outputs
 
 
 def _stage(

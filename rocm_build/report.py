@@ -1,27 +1,29 @@
 """inspect: what a wheel carries, as data (for --json) and as text lines (for people).
 
-Reads the wheel as a stream: ELF members are extracted one at a time to a scratch folder,
-read (headers and ``.hip_fatbin`` through mmap) and deleted again.
+The wheel is read once by :func:`rocm_build.bundle.analyze.analyze` (the pass the bundle and
+the build's wheel check use too): ELF and PE members are extracted one at a time to a scratch
+folder, read (headers and device code through mmap) and deleted again.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import posixpath
 import re
-import tempfile
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bundle, elf, pe
+from . import elf, pe
+from .bundle.analyze import WheelAnalysis, analyze_path
+from .bundle.data import gfx_tokens
+from .bundle.plan import inside
+from .bundle.policy import is_loader, platform_tag, policy_whitelist
 from .context import RunContext
 from .errors import RequirementNotMet
 from .sizes import human_size
-from .wheelfile import WheelReader
 
 __all__ = ["PYPI_LIMIT", "InspectResult", "human_size", "inspect_wheel", "render"]
 
@@ -62,52 +64,50 @@ def _component(name: str, lib_dir: str, libs: set[str]) -> str:
 
 def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = None) -> InspectResult:
     requested = ctx.parse_targets(require_arch or "")
-    elves: dict[str, elf.ElfInfo] = {}
-    bundles: dict[str, tuple[elf.OffloadBundle, ...]] = {}
-    with (
-        WheelReader(path) as reader,
-        tempfile.TemporaryDirectory(prefix="rocm-build-inspect-") as t,
-    ):
-        members = [m for m in reader.members if not m.is_dir]
-        prov: dict[str, Any] = {}
-        for m in members:
-            if m.name.endswith(bundle.PROVENANCE):
-                prov = json.loads(reader.read_bytes(m.name))
-        for m in members:
-            if m.file_size < 64 or not bundle._may_be_elf(m.name):
-                continue
-            if reader.head(m.name, 4) != elf.ELF_MAGIC:
-                continue
-            dest = reader.extract(m.name, Path(t), "x")
-            try:
-                info = elf.read_elf(dest)
-                if info.is_host:
-                    elves[m.name] = info
-                    if info.has_fatbin:
-                        bundles[m.name] = elf.offload_bundles(dest)
-            except elf.NotElfError:
-                pass
-            finally:
-                dest.unlink()
-        pes: dict[str, tuple[str, list[str]]] = {}  # Windows DLL/PYD -> (machine, imports)
-        for m in members:
-            if not m.name.lower().endswith((".dll", ".pyd")) or reader.head(m.name, 2) != b"MZ":
-                continue
-            dest = reader.extract(m.name, Path(t), "x")
-            try:
-                if pe_info := pe.read_pe(dest):
-                    machine_type, imports, fatbin = pe_info
-                    pes[m.name] = (machine_type, imports)
-                    if fatbin:
-                        bundles[m.name] = elf.offload_bundles_at(dest, *fatbin)
-            finally:
-                dest.unlink()
-        name = reader.name
-        requires = _requires_dist(reader.metadata())
+    analysis = analyze_path(path, pe_files=True)
+    prov = analysis.bundle_record()
+    rows, external = _elf_rows(analysis, prov)
+    pe_rows = _pe_rows(analysis)
+    code_targets = sorted({t for r in [*rows, *pe_rows] for t in r["targets"]})
+    wanted = list(requested) or list(prov.get("targets", []))
+    lib_dir = str(prov.get("lib_dir", ""))
+    targets = sorted(set(wanted) | set(code_targets))
+    coverage = _coverage(analysis, lib_dir, [*rows, *pe_rows], targets)
+    elves = analysis.infos
+    machine = next(iter(elves.values())).machine if elves else "EM_X86_64"
+    name = analysis.name
+    tag = platform_tag(elves.values(), external, machine) if elves else name.platform_tag
+    size = path.stat().st_size
+    data = {
+        "wheel": path.name,
+        "size": size,
+        "over_pypi_limit": size > PYPI_LIMIT,
+        "file_platform_tag": name.platform_tag,
+        "platform_tag": tag,
+        "elf_files": rows,
+        "pe_files": pe_rows,
+        "bundled": prov.get("libraries", []),
+        "bundle": {k: v for k, v in prov.items() if k not in ("libraries", "sources")},
+        "code_targets": code_targets,
+        "requested_targets": wanted,
+        "coverage": coverage,
+        "sizes": dict(sorted(_sizes(analysis, lib_dir).items(), key=lambda kv: -kv[1])),
+    }
+    gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
+    missing = tuple(t for t in requested if t in gaps)
+    return InspectResult(data, missing)
+
+
+def _elf_rows(
+    analysis: WheelAnalysis, prov: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """One row per host ELF file (search path, what it needs and where that is), and the
+    libraries the wheel takes from outside it."""
+    elves = analysis.infos
+    requires = _requires_dist(analysis.metadata)
     # by file name, as the loader looks NEEDED names up (a SONAME alone provides nothing)
     provided = {posixpath.basename(a) for a in elves}
-    whitelist = bundle.policy_whitelist("auto")
-    lib_dir = str(prov.get("lib_dir", ""))
+    whitelist = policy_whitelist("auto")
     from_torch = set(prov.get("from_torch", []))
     rows: list[dict[str, Any]] = []
     external: set[str] = set()
@@ -115,18 +115,16 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
     where: dict[str, set[str]] = defaultdict(set)  # file name -> folders holding it
     for arc in elves:
         where[posixpath.basename(arc)].add(posixpath.dirname(arc))
-    for arc, info in sorted(elves.items()):
+    for arc, member in analysis.elves.items():
+        info = member.info
         here = posixpath.dirname(arc)
-        escaping = [e for e in info.rpath + info.runpath if not bundle._inside(here, e)]
+        escaping = [e for e in info.rpath + info.runpath if not inside(here, e)]
         # in the wheel, but in no folder the loader searches for this file
         off_path = [n for n in info.needed if n in where and not where[n] & folders[arc]]
         unresolved = [
             n
             for n in info.needed
-            if n not in provided
-            and n not in whitelist
-            and not bundle._is_loader(n)
-            and n not in from_torch
+            if n not in provided and n not in whitelist and not is_loader(n) and n not in from_torch
         ]
         expected = _from_packages(arc, info, unresolved, requires)
         unresolved = [n for n in unresolved if n not in expected]
@@ -143,43 +141,52 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
                 "unresolved": unresolved,
                 "off_search_path": off_path,
                 "from_packages": expected,
-                **_device_code(bundles.get(arc, ())),
+                **_device_code(member.bundles),
             }
         )
-    in_wheel = {posixpath.basename(a).lower() for a in pes}
-    pe_rows = [
+    rows.sort(key=lambda r: str(r["path"]))
+    return rows, external
+
+
+def _pe_rows(analysis: WheelAnalysis) -> list[dict[str, Any]]:
+    in_wheel = {posixpath.basename(a).lower() for a in analysis.pes}
+    return [
         {
             "path": arc,
-            "imports": imports,
+            "imports": list(m.imports),
             "unresolved": [
                 n
-                for n in imports
-                if n.lower() not in in_wheel and not pe.windows_provides(n, machine_type)
+                for n in m.imports
+                if n.lower() not in in_wheel and not pe.windows_provides(n, m.machine)
             ],
-            **_device_code(bundles.get(arc, ())),
+            **_device_code(m.bundles),
         }
-        for arc, (machine_type, imports) in sorted(pes.items())
+        for arc, m in sorted(analysis.pes.items())
     ]
-    code_targets = sorted({t for r in [*rows, *pe_rows] for t in r["targets"]})
-    code_bytes: dict[str, int] = defaultdict(int)  # code objects per target, uncompressed
-    for found in bundles.values():
-        for b in found:
+
+
+def _coverage(
+    analysis: WheelAnalysis, lib_dir: str, rows: list[dict[str, Any]], targets: list[str]
+) -> list[dict[str, Any]]:
+    """Per target: the files with device code for it and those without, its data trees, and
+    the bytes of each (code objects uncompressed)."""
+    code_bytes: dict[str, int] = defaultdict(int)
+    for m in analysis.code_members:
+        for b in m.bundles:
             for entry in b.entries:
                 if entry.target:
                     code_bytes[entry.target] += entry.size
     data_targets: dict[str, set[str]] = defaultdict(set)
     data_bytes: dict[str, int] = defaultdict(int)
-    sizes: dict[str, int] = defaultdict(int)
-    for m in members:
-        comp = _component(m.name, lib_dir, set(elves) | set(pes))
-        sizes[comp] += m.file_size
+    libs = set(analysis.elves) | set(analysis.pes)
+    for name, size in analysis.sizes.items():
+        comp = _component(name, lib_dir, libs)
         if comp.startswith("data: "):
-            for tok in bundle.gfx_tokens(m.name):
+            for tok in gfx_tokens(name):
                 data_targets[tok].add(comp[len("data: ") :])
-                data_bytes[tok] += m.file_size
-    wanted = list(requested) or list(prov.get("targets", []))
-    with_code = [r for r in [*rows, *pe_rows] if r["targets"]]
-    coverage = [
+                data_bytes[tok] += size
+    with_code = [r for r in rows if r["targets"]]
+    return [
         {
             "target": t,
             "code": [r["path"] for r in with_code if t in r["targets"]],
@@ -189,29 +196,17 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
             "code_bytes": code_bytes.get(t, 0),
             "data_bytes": data_bytes.get(t, 0),
         }
-        for t in sorted(set(wanted) | set(code_targets))
+        for t in targets
     ]
-    machine = next(iter(elves.values())).machine if elves else "EM_X86_64"
-    tag = bundle.platform_tag(elves.values(), external, machine) if elves else name.platform_tag
-    size = path.stat().st_size
-    data = {
-        "wheel": path.name,
-        "size": size,
-        "over_pypi_limit": size > PYPI_LIMIT,
-        "file_platform_tag": name.platform_tag,
-        "platform_tag": tag,
-        "elf_files": rows,
-        "pe_files": pe_rows,
-        "bundled": prov.get("libraries", []),
-        "bundle": {k: v for k, v in prov.items() if k not in ("libraries", "sources")},
-        "code_targets": code_targets,
-        "requested_targets": wanted,
-        "coverage": coverage,
-        "sizes": dict(sorted(sizes.items(), key=lambda kv: -kv[1])),
-    }
-    gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
-    missing = tuple(t for t in requested if t in gaps)
-    return InspectResult(data, missing)
+
+
+def _sizes(analysis: WheelAnalysis, lib_dir: str) -> dict[str, int]:
+    """Uncompressed bytes per component (library, data tree, python, metadata, other)."""
+    libs = set(analysis.elves) | set(analysis.pes)
+    sizes: dict[str, int] = defaultdict(int)
+    for name, size in analysis.sizes.items():
+        sizes[_component(name, lib_dir, libs)] += size
+    return dict(sizes)
 
 
 def _requires_dist(metadata: str) -> dict[str, str]:
@@ -334,6 +329,17 @@ def render(data: dict[str, Any]) -> Iterator[str]:
             "for a larger limit, host it on your own index, or build for fewer targets"
         )
     yield ""
+    yield from _file_lines(data)
+    yield from _bundled_lines(data["bundled"])
+    yield from _coverage_lines(data)
+    yield ""
+    yield "size by component (uncompressed):"
+    for comp, n in list(data["sizes"].items())[:20]:
+        yield f"  {human_size(n):>12}  {comp}"
+
+
+def _file_lines(data: dict[str, Any]) -> Iterator[str]:
+    """The ELF files (search path, NEEDED and where each is), then the DLLs and PYDs."""
     if data["elf_files"] or not data["pe_files"]:
         yield (
             "ELF files:"
@@ -368,10 +374,13 @@ def render(data: dict[str, Any]) -> Iterator[str]:
             if row["unresolved"]:
                 yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
             yield from _device_code_line(row)
-    if data["bundled"]:
+
+
+def _bundled_lines(bundled: list[dict[str, Any]]) -> Iterator[str]:
+    if bundled:
         yield ""
         yield "bundled libraries:"
-        for lib in data["bundled"]:
+        for lib in bundled:
             why = (
                 "dlopen"
                 if lib["reason"] == "dlopen"
@@ -380,6 +389,9 @@ def render(data: dict[str, Any]) -> Iterator[str]:
             yield f"  {lib['name']}  from {lib['origin']}: {lib['source']}  ({why})"
             if lib.get("aliases"):
                 yield f"    also as {', '.join(lib['aliases'])} (the name it is opened by)"
+
+
+def _coverage_lines(data: dict[str, Any]) -> Iterator[str]:
     if data["coverage"]:
         yield ""
         yield "gfx coverage (requested vs present; bytes per target, uncompressed):"
@@ -401,7 +413,3 @@ def render(data: dict[str, Any]) -> Iterator[str]:
                 else ""
             )
             yield f"  {row['target']:<9} {mark:<9} {code}{data_note}"
-    yield ""
-    yield "size by component (uncompressed):"
-    for comp, n in list(data["sizes"].items())[:20]:
-        yield f"  {human_size(n):>12}  {comp}"

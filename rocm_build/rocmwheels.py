@@ -27,16 +27,16 @@ from . import __version__, elf, tempfiles
 from .bundle import (
     LibraryIndex,
     ThinSource,
-    _is_loader,
-    _rel_origin,
-    _rocm_version,
-    _stream_elf,
     gfx_tokens,
     platform_tag,
     policy_whitelist,
     system_lib_dirs,
     tree_lib_dirs,
 )
+from .bundle.apply import rocm_version as _rocm_version
+from .bundle.apply import stream_elf as _stream_elf
+from .bundle.plan import rel_origin as _rel_origin
+from .bundle.policy import is_loader as _is_loader
 from .errors import RocmTreeError
 from .wheelfile import WheelWriter
 

@@ -103,10 +103,10 @@ def command(
         thin = rocmwheels.thin_source(ctx.tree.root, target_family)
     bars = state.progress()
     try:
-        results = bundle_stage.bundle_many(
-            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars,
-            dry_run=dry_run, thin=thin,
-        )  # fmt: skip
+        plan = bundle_stage.plan(
+            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=dry_run, thin=thin
+        )
+        results = list(bundle_stage.execute(plan, bars).results)
     finally:
         close_bars(bars)
     if state.json:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import bundle
+from rocm_build.bundle import policy as bundle_policy
 from rocm_build.elf import ElfInfo
 from rocm_build.errors import BundleError
 from rocm_build.wheelfile import WheelName
@@ -199,9 +200,9 @@ def test_gfx_tokens_and_inside() -> None:
     assert bundle.gfx_tokens("Kernels.so-000-gfx90a-xnack-.hsaco") == {"gfx90a"}
     assert bundle.gfx_tokens("TensileLibrary_lazy_gfx1030.dat") == {"gfx1030"}
     assert bundle.gfx_tokens("TensileManifest.txt") == set()
-    assert bundle._inside("torch/lib", "$ORIGIN/../share")
-    assert not bundle._inside("torch", "$ORIGIN/../..")
-    assert not bundle._inside("torch", "/opt/rocm/lib")
+    assert bundle.inside("torch/lib", "$ORIGIN/../share")
+    assert not bundle.inside("torch", "$ORIGIN/../..")
+    assert not bundle.inside("torch", "/opt/rocm/lib")
 
 
 def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
@@ -239,7 +240,7 @@ def test_glibc_past_auditwheels_newest_policy_is_still_manylinux() -> None:
     # built as, which the fat wheel would then overwrite).
     newest = max(
         int(p["name"].rsplit("_", 1)[-1])
-        for p in bundle._policies()
+        for p in bundle_policy._policies()
         if p["name"].startswith("manylinux_2_")
     )
     past = f"GLIBC_2.{newest + 1}"

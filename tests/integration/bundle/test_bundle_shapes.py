@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle, elf
+from rocm_build import elf
+from rocm_build.bundle import apply as bundle_apply
 from rocm_build.errors import BundleError
 
 from .conftest import make_venv, pip_install
@@ -254,10 +255,10 @@ def test_alias_stub_tries_the_next_linker(tmp_path: Path) -> None:
     real = versioned_lib(tmp_path / "lib", "thing", "2.1", "int thing(void){return 2;}\n")
     ld = shutil.which("ld")
     assert ld is not None
-    stub = bundle._alias_stub(["/bin/false", ld], real, "libthing.so", tmp_path / "s")
+    stub = bundle_apply.alias_stub(["/bin/false", ld], real, "libthing.so", tmp_path / "s")
     assert elf.read_elf(stub).needed == ("libthing.so.2",)
     with pytest.raises(BundleError, match=r"cannot link the alias libthing\.so .*install binutils"):
-        bundle._alias_stub(["/bin/false"], real, "libthing.so", tmp_path / "s2")
+        bundle_apply.alias_stub(["/bin/false"], real, "libthing.so", tmp_path / "s2")
 
 
 def test_bundle_prints_size_and_notes_pypi_limit(

@@ -176,7 +176,7 @@ def test_inspect_thin_wheel_names_the_package_of_each_library(
 def test_inspect_third_party_thin_wheel(hip_ext_so: Path, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A thin wheel rocm-build did not make (laid out as pyg-lib-rocm's: the extension one
     folder deep, RUNPATH into both packages' lib folders), one of them not required."""
-    from rocm_build.bundle import _patchelf
+    from rocm_build.bundle.apply import _patchelf
 
     from .helpers import make_wheel
 

@@ -1,0 +1,103 @@
+"""bundle: make a wheel self-contained for a ROCm tree and a set of gfx targets.
+
+The stage: :func:`plan` (``plan(ctx, wheels, ...)``: the wheels in order and their settings) and
+:func:`execute` (``execute(plan, progress)``: :class:`BundleResults`). Per wheel
+(:func:`bundle_wheel`): one pass reads it (:mod:`.analyze`, shared with the build's wheel check
+and ``inspect``), :func:`make_plan` decides everything from ELF facts, a library index and
+settings (:mod:`.plan`, with :mod:`.libraries`, :mod:`.data`, :mod:`.policy`), and
+:func:`apply_plan` writes the output in one streaming pass (:mod:`.apply`). Windows wheels go
+through delvewheel (:mod:`.windows`).
+
+Rules (see the README's "Fat wheels" section):
+
+* the NEEDED closure of every host ELF in the wheel is resolved in the ROCm tree first, then in
+  the build machine's library folders; what the manylinux policy allows from the system stays
+  out; anything else that cannot be found stops the bundle, naming what is missing and who
+  needs it;
+* libraries ROCm loads with ``dlopen`` are added by file-name pattern (``bundle.dlopen_libs``);
+* a library opened by another name than its soname (a symlink name some ELF file in the wheel
+  holds as a string) gets a stub library of that name that NEEDs it;
+* data trees (``bundle.data_trees``) keep their relative layout beside the libraries, filtered
+  to the requested gfx targets;
+* libraries keep their names and sonames (no hashing) and go to the project's ``lib_dir``; every
+  host ELF gets an ``$ORIGIN``-relative DT_RPATH; nothing points outside the wheel;
+* a wheel that depends on a torch fat wheel (torchvision, torchaudio) takes what torch carries
+  from ``torch/lib`` and requires that exact torch.
+"""
+
+from __future__ import annotations
+
+from .analyze import PROVENANCE, ElfMember, PeMember, WheelAnalysis, analyze, may_be_elf
+from .apply import apply_plan, find_linkers
+from .data import data_destination, data_target_gaps, gfx_tokens, looked_up_at, select_data
+from .libraries import (
+    TREE_LIB_DIRS,
+    Candidate,
+    LibraryIndex,
+    Resolver,
+    system_lib_dirs,
+    tree_lib_dirs,
+)
+from .lines import missing_data_line, plan_lines, system_lines, warning_lines
+from .linux import bundle_wheel, project_lib_dir
+from .model import (
+    BundlePlan,
+    BundleResult,
+    DataFile,
+    Library,
+    RpathChange,
+    ThinSource,
+    TorchWheel,
+)
+from .plan import inside, make_plan, rel_origin
+from .policy import is_loader, platform_tag, policy_whitelist
+from .stage import BundlePlans, BundleResults, bundle_many, execute, plan
+from .windows import bundle_windows, is_windows_wheel
+
+__all__ = [
+    "PROVENANCE",
+    "TREE_LIB_DIRS",
+    "BundlePlan",
+    "BundlePlans",
+    "BundleResult",
+    "BundleResults",
+    "Candidate",
+    "DataFile",
+    "ElfMember",
+    "Library",
+    "LibraryIndex",
+    "PeMember",
+    "Resolver",
+    "RpathChange",
+    "ThinSource",
+    "TorchWheel",
+    "WheelAnalysis",
+    "analyze",
+    "apply_plan",
+    "bundle_many",
+    "bundle_wheel",
+    "bundle_windows",
+    "data_destination",
+    "data_target_gaps",
+    "execute",
+    "find_linkers",
+    "gfx_tokens",
+    "inside",
+    "is_loader",
+    "is_windows_wheel",
+    "looked_up_at",
+    "make_plan",
+    "may_be_elf",
+    "missing_data_line",
+    "plan",
+    "plan_lines",
+    "platform_tag",
+    "policy_whitelist",
+    "project_lib_dir",
+    "rel_origin",
+    "select_data",
+    "system_lib_dirs",
+    "system_lines",
+    "tree_lib_dirs",
+    "warning_lines",
+]

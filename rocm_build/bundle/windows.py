@@ -1,0 +1,272 @@
+"""Bundling a Windows wheel: delvewheel finds and places the imported DLLs; the ROCm DLLs loaded
+with ``LoadLibrary``, their data trees and the provenance record are added as on Linux."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import os
+import posixpath
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocm_build import __version__, locks, pe, proc, tempfiles
+from rocm_build.errors import BundleError, RocmTreeError
+from rocm_build.treepath import TreeGuard
+from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
+
+from .analyze import PROVENANCE, analyze
+from .apply import fingerprint, rocm_version, stat_entry, up_to_date
+from .data import select_data
+from .linux import project_lib_dir
+from .model import BundleResult, DataFile
+
+__all__ = ["bundle_windows", "is_windows_wheel"]
+
+log = logging.getLogger(__name__)
+
+
+def is_windows_wheel(path: Path) -> bool:
+    return any(t.split("-")[2].startswith("win") for t in WheelName.parse(path.name).tags)
+
+
+@dataclass(frozen=True)
+class _Windows:
+    """A Windows wheel, the tree's DLLs and what delvewheel is asked to add."""
+
+    wheel: Path
+    rocm: Path
+    dirs: tuple[Path, ...]  # the tree's folders with DLLs
+    members: tuple[str, ...]
+    in_tree: Mapping[str, Path]  # lower-case DLL name -> file in the tree
+    loaded: frozenset[str]  # DLLs ROCm opens with LoadLibrary, added by name
+    include: tuple[str, ...]  # delvewheel's --include, if any
+    targets: tuple[str, ...]
+
+
+def bundle_windows(
+    wheel: Path,
+    *,
+    rocm: Path,
+    output_dir: Path,
+    targets: Sequence[str] = (),
+    dlopen_patterns: Sequence[str] = (),
+    data_trees: Sequence[str] = (),
+    level: int = 6,
+    dry_run: bool = False,
+    allow_outside: Sequence[Path] = (),
+    no_wait: bool = False,
+) -> BundleResult:
+    """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
+    names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
+    loads with ``LoadLibrary`` (``.dll`` patterns of ``bundle.dlopen_libs``) and the data trees
+    of the bundled DLLs (``lib/X`` is read from the tree's ``bin/X``, where Windows keeps it)
+    go beside them, and the provenance file makes a re-run a no-op.
+    """
+    start = time.monotonic()
+    wheel = wheel.resolve()
+    dirs = [rocm / d for d in ("bin", "lib") if (rocm / d).is_dir()]
+    if not dirs:
+        raise RocmTreeError(f"{rocm} has no bin/ or lib/ folder with DLLs; pass --rocm DIR")
+    with WheelReader(wheel) as reader:
+        members = [m.name for m in reader.members]
+        top = project_lib_dir(reader.name.distribution, {}, members, None).split("/", 1)[0]
+        if not dry_run:  # delvewheel rewrites RECORD: a corrupt input must not pass unnoticed
+            reader.verify_all()
+    arcname = f"{top}/{PROVENANCE}"
+    settings = {
+        "tool": __version__,
+        "input": stat_entry(wheel),
+        "rocm": str(rocm.resolve()),
+        "platform": "windows",
+        "targets": list(targets),
+        "dlopen": list(dlopen_patterns),
+        "data_trees": list(data_trees),
+        "level": level,
+        "allow_outside": [str(a) for a in allow_outside],
+    }
+    fp = fingerprint(settings)
+    if existing := up_to_date(wheel, output_dir, arcname, fp):
+        return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if arcname in members:
+        out = output_dir / wheel.name
+        if out.resolve() != wheel:
+            with locks.hold(out, f"the wheel {out}", no_wait=no_wait):
+                tempfiles.atomic_copy(wheel, out)
+        log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
+        return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
+    job = _what_to_add(wheel, rocm, dirs, members, targets, dlopen_patterns)
+    if dry_run:  # what delvewheel would take; the data follows from it
+        shown = _delvewheel("show", wheel, dirs, sorted(job.in_tree), *job.include).stdout
+        plan = {"platform": "windows", "targets": list(job.targets), "delvewheel_show": shown}
+        return BundleResult(str(wheel), "", "planned", time.monotonic() - start, plan)
+    with tempfiles.folder(output_dir, f"{wheel.name}.delvewheel") as tmp:
+        _delvewheel("repair", wheel, dirs, sorted(job.in_tree), *job.include, "-w", tmp)
+        produced = sorted(Path(tmp).glob("*.whl"))
+        if not produced:
+            raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
+        out = output_dir / produced[0].name
+        guard = TreeGuard.of(rocm, allow_outside)
+        with WheelReader(produced[0]) as repaired:
+            added, data, skipped, provenance = _additions(job, repaired, data_trees, guard, fp)
+            with locks.hold(out, f"the wheel {out}", no_wait=no_wait):
+                _write(repaired, produced[0], out, data, arcname, provenance, level)
+    log.info(
+        "bundled %s: %d DLLs (%s), %d data files (%d left out for other targets)",
+        wheel.name, len(added), ", ".join(sorted(added)), len(data), skipped,
+    )  # fmt: skip
+    return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
+
+
+def _what_to_add(
+    wheel: Path,
+    rocm: Path,
+    dirs: Sequence[Path],
+    members: Sequence[str],
+    targets: Sequence[str],
+    dlopen_patterns: Sequence[str],
+) -> _Windows:
+    """The tree's DLLs, and those a wheel that uses ROCm gets besides what it imports: the DLLs
+    ROCm loads with LoadLibrary and the tree DLLs those import (delvewheel takes in what
+    --include names, but not what that imports)."""
+    with WheelReader(wheel) as reader:
+        analysis = analyze(reader, pe_files=True, elf_files=False)
+    imports = {n.lower() for m in analysis.pes.values() for n in m.imports}
+    targets = tuple(targets) or tuple(sorted(analysis.device_targets))  # default: its own
+    # ROCm DLLs keep their names; other DLLs get delvewheel's usual hashed names, so they cannot
+    # clash with another wheel's copy
+    in_tree = {p.name.lower(): p for d in reversed(dirs) for p in d.glob("*") if _is_dll(p)}
+    have = {posixpath.basename(m).lower() for m in members}
+    loaded = (
+        {
+            p.name
+            for name, p in in_tree.items()
+            if name not in have
+            and any(fnmatch.fnmatch(name, pat.lower()) for pat in dlopen_patterns)
+        }
+        if imports & set(in_tree)
+        else set()
+    )
+    wanted = {n.lower() for n in loaded}
+    queue = sorted(wanted)
+    while queue:
+        info = pe.read_pe(in_tree[queue.pop()])
+        for dep in (n.lower() for n in (info[1] if info else [])):
+            if dep in in_tree and dep not in have and dep not in wanted:
+                wanted.add(dep)
+                queue.append(dep)
+    names = sorted(in_tree[n].name for n in wanted)
+    include = ("--include", os.pathsep.join(names)) if names else ()
+    return _Windows(
+        wheel, rocm, tuple(dirs), tuple(members), in_tree, frozenset(loaded), include, targets
+    )
+
+
+def _additions(
+    job: _Windows, repaired: WheelReader, data_trees: Sequence[str], guard: TreeGuard, fp: str
+) -> tuple[dict[str, str], list[DataFile], int, dict[str, Any]]:
+    """The DLLs delvewheel added (name -> member), the data files for the ROCm ones, how many
+    were left out for other targets, and the provenance record."""
+    added = {
+        posixpath.basename(m.name): m.name
+        for m in repaired.members
+        if m.name not in job.members and m.name.lower().endswith(".dll")
+    }
+    from_tree = [n for n in added if n.lower() in job.in_tree]
+    data: list[DataFile] = []
+    skipped = 0
+    libs_dir = posixpath.dirname(next(iter(added.values()), ""))
+    if from_tree:  # the data trees of the ROCm DLLs go beside them
+        libs_dir = posixpath.dirname(added[from_tree[0]])
+        data, skipped = select_data(
+            job.rocm, data_trees, libs_dir, list(added), job.targets,
+            read_from=_windows_data_dirs(job.rocm, data_trees), guard=guard,
+        )  # fmt: skip
+    in_tree = job.in_tree
+    libraries: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "origin": "rocm" if name.lower() in in_tree else "system",
+            "reason": "dlopen" if name in job.loaded else "needed",
+            "source": str(in_tree[name.lower()]) if name.lower() in in_tree else "",
+            "needed_by": [],
+            "aliases": [],
+        }
+        for name in sorted(added)
+    ]
+    provenance = {
+        "tool": f"rocm-build {__version__}",
+        "fingerprint": fp,
+        "rocm": str(job.rocm.resolve()),
+        "rocm_version": rocm_version(job.rocm),
+        "platform": "windows",
+        "targets": list(job.targets),
+        "lib_dir": libs_dir,
+        "libraries": libraries,
+        "data_files": len(data),
+        "data_skipped": skipped,
+        "sources": [stat_entry(in_tree[n.lower()]) for n in added if n.lower() in in_tree]
+        + [stat_entry(Path(d.source)) for d in data],
+    }
+    return added, data, skipped, provenance
+
+
+def _write(
+    repaired: WheelReader,
+    produced: Path,
+    out: Path,
+    data: Sequence[DataFile],
+    arcname: str,
+    provenance: Mapping[str, Any],
+    level: int,
+) -> None:
+    """delvewheel's wheel, its members copied raw, plus the data files and the provenance."""
+    record = f"{repaired.dist_info}/RECORD"
+    with (
+        tempfiles.writing(out, needed=produced.stat().st_size),
+        WheelWriter(out, repaired.dist_info, level=level) as writer,
+    ):
+        for m in repaired.members:
+            if m.name != record and not m.is_dir:
+                writer.copy_member(repaired, m.name)
+        for d in data:
+            writer.add_file(d.arcname, Path(d.source), 0o644)
+        writer.add_bytes(arcname, (json.dumps(provenance, indent=1) + "\n").encode())
+        writer.commit()
+
+
+def _delvewheel(
+    command: str, wheel: Path, dirs: Sequence[Path], keep: Sequence[str], *extra: str | Path
+) -> proc.Result:
+    """``delvewheel show|repair``; the DLL names in ``keep`` are not mangled.
+
+    ``--analyze-existing``: torch's ROCm imports come from DLLs the wheel already carries
+    (``torch/lib/torch_hip.dll``), which delvewheel otherwise does not look into.
+    """
+    no_mangle = ["--no-mangle", os.pathsep.join(keep)] if keep and command == "repair" else []
+    return proc.run(
+        [sys.executable, "-m", "delvewheel", command, "--analyze-existing", *no_mangle,
+         "--add-path", os.pathsep.join(map(str, dirs)), *extra, wheel],
+        capture=True,
+        what=f"delvewheel {command}",
+    )  # fmt: skip
+
+
+def _windows_data_dirs(rocm: Path, trees: Sequence[str]) -> dict[str, str]:
+    """Where a Windows tree keeps each ``lib/X`` data tree: beside the DLLs, in ``bin/X``."""
+    found = {}
+    for tree in trees:
+        rest = tree.strip("/").removeprefix("lib/")
+        if rest != tree.strip("/") and (rocm / "bin" / rest).exists():
+            found[tree] = f"bin/{rest}"
+    return found
+
+
+def _is_dll(path: Path) -> bool:
+    return path.suffix.lower() == ".dll" and path.is_file()
