@@ -1,10 +1,11 @@
 """Build the checked-out projects into wheels against one ROCm tree, for exactly the chosen targets.
 
-``plan_build`` is pure: from the resolved settings, the tree and the targets it makes a frozen
-``BuildPlan`` (per project: folder, environment, command, log, jobs). ``execute`` walks it: one
-build virtual environment, each project's own build requirements, the project's own build system,
-then a check of the wheel (HIP code objects for exactly the requested targets, a HIP runtime
-dependency, dependencies pinned to the versions just built) before it is put in the output folder.
+``plan`` (in ``buildplan``) makes a frozen ``BuildPlan`` from the run context (per project:
+folder, environment, command, log, jobs). ``execute`` walks it: one build virtual environment,
+each project's own build requirements, the project's own build system (``buildenv``), then a
+check of the wheel (HIP code objects for exactly the requested targets, a HIP runtime
+dependency, dependencies pinned to the versions just built) before it is put in the output
+folder. A project whose inputs did not change since the last build keeps its wheel.
 """
 
 from __future__ import annotations
@@ -13,31 +14,38 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
-import sys
 import time
-import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import NormalizedName, canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from . import arch, dist, locks, proc, tempfiles
-from .cache import CompilerCache, mask_values, resolve_cache
-from .config import ProjectSpec
-from .context import RunContext
-from .errors import BuildFailed, CommandFailed, ConfigError, ToolMissing
+from . import arch, locks, proc, tempfiles
+from .buildenv import ensure_venv, install_requirements, installed_version, pip, run_build
+from .buildplan import (
+    GIB,
+    BuildPlan,
+    ProjectStep,
+    cpu_count,
+    default_jobs,
+    memory_available,
+    plan,
+    project_version,
+    read_build_requirements,
+)
+from .errors import BuildFailed, ConfigError, ToolMissing
 from .progress import NO_PROGRESS, Progress
 from .wheelfile import WheelReader, WheelWriter
 
 __all__ = [
+    "GIB",
     "BuildPlan",
     "BuildResult",
     "ProjectResult",
@@ -47,8 +55,7 @@ __all__ = [
     "default_jobs",
     "execute",
     "memory_available",
-    "plan_build",
-    "plan_from_config",
+    "plan",
     "project_version",
     "read_build_requirements",
     "wheel_metadata",
@@ -56,352 +63,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-REPORT_NAME = "build-report.json"
-GIB = 1 << 30
-# What a compile killed for memory leaves in a log: gcc/clang drivers print the first, make and
-# ninja report the child's status, Python build helpers the signal.
-_OOM = re.compile(
-    r"Killed signal terminated program"
-    r"|\b(?:exit (?:code|status)|returned non-zero exit status|error code)[ :]+137\b"
-    r"|killed by signal 9\b|\bSIGKILL\b"
-)
 _HIP_RUNTIME = re.compile(r"^libamdhip64\.so(\.\d+)*$")
-
-
-# --- planning -----------------------------------------------------------------------------------
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def memory_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """Bytes of memory available to new processes (MemAvailable), or None when unknown."""
-    try:
-        for line in meminfo.read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def default_jobs(cores: int, available: int | None, job_memory_gb: float) -> int:
-    """The smaller of the core count and how many jobs of ``job_memory_gb`` fit in memory."""
-    jobs = max(cores, 1)
-    if available is not None and job_memory_gb > 0:
-        jobs = min(jobs, int(available // (job_memory_gb * GIB)))
-    return max(jobs, 1)
-
-
-def project_version(source: Path, spec: ProjectSpec, label: str) -> str:
-    """The version the build is told to use: the version file plus the local label; "" when the
-    project has no version file (it then versions itself)."""
-    if not spec.version_file or not spec.version_env:
-        return ""
-    path = source / spec.version_file
-    if not path.is_file():
-        return ""
-    base = path.read_text(encoding="utf-8").strip()
-    local = label.lstrip("+")
-    text = f"{base}.{local}" if "+" in base else f"{base}+{local}"
-    try:
-        Version(text)
-    except InvalidVersion:
-        msg = f"{spec.name}: '{text}' is not a valid version; fix --version-suffix or {path}"
-        raise ConfigError(msg) from None
-    return text
-
-
-#: PEP 517/518's fallback for a pyproject.toml without a [build-system] table (torchvision's and
-#: torchaudio's have tool settings only) or without ``requires``/``build-backend`` in it; pip does
-#: the same.
-DEFAULT_BUILD_REQUIRES = ("setuptools>=40.8.0",)
-LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
-
-
-def read_build_requirements(source: Path, spec: ProjectSpec) -> tuple[str, ...]:
-    """What the build environment needs before the build runs: the ``[build-system] requires``
-    of the project (the PEP 517 default without one), plus what its backend would ask for.
-
-    A build without isolation (``pip wheel --no-build-isolation``, ``setup.py bdist_wheel``)
-    never asks the backend (``get_requires_for_build_wheel``): setuptools' backend asks for
-    ``wheel``, which setuptools before 70.1 needs for bdist_wheel (Python 3.11's venvs come with
-    setuptools 65), so it is added here whenever setuptools builds the wheel."""
-    pyproject = source / "pyproject.toml"
-    data: dict[str, Any] = {}
-    if pyproject.is_file():
-        try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            msg = f"{pyproject}: not valid TOML ({exc})"
-            raise BuildFailed(msg) from None
-    table = data.get("build-system")
-    table = table if isinstance(table, dict) else {}
-    raw = table.get("requires")
-    requires = [str(r) for r in raw] if isinstance(raw, list) else list(DEFAULT_BUILD_REQUIRES)
-    backend = str(table.get("build-backend") or LEGACY_BACKEND)
-    by_setuptools = spec.build_tool == "setup.py" or backend.startswith("setuptools.build_meta")
-    if by_setuptools and not any(_req_name(r) == "wheel" for r in requires):
-        requires.append("wheel")
-    return tuple(requires)
-
-
-def _req_name(line: str) -> str | None:
-    try:
-        return canonicalize_name(Requirement(line).name)
-    except InvalidRequirement:
-        return None
-
-
-def _pairs(items: Sequence[str], what: str, project: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            msg = f"[projects.{project}] {what}: expected NAME=VALUE, got '{item}'"
-            raise ConfigError(msg)
-        out[name.strip()] = value.strip()
-    return out
-
-
-@dataclass(frozen=True)
-class ProjectStep:
-    """How one project is built."""
-
-    name: str
-    source: Path
-    command: tuple[str, ...]
-    env: Mapping[str, str]
-    changed: Mapping[str, str]  # what the build environment sets or extends
-    removed: tuple[str, ...]  # variables of another ROCm/CUDA setup, dropped
-    log: Path
-    jobs: int
-    version: str  # "" = the project versions itself
-    depends: tuple[str, ...]
-    pin_env: Mapping[str, str]  # variable -> project whose built version it carries
-    requires: tuple[str, ...]  # build-system requirements (projects we build are left out)
-    requirement_files: tuple[Path, ...]
-    wheel_dir: Path
-    install_after: bool  # a later project builds against this one
-
-
-@dataclass(frozen=True)
-class BuildPlan:
-    steps: tuple[ProjectStep, ...]
-    tree: dist.RocmTree
-    targets: tuple[str, ...]
-    base_python: Path  # makes the venv
-    python: Path  # runs the builds
-    venv: Path | None  # created when missing; None = use base_python as it is
-    output_dir: Path
-    work_dir: Path
-    pip_args: tuple[str, ...]
-    cache: str  # "ccache", "sccache" or "none"
-    force: bool = False  # rebuild projects whose inputs did not change
-    no_wait: bool = False  # Locked instead of waiting for an output wheel another run writes
-
-    @property
-    def report_path(self) -> Path:
-        return self.output_dir / REPORT_NAME
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "rocm": {"root": str(self.tree.root), "version": self.tree.version},
-            "targets": list(self.targets),
-            "python": str(self.python),
-            "venv": str(self.venv) if self.venv else None,
-            "output_dir": str(self.output_dir),
-            "cache": self.cache,
-            "projects": [
-                {
-                    "name": s.name,
-                    "folder": str(s.source),
-                    "command": list(s.command),
-                    "env": mask_values(s.changed),
-                    "removed_env": list(s.removed),
-                    "jobs": s.jobs,
-                    "version": s.version,
-                    "log": str(s.log),
-                    "requires": list(s.requires),
-                    "requirement_files": [str(p) for p in s.requirement_files],
-                }
-                for s in self.steps
-            ],
-        }
-
-
-def _venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
-
-
-def plan_from_config(
-    ctx: RunContext, specs: Sequence[ProjectSpec]
-) -> tuple[BuildPlan, CompilerCache]:
-    """The build plan for the run context (``build`` and ``all`` share it): its tree and targets.
-
-    Refuses a tree that cannot build these projects for these targets (its warnings are logged)
-    and picks the compiler cache; everything else comes from the settings.
-    """
-    cfg = ctx.settings
-    tree, targets = ctx.tree, ctx.targets
-    check = dist.validate(tree, specs, targets)
-    for warning in check.warnings:
-        log.warning("%s", warning)
-    dist.require_valid(check)
-    compiler_cache = resolve_cache(
-        cfg.build.cache, cfg.build.cache_url, cfg.env, base_dir=ctx.src_dir
-    )
-    venv_setting = cfg.build.venv
-    if venv_setting not in ("", "create", "current"):
-        venv_setting = str((cfg.cwd / venv_setting).resolve())
-    plan = plan_build(
-        specs=specs,
-        src_dir=ctx.src_dir,
-        work_dir=ctx.work_dir,
-        output_dir=ctx.output_dir,
-        tree=tree,
-        targets=targets,
-        env=cfg.env,
-        base_python=Path(sys.executable),
-        venv_setting=venv_setting,
-        jobs=cfg.general.jobs,
-        cores=cpu_count(),
-        memory=memory_available(),
-        version_suffix=cfg.build.version_suffix,
-        cache=compiler_cache.kind,
-        cache_env=compiler_cache.env,
-        index_url=cfg.build.index_url,
-        find_links=[str((cfg.cwd / f).resolve()) for f in cfg.build.find_links],
-        no_index=cfg.build.no_index,
-        force=cfg.build.force,
-    )
-    return replace(plan, no_wait=cfg.general.no_wait), compiler_cache
-
-
-def plan_build(
-    *,
-    specs: Sequence[ProjectSpec],
-    src_dir: Path,
-    work_dir: Path,
-    output_dir: Path,
-    tree: dist.RocmTree,
-    targets: Sequence[str],
-    env: Mapping[str, str],
-    base_python: Path,
-    venv_setting: str,
-    jobs: int = 0,
-    cores: int = 1,
-    memory: int | None = None,
-    version_suffix: str = "",
-    cache: str = "none",
-    cache_env: Mapping[str, str] | None = None,
-    index_url: str = "",
-    find_links: Sequence[str] = (),
-    no_index: bool = False,
-    force: bool = False,
-) -> BuildPlan:
-    """Everything ``execute`` will do, decided up front (no processes, no writes)."""
-    if venv_setting == "current":
-        venv: Path | None = None
-        python = base_python
-    else:
-        venv = work_dir / "venv" if venv_setting in ("", "create") else Path(venv_setting)
-        python = _venv_python(venv)
-    label = dist.local_version_label(tree.version, version_suffix)
-    pip_args: list[str] = []
-    if index_url:
-        pip_args += ["--index-url", index_url]
-    for folder in find_links:
-        pip_args += ["--find-links", folder]
-    if no_index:
-        pip_args.append("--no-index")
-    names = [s.name for s in specs]
-    steps: list[ProjectStep] = []
-    for spec in specs:
-        source = src_dir / spec.name
-        if not source.is_dir():
-            msg = (
-                f"no checkout of {spec.name} at {source}; run 'rocm-build checkout {spec.name}' "
-                "or pass --src-dir"
-            )
-            raise ConfigError(msg)
-        if spec.build_tool not in ("pip", "setup.py"):
-            msg = f"[projects.{spec.name}] build_tool must be 'pip' or 'setup.py'"
-            raise ConfigError(msg)
-        n = jobs or default_jobs(cores, memory, spec.job_memory_gb)
-        version = project_version(source, spec, label)
-        versions = dict.fromkeys(spec.version_env, version) if version else {}
-        pin_env = _pairs(spec.pin_env, "pin_env", spec.name)
-        extra = {**_pairs(spec.build_env, "build_env", spec.name), **(cache_env or {})}
-        prepend = [python.parent] if venv is not None else []
-        composed = dist.compose_env(
-            env,
-            tree=tree,
-            targets=targets,
-            jobs=n,
-            versions=versions,
-            extra=extra,
-            path_prepend=prepend,
-        )
-        run_env = dict(composed.env)
-        changed = dict(composed.changed)
-        if venv is not None:
-            run_env["VIRTUAL_ENV"] = changed["VIRTUAL_ENV"] = str(venv)
-        for var, project in pin_env.items():
-            # The real value is known once the dependency is built; shown as a placeholder.
-            run_env[var] = changed[var] = f"<version of {project}>"
-        wheel_dir = work_dir / "dist" / spec.name
-        if spec.build_tool == "pip":
-            command: tuple[str, ...] = (
-                str(python),
-                *("-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps"),
-                *("--wheel-dir", str(wheel_dir), "."),
-            )
-        else:
-            command = (str(python), "setup.py", "bdist_wheel", "--dist-dir", str(wheel_dir))
-        skip = {canonicalize_name(n) for n in (spec.name, *spec.depends)}
-        requires = tuple(
-            r for r in read_build_requirements(source, spec) if _req_name(r) not in skip
-        )
-        files = tuple(source / f for f in spec.requirements if (source / f).is_file())
-        later = names[names.index(spec.name) + 1 :]
-        install_after = any(spec.name in s.depends for s in specs if s.name in later)
-        steps.append(
-            ProjectStep(
-                name=spec.name,
-                source=source,
-                command=command,
-                env=run_env,
-                changed=changed,
-                removed=composed.removed,
-                log=work_dir / "logs" / f"build-{spec.name}.log",
-                jobs=n,
-                version=version,
-                depends=spec.depends,
-                pin_env=pin_env,
-                requires=requires,
-                requirement_files=files,
-                wheel_dir=wheel_dir,
-                install_after=install_after,
-            )
-        )
-    return BuildPlan(
-        steps=tuple(steps),
-        tree=tree,
-        targets=tuple(targets),
-        base_python=base_python,
-        python=python,
-        venv=venv,
-        output_dir=output_dir,
-        work_dir=work_dir,
-        pip_args=tuple(pip_args),
-        cache=cache,
-        force=force,
-    )
 
 
 # --- wheel facts --------------------------------------------------------------------------------
@@ -567,152 +229,29 @@ class ProjectResult:
 class BuildResult:
     projects: tuple[ProjectResult, ...]
     report: Path
+    rocm_version: str = ""
 
+    @property
+    def nothing_to_do(self) -> str:
+        return ""  # every wheel is checked and placed, also one kept from the last build
 
-def _killed_for_memory(log_file: Path, start: int, err: CommandFailed) -> bool:
-    if err.returncode in (137, -9):
-        return True
-    with log_file.open("r", encoding="utf-8", errors="replace") as fh:
-        fh.seek(start)
-        return bool(_OOM.search(fh.read()))
+    @property
+    def outputs(self) -> list[Path]:
+        return [p.wheel for p in self.projects]
 
-
-def _pip(
-    plan: BuildPlan,
-    step: ProjectStep,
-    args: Sequence[str],
-    what: str,
-    on_line: Callable[[str], None] | None = None,
-) -> None:
-    proc.run(
-        [str(plan.python), "-m", "pip", *args],
-        cwd=step.source,
-        env=step.env,
-        log_file=step.log,
-        what=what,
-        on_line=on_line,
-    )
-
-
-def _filtered_requirements(path: Path, skip: set[NormalizedName], seen: set[Path]) -> list[str]:
-    """A requirement file's lines without the projects we build ourselves (their fresh wheels
-    are installed instead), following ``-r`` includes."""
-    path = path.resolve()
-    if path in seen:
-        return []
-    seen.add(path)
-    out: list[str] = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        match = re.match(r"^(?:-r|--requirement)[=\s]+(\S+)$", line)
-        if match:
-            out += _filtered_requirements(path.parent / match.group(1), skip, seen)
-            continue
-        if not line.startswith("-") and _req_name(line) in skip:
-            continue
-        out.append(line)
-    return out
-
-
-def _install_requirements(
-    plan: BuildPlan, step: ProjectStep, on_line: Callable[[str], None] | None = None
-) -> None:
-    skip = {canonicalize_name(n) for n in (step.name, *step.depends)}
-    lines = list(step.requires)
-    for path in step.requirement_files:
-        lines += _filtered_requirements(path, skip, set())
-    if not lines:
-        return
-    req_file = plan.work_dir / "logs" / f"requirements-{step.name}.txt"
-    req_file.parent.mkdir(parents=True, exist_ok=True)
-    req_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    _pip(
-        plan,
-        step,
-        ["install", *plan.pip_args, "-r", str(req_file)],
-        "installing build requirements",
-        on_line,
-    )
-
-
-def _installed_version(plan: BuildPlan, step: ProjectStep, dist_name: str) -> str | None:
-    code = (
-        "import importlib.metadata as m, sys\n"
-        "try:\n    print(m.version(sys.argv[1]))\n"
-        "except m.PackageNotFoundError:\n    pass\n"
-    )
-    result = proc.run([str(plan.python), "-c", code, dist_name], env=step.env, capture=True)
-    return result.stdout.strip() or None
-
-
-def _commit(source: Path, env: Mapping[str, str]) -> str:
-    if not (source / ".git").exists():  # not its own repository (git would find a parent's)
-        return ""
-    return (_git(source, env, "rev-parse", "HEAD") or "").strip()
-
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def _ensure_venv(plan: BuildPlan) -> None:
-    if plan.venv is None or plan.python.exists():
-        return
-    log.info("creating the build environment %s", plan.venv)
-    # A venv records its own path, so it is made in place; a half-made one is started over.
-    shutil.rmtree(plan.venv, ignore_errors=True)
-    plan.venv.parent.mkdir(parents=True, exist_ok=True)
-    proc.run([str(plan.base_python), "-m", "venv", str(plan.venv)], what="creating the build venv")
-
-
-def _run_build(
-    step: ProjectStep, on_line: Callable[[str], None] | None = None
-) -> tuple[ProjectStep, int | None]:
-    """Run the build; once more with half the jobs if a compile was killed for memory."""
-    start = step.log.stat().st_size if step.log.exists() else 0
-    try:
-        proc.run(
-            step.command,
-            cwd=step.source,
-            env=step.env,
-            log_file=step.log,
-            what=f"{step.name} build",
-            on_line=on_line,
-        )
-        return step, None
-    except CommandFailed as err:
-        if step.jobs <= 1 or not _killed_for_memory(step.log, start, err):
-            raise _build_failed(step, err) from None
-        half = max(step.jobs // 2, 1)
-        log.warning(
-            "%s: a compile was killed (out of memory?); building again with %d jobs instead of %d",
-            step.name,
-            half,
-            step.jobs,
-        )
-        env = {**step.env, "MAX_JOBS": str(half), "CMAKE_BUILD_PARALLEL_LEVEL": str(half)}
-        retry = replace(step, env=env, jobs=half)
-        shutil.rmtree(step.wheel_dir, ignore_errors=True)
-        try:
-            proc.run(
-                retry.command,
-                cwd=step.source,
-                env=env,
-                log_file=step.log,
-                what=f"{step.name} build",
-                on_line=on_line,
-            )
-        except CommandFailed as err2:
-            raise _build_failed(retry, err2) from None
-        return retry, half
-
-
-def _build_failed(step: ProjectStep, err: CommandFailed) -> CommandFailed:
-    msg = f"{step.name} build failed (exit code {err.returncode}); full log: {step.log}"
-    return CommandFailed(msg, returncode=err.returncode, tail=err.tail)
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "projects": [
+                {
+                    "name": p.name,
+                    **p.as_json(self.rocm_version),
+                    "wheel": str(p.wheel),
+                    "reused": p.reused,
+                }
+                for p in self.projects
+            ],
+            "report": str(self.report),
+        }
 
 
 def _one_wheel(step: ProjectStep) -> Path:
@@ -766,6 +305,17 @@ def _git(source: Path, env: Mapping[str, str], *args: str) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
+def _commit(source: Path, env: Mapping[str, str]) -> str:
+    if not (source / ".git").exists():  # not its own repository (git would find a parent's)
+        return ""
+    return (_git(source, env, "rev-parse", "HEAD") or "").strip()
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> str:
     """What the wheel is made from: the commit, the build environment rocm-build sets, the
     command, the targets and the tree. "" when that cannot be told (not a git checkout, or
@@ -807,8 +357,8 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
     wheel = plan.output_dir / str(prev.get("wheel", ""))
     if not wheel.is_file() or _sha256(wheel) != prev.get("sha256"):
         return None
-    if step.install_after and _installed_version(plan, step, step.name) != prev.get("version"):
-        _pip(plan, step, ["install", "--no-deps", "--force-reinstall", str(wheel)], "installing")
+    if step.install_after and installed_version(plan, step, step.name) != prev.get("version"):
+        pip(plan, step, ["install", "--no-deps", "--force-reinstall", str(wheel)], "installing")
     return ProjectResult(
         name=step.name,
         wheel=wheel,
@@ -835,107 +385,130 @@ def execute(plan: BuildPlan, progress: Progress = NO_PROGRESS) -> BuildResult:
     Per project built, ``progress`` gets "<project>: build steps" (``BUILD_STEPS``, one
     advance each) and "<project>: log lines" (no total: the lines its build log grows by,
     a sign of life during a long compile)."""
-    _ensure_venv(plan)
+    ensure_venv(plan)
     built: dict[str, str] = {}  # project -> version just built
     wheels: dict[str, str] = {}  # project -> sha256 of the wheel built (or kept) in this run
     results: list[ProjectResult] = []
     previous = _previous(plan)
-    for step in plan.steps:
+    for planned in plan.steps:
         started = time.monotonic()
-        pins: dict[str, str] = {}
-        env = dict(step.env)
-        for dep in step.depends:
-            version = built.get(dep) or _installed_version(plan, step, dep)
-            if version is None:
-                msg = (
-                    f"{step.name} builds against {dep}, which is neither built in this run nor "
-                    f"installed in the build environment; run 'rocm-build build {dep} {step.name}'"
-                )
-                raise BuildFailed(msg)
-            pins[dep] = version
-        for var, project in step.pin_env.items():
-            if project not in pins:
-                msg = f"[projects.{step.name}] pin_env names '{project}', which is not in depends"
-                raise ConfigError(msg)
-            env[var] = pins[project]
-        step = replace(step, env=env)
+        step, pins = _pinned(plan, planned, built)
         deps = {d: wheels.get(d, pins[d]) for d in step.depends}
         key = _inputs_key(plan, step, deps)
-        kept = _reuse(plan, step, key, previous.get(step.name))
-        if kept is not None:
+        result = _reuse(plan, step, key, previous.get(step.name))
+        if result is not None:
             log.info(
                 "%s: unchanged since the last build; keeping %s (--force rebuilds)",
                 step.name,
-                kept.wheel.name,
+                result.wheel.name,
             )
-            built[step.name] = kept.version
-            wheels[step.name] = kept.sha256
-            results.append(kept)
-            _write_report(plan, results)
-            continue
-        step.log.parent.mkdir(parents=True, exist_ok=True)
-        step.log.write_text("", encoding="utf-8")
-        log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
-        steps_task, lines_task = f"{step.name}: build steps", f"{step.name}: log lines"
-        progress.start(steps_task, len(BUILD_STEPS))
-        progress.start(lines_task, None)
-
-        def line(_text: str, task: str = lines_task) -> None:
-            progress.advance(task)
-
-        try:
-            _install_requirements(plan, step, line)
-            progress.advance(steps_task)
-            shutil.rmtree(step.wheel_dir, ignore_errors=True)
-            step, retried = _run_build(step, line)
-            progress.advance(steps_task)
-            wheel = _one_wheel(step)
-            facts = check_wheel(wheel, plan.targets, step.name)
-            progress.advance(steps_task)
-        finally:
-            progress.done(lines_task)
-            progress.done(steps_task)
-        if step.version and facts.version != step.version:
-            log.warning(
-                "%s: the wheel's version is %s, not %s: its build ignores %s",
-                step.name,
-                facts.version,
-                step.version,
-                ", ".join(k for k, v in step.changed.items() if v == step.version),
-            )
-        pinned = []
-        for dep, version in pins.items():
-            change = pin_requirement(wheel, dep, version)
-            if change:
-                log.warning("%s: its build did not pin %s; set %s", step.name, dep, change)
-                pinned.append(change)
-        dest = _place(wheel, plan.output_dir, no_wait=plan.no_wait)
-        if step.install_after:
-            _pip(
-                plan,
-                step,
-                ["install", "--no-deps", "--force-reinstall", str(dest)],
-                f"installing {step.name}",
-            )
-        built[step.name] = facts.version
-        wheels[step.name] = _sha256(dest)
-        results.append(
-            ProjectResult(
-                name=step.name,
-                wheel=dest,
-                version=facts.version,
-                commit=_commit(step.source, step.env),
-                targets=facts.targets,
-                sha256=wheels[step.name],
-                seconds=time.monotonic() - started,
-                jobs=step.jobs,
-                retried_with=retried,
-                pinned=tuple(pinned),
-                inputs=key,
-            )
-        )
-        log.info("%s %s: %s", step.name, facts.version, dest)
+        else:
+            result = _build_one(plan, step, pins, key, started, progress)
+        built[step.name] = result.version
+        wheels[step.name] = result.sha256
+        results.append(result)
         # Written after every project, so a later failure keeps what was built.
         _write_report(plan, results)
     report = plan.report_path if results else _write_report(plan, results)
-    return BuildResult(projects=tuple(results), report=report)
+    return BuildResult(projects=tuple(results), report=report, rocm_version=plan.tree.version)
+
+
+def _pinned(
+    plan: BuildPlan, step: ProjectStep, built: Mapping[str, str]
+) -> tuple[ProjectStep, dict[str, str]]:
+    """The step with its ``pin_env`` variables set to the versions of its dependencies (built
+    in this run or installed in the build environment), and those versions."""
+    pins: dict[str, str] = {}
+    env = dict(step.env)
+    for dep in step.depends:
+        version = built.get(dep) or installed_version(plan, step, dep)
+        if version is None:
+            msg = (
+                f"{step.name} builds against {dep}, which is neither built in this run nor "
+                f"installed in the build environment; run 'rocm-build build {dep} {step.name}'"
+            )
+            raise BuildFailed(msg)
+        pins[dep] = version
+    for var, project in step.pin_env.items():
+        if project not in pins:
+            msg = f"[projects.{step.name}] pin_env names '{project}', which is not in depends"
+            raise ConfigError(msg)
+        env[var] = pins[project]
+    return replace(step, env=env), pins
+
+
+def _compile(
+    plan: BuildPlan, step: ProjectStep, progress: Progress
+) -> tuple[ProjectStep, int | None, Path, WheelFacts]:
+    """Requirements, the project's build and the wheel check, reported to ``progress``."""
+    step.log.parent.mkdir(parents=True, exist_ok=True)
+    step.log.write_text("", encoding="utf-8")
+    log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
+    steps_task, lines_task = f"{step.name}: build steps", f"{step.name}: log lines"
+    progress.start(steps_task, len(BUILD_STEPS))
+    progress.start(lines_task, None)
+
+    def line(_text: str, task: str = lines_task) -> None:
+        progress.advance(task)
+
+    try:
+        install_requirements(plan, step, line)
+        progress.advance(steps_task)
+        shutil.rmtree(step.wheel_dir, ignore_errors=True)
+        step, retried = run_build(step, line)
+        progress.advance(steps_task)
+        wheel = _one_wheel(step)
+        facts = check_wheel(wheel, plan.targets, step.name)
+        progress.advance(steps_task)
+    finally:
+        progress.done(lines_task)
+        progress.done(steps_task)
+    return step, retried, wheel, facts
+
+
+def _build_one(
+    plan: BuildPlan,
+    step: ProjectStep,
+    pins: Mapping[str, str],
+    key: str,
+    started: float,
+    progress: Progress,
+) -> ProjectResult:
+    """Build one project, pin its dependencies in the wheel and place it in the output folder."""
+    step, retried, wheel, facts = _compile(plan, step, progress)
+    if step.version and facts.version != step.version:
+        log.warning(
+            "%s: the wheel's version is %s, not %s: its build ignores %s",
+            step.name,
+            facts.version,
+            step.version,
+            ", ".join(k for k, v in step.changed.items() if v == step.version),
+        )
+    pinned = []
+    for dep, version in pins.items():
+        change = pin_requirement(wheel, dep, version)
+        if change:
+            log.warning("%s: its build did not pin %s; set %s", step.name, dep, change)
+            pinned.append(change)
+    dest = _place(wheel, plan.output_dir, no_wait=plan.no_wait)
+    if step.install_after:
+        pip(
+            plan,
+            step,
+            ["install", "--no-deps", "--force-reinstall", str(dest)],
+            f"installing {step.name}",
+        )
+    log.info("%s %s: %s", step.name, facts.version, dest)
+    return ProjectResult(
+        name=step.name,
+        wheel=dest,
+        version=facts.version,
+        commit=_commit(step.source, step.env),
+        targets=facts.targets,
+        sha256=_sha256(dest),
+        seconds=time.monotonic() - started,
+        jobs=step.jobs,
+        retried_with=retried,
+        pinned=tuple(pinned),
+        inputs=key,
+    )

@@ -28,8 +28,9 @@ from .context import RunContext
 from .errors import RocmBuildError
 from .progress import NO_PROGRESS, Progress
 from .runreport import StageOutcome
+from .stages import Outputs, StageResult
 
-__all__ = ["STAGES", "StageOutcome", "run_all", "stamp_key"]
+__all__ = ["PIPELINE", "STAGES", "Stage", "StageOutcome", "run_all", "stamp_key"]
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,11 @@ class _Run:
     redo: bool
     on_stage: StageCallback
     progress: Progress = NO_PROGRESS
+    junit: Path | None = None
+    specs: Sequence[config.ProjectSpec] = ()
+    current: str = "checkout"  # the stage a failure is blamed on
     outcomes: list[StageOutcome] = field(default_factory=list)
-    report: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # what the run report is made from
 
 
 def stamp_key(inputs: Mapping[str, Any]) -> str:
@@ -128,11 +132,32 @@ def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
 # --- stages ----------------------------------------------------------------------------------
 
 
-def _checkout(run: _Run, names: Sequence[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Stage:
+    """One stage of ``all``: what its stamp key is made of and how it runs (plan, then execute).
+
+    ``inputs(run, handed)`` returns what the key is made of (None: no stamp, the stage checks
+    its own state, as checkout does); ``run(run, handed)`` plans and executes the stage on the
+    files the stage before handed over. ``needs_tree``: the ROCm tree and targets are decided
+    (once) before the stage; ``record``/``keep``: the facts its outputs / its result go under.
+    """
+
+    name: str
+    inputs: Callable[[_Run, list[Path]], Mapping[str, Any] | None]
+    run: Callable[[_Run, list[Path]], StageResult]
+    needs_tree: bool = False
+    record: str = ""
+    keep: str = ""
+
+
+def _checkout(run: _Run, _handed: list[Path]) -> StageResult:
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
-    plan = sources.plan(run.ctx, names, builtin_origins=builtin)
-    result = sources.execute(plan, run.progress)
-    return {"nothing_done": "sources up to date" if result.up_to_date else "", **result.as_json()}
+    plan = sources.plan(run.ctx, _names(run), builtin_origins=builtin)
+    return sources.execute(plan, run.progress)
+
+
+def _names(run: _Run) -> list[str]:
+    return [s.name for s in run.specs]
 
 
 def _manifest_entries(ctx: RunContext, names: Sequence[str]) -> dict[str, Any]:
@@ -141,27 +166,85 @@ def _manifest_entries(ctx: RunContext, names: Sequence[str]) -> dict[str, Any]:
     return {n: entries.get(n) for n in names}
 
 
-def _build(run: _Run, specs: Sequence[config.ProjectSpec]) -> list[Path]:
-    plan, _ = build_mod.plan_from_config(run.ctx, specs)
-    result = build_mod.execute(plan, run.progress)
-    return [p.wheel for p in result.projects]
+def _build_inputs(run: _Run, _handed: list[Path]) -> dict[str, Any]:
+    return {
+        "tool": __version__,
+        "python": sys.version,
+        "sources": _manifest_entries(run.ctx, _names(run)),
+        "rocm": run.facts["rocm"],
+        "targets": list(run.ctx.targets),
+        "settings": _settings(run.ctx.settings, "build."),
+        "projects": [dataclasses.asdict(s) for s in run.specs],
+    }
+
+
+def _build(run: _Run, _handed: list[Path]) -> StageResult:
+    return build_mod.execute(build_mod.plan(run.ctx, run.specs), run.progress)
+
+
+def _bundle_inputs(run: _Run, built: list[Path]) -> dict[str, Any]:
+    return {
+        "tool": __version__,
+        "wheels": [_file_facts(p) for p in built],
+        "rocm": run.facts["rocm"],
+        "targets": list(run.ctx.targets),
+        "settings": _settings(run.ctx.settings, "bundle."),
+        "output_dir": str(run.ctx.output_dir),
+    }
 
 
 def _bundle(run: _Run, wheels: Sequence[Path]) -> list[Path]:
     return bundle.execute(bundle.plan(run.ctx, wheels), run.progress).outputs
 
 
-def _stage(
-    run: _Run, name: str, key: str | None, work: Callable[[], tuple[list[Path], dict[str, Any]]]
-) -> tuple[list[Path], dict[str, Any]]:
+def _bundle_stage(run: _Run, built: list[Path]) -> StageResult:
+    return Outputs(_bundle(run, built))
+
+
+def _smoke_inputs(run: _Run, fat: list[Path]) -> dict[str, Any]:
+    suite = smoke.suite_dir()
+    return {
+        "tool": __version__,
+        "wheels": [_file_facts(p) for p in fat],
+        "targets": list(run.ctx.targets),
+        "settings": _settings(run.ctx.settings, "smoke."),
+        "suite": {p.name: p.read_text() for p in sorted(suite.glob("*.py"))},
+    }
+
+
+def _smoke(run: _Run, fat: list[Path]) -> StageResult:
+    result = smoke.execute(smoke.plan(run.ctx, fat, junit=run.junit), run.progress)
+    run.facts["smoke"] = result.as_json()  # in the report also when the check fails
+    smoke.check(result)
+    return result
+
+
+#: What ``all`` runs, in order; each stage gets the outputs of the one before.
+PIPELINE = (
+    Stage("checkout", lambda _run, _handed: None, _checkout),
+    Stage("build", _build_inputs, _build, needs_tree=True, record="built"),
+    Stage("bundle", _bundle_inputs, _bundle_stage, record="bundled"),
+    Stage("smoke", _smoke_inputs, _smoke, keep="smoke"),
+)
+
+
+def _skipped(run: _Run, name: str, reason: str, status: str = "skipped") -> None:
+    run.outcomes.append(StageOutcome(name, status, 0.0, reason))
+    run.on_stage(name, "skip", reason)
+
+
+def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dict[str, Any]]:
     """Run one stage unless its stamp says it is done; record the outcome either way."""
+    name = stage.name
     faults.point(f"all.before-{name}")
+    inputs = stage.inputs(run, handed)
+    key = None if inputs is None else stamp_key(inputs)
     if key is not None:
         stamp = _load_stamp(run, name, key)
         if stamp is not None:
-            reason = "up to date for its inputs (stamp " + stamp.get("finished", "?") + ")"
-            run.on_stage(name, "skip", reason)
-            run.outcomes.append(StageOutcome(name, "skipped", 0.0, reason))
+            _skipped(
+                run, name, "up to date for its inputs (stamp " + stamp.get("finished", "?") + ")"
+            )
             outputs = [Path(str(o["path"])) for o in stamp["outputs"]]
             return outputs, dict(stamp.get("detail", {}))
     run.on_stage(name, "start", "")
@@ -169,7 +252,7 @@ def _stage(
     (run.stamps / f"{name}.json").unlink(missing_ok=True)
     start = time.monotonic()
     try:
-        outputs, detail = work()
+        result = stage.run(run, handed)
     except KeyboardInterrupt:
         run.outcomes.append(StageOutcome(name, "interrupted", time.monotonic() - start))
         raise
@@ -178,18 +261,38 @@ def _stage(
         raise
     seconds = time.monotonic() - start
     faults.point(f"all.after-{name}")
+    detail = {stage.keep: run.facts.get(stage.keep)} if stage.keep else {}
     if key is not None:
-        _save_stamp(run, name, key, outputs, detail)
+        _save_stamp(run, name, key, result.outputs, detail)
         faults.point(f"all.stamped-{name}")
-    nothing_done = str(detail.get("nothing_done", ""))
-    if nothing_done:
+    if result.nothing_to_do:
         # The stage checked its own state and found nothing to do (checkout does this itself).
-        run.outcomes.append(StageOutcome(name, "skipped", seconds, nothing_done))
-        run.on_stage(name, "skip", nothing_done)
+        run.outcomes.append(StageOutcome(name, "skipped", seconds, result.nothing_to_do))
+        run.on_stage(name, "skip", result.nothing_to_do)
     else:
         run.outcomes.append(StageOutcome(name, "ran", seconds))
         run.on_stage(name, "done", f"{seconds:.0f}s")
-    return outputs, detail
+    return result.outputs, detail
+
+
+def _walk(run: _Run, not_run: Mapping[str, str]) -> None:
+    """Every stage in order, each on what the one before handed over."""
+    handed: list[Path] = []
+    for stage in PIPELINE:
+        if stage.name in not_run:
+            _skipped(run, stage.name, not_run[stage.name], status="not run")
+            continue
+        run.current = stage.name
+        if stage.needs_tree and "rocm" not in run.facts:
+            run.ctx = _resolve(run.ctx)
+            tree = run.ctx.tree
+            run.facts["rocm"] = {"root": str(tree.root), "version": tree.version}
+            run.facts["targets"] = list(run.ctx.targets)
+        handed, detail = _stage(run, stage, handed)
+        if stage.record:
+            run.facts[stage.record] = [str(p) for p in handed]
+        if stage.keep:
+            run.facts.setdefault(stage.keep, detail.get(stage.keep))
 
 
 def run_all(
@@ -211,80 +314,22 @@ def run_all(
         redo=redo,
         on_stage=on_stage or (lambda _s, _e, _t: None),
         progress=progress,
+        junit=junit,
     )
-    started = time.time()
-    current = "checkout"
-    facts: dict[str, Any] = {"started": started, "tool": __version__}
+    run.facts.update({"started": time.time(), "tool": __version__})
     _precheck(ctx)
     try:
-        specs = ctx.settings.selected_projects(names)
-        project_names = [s.name for s in specs]
-        facts["projects"] = project_names
-        _stage(run, "checkout", None, lambda: ([], _checkout(run, project_names)))
-        current = "build"
-        ctx = run.ctx = _resolve(ctx)
-        tree, targets = ctx.tree, ctx.targets
-        facts["rocm"] = {"root": str(tree.root), "version": tree.version}
-        facts["targets"] = list(targets)
-        build_key = stamp_key(
-            {
-                "tool": __version__,
-                "python": sys.version,
-                "sources": _manifest_entries(ctx, project_names),
-                "rocm": facts["rocm"],
-                "targets": list(targets),
-                "settings": _settings(ctx.settings, "build."),
-                "projects": [dataclasses.asdict(s) for s in specs],
-            }
-        )
-        built, _ = _stage(run, "build", build_key, lambda: (_build(run, specs), {}))
-        facts["built"] = [str(p) for p in built]
-        current = "bundle"
-        bundle_key = stamp_key(
-            {
-                "tool": __version__,
-                "wheels": [_file_facts(p) for p in built],
-                "rocm": facts["rocm"],
-                "targets": list(targets),
-                "settings": _settings(ctx.settings, "bundle."),
-                "output_dir": str(ctx.output_dir),
-            }
-        )
-        fat, _ = _stage(run, "bundle", bundle_key, lambda: (_bundle(run, built), {}))
-        facts["bundled"] = [str(p) for p in fat]
-        if skip_smoke:
-            run.outcomes.append(StageOutcome("smoke", "not run", 0.0, "--no-smoke"))
-            run.on_stage("smoke", "skip", "--no-smoke")
-        else:
-            current = "smoke"
-            suite = smoke.suite_dir()
-            smoke_key = stamp_key(
-                {
-                    "tool": __version__,
-                    "wheels": [_file_facts(p) for p in fat],
-                    "targets": list(targets),
-                    "settings": _settings(ctx.settings, "smoke."),
-                    "suite": {p.name: p.read_text() for p in sorted(suite.glob("*.py"))},
-                }
-            )
-
-            def do_smoke() -> tuple[list[Path], dict[str, Any]]:
-                plan = smoke.plan(ctx, fat, junit=junit)
-                result = smoke.run(plan)
-                facts["smoke"] = result.as_json()
-                smoke.check(result)
-                return [], {"smoke": facts["smoke"]}
-
-            _, detail = _stage(run, "smoke", smoke_key, do_smoke)
-            facts.setdefault("smoke", detail.get("smoke"))
+        run.specs = ctx.settings.selected_projects(names)
+        run.facts["projects"] = _names(run)
+        _walk(run, {"smoke": "--no-smoke"} if skip_smoke else {})
     except (RocmBuildError, KeyboardInterrupt) as err:
-        facts["failed_stage"] = current
-        report = runreport.write(run.ctx, facts, run.outcomes, ok=False)
+        run.facts["failed_stage"] = run.current
+        report = runreport.write(run.ctx, run.facts, run.outcomes, ok=False)
         if isinstance(err, RocmBuildError):
             hint = (
-                f"{current} failed: {err}; fix that and run `rocm-build all` again: stages "
+                f"{run.current} failed: {err}; fix that and run `rocm-build all` again: stages "
                 f"that finished are skipped (run report: {report.markdown})"
             )
             err.args = (hint, *err.args[1:])
         raise
-    return runreport.write(run.ctx, facts, run.outcomes, ok=True)
+    return runreport.write(run.ctx, run.facts, run.outcomes, ok=True)

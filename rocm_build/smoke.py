@@ -1,7 +1,7 @@
 """smoke: install wheels into a fresh virtual environment and prove they work there.
 
 Plan first (``plan``: which wheels, which import names, which targets, the scrubbed
-environment), then ``run``: create the venv, install only the given wheels plus pytest, copy the
+environment), then ``execute``: create the venv, install only the given wheels plus pytest, copy the
 smoke suite (``smoke-tests/``) next to it and run it with every ROCm location removed from the
 environment, so a library that would load from a system ROCm or the build tree fails the run.
 """
@@ -23,16 +23,17 @@ from typing import Any
 from . import proc, upstream
 from .context import RunContext
 from .errors import BundleError, CommandFailed, ConfigError, SmokeFailed
+from .progress import NO_PROGRESS, Progress
 from .wheelfile import WheelReader
 
 __all__ = [
     "SCRUBBED_VARIABLES",
     "SmokePlan",
     "SmokeResult",
+    "execute",
     "import_names",
     "parse_junit",
     "plan",
-    "run",
     "scrub_environment",
     "suite_dir",
 ]
@@ -139,6 +140,14 @@ class SmokeResult:
     @property
     def failures(self) -> tuple[TestOutcome, ...]:
         return tuple(o for o in self.outcomes if o.outcome in ("failed", "error"))
+
+    @property
+    def nothing_to_do(self) -> str:
+        return ""  # a smoke run always runs
+
+    @property
+    def outputs(self) -> list[Path]:
+        return []  # no later stage consumes anything
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -358,10 +367,12 @@ def _write_atomic(src: Path, dest: Path) -> None:
     tmp.replace(dest)
 
 
-def run(plan: SmokePlan) -> SmokeResult:
+def execute(plan: SmokePlan, progress: Progress = NO_PROGRESS) -> SmokeResult:
     """Create the venv, install, run the suite and collect the outcome (``check`` judges it).
 
-    Wheels that do not install into a fresh environment are a smoke failure already."""
+    Wheels that do not install into a fresh environment are a smoke failure already. The run
+    reports no steps to ``progress`` (taken for the common stage interface)."""
+    del progress
     start = time.monotonic()
     if plan.run_dir.exists():
         shutil.rmtree(plan.run_dir)

@@ -120,6 +120,14 @@ class CheckoutResult:
     def up_to_date(self) -> bool:
         return all(p.action == "up to date" for p in self.projects)
 
+    @property
+    def nothing_to_do(self) -> str:
+        return "sources up to date" if self.up_to_date else ""
+
+    @property
+    def outputs(self) -> list[Path]:
+        return [self.manifest]  # what the checkouts are at, for the build
+
     def as_json(self) -> dict[str, Any]:
         return {
             "manifest": str(self.manifest),

@@ -87,8 +87,8 @@ def command(
     targets, origin = ctx.build_targets
     if not state.json and not state.quiet:
         err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
-    tree = ctx.tree
-    plan, compiler_cache = build_stage.plan_from_config(ctx, specs)
+    plan = build_stage.plan(ctx, specs)
+    compiler_cache = plan.compiler_cache
     if cfg.build.dry_run:
         if state.json:
             state.emit(plan.as_json())
@@ -103,21 +103,9 @@ def command(
         close_bars(bars)
     stats = cache_mod.cache_stats(compiler_cache, cfg.env)
     if state.json:
-        state.emit(as_json(result, tree.version, compiler_cache.kind, stats))
+        state.emit({**result.as_json(), "cache": {"kind": compiler_cache.kind, **stats}})
     else:
         show(result, compiler_cache, stats)
-
-
-def as_json(result: Any, version: str, cache_kind: str, stats: dict[str, Any]) -> dict[str, Any]:
-    """``build --json``: the built projects, the build report and the compiler cache's counts."""
-    return {
-        "projects": [
-            {"name": p.name, **p.as_json(version), "wheel": str(p.wheel), "reused": p.reused}
-            for p in result.projects
-        ],
-        "report": str(result.report),
-        "cache": {"kind": cache_kind, **stats},
-    }
 
 
 def show(result: Any, compiler_cache: Any, stats: dict[str, Any]) -> None:

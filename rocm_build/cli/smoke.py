@@ -62,7 +62,7 @@ def command(
         }
     )
     plan = smoke_stage.plan(ctx, wheels, junit=junit)
-    result = smoke_stage.run(plan)
+    result = smoke_stage.execute(plan)
     if state.json:
         state.emit(result.as_json())
     elif not state.quiet:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import build, config, dist
+from rocm_build import build, buildenv, buildplan, config, dist
 from rocm_build.errors import BuildFailed, ConfigError
 
 from .test_dist import make_tree
@@ -35,10 +35,10 @@ def test_memory_available_reads_meminfo(tmp_path: Path) -> None:
 
 
 def test_oom_patterns() -> None:
-    assert build._OOM.search("c++: fatal error: Killed signal terminated program cc1plus")
-    assert build._OOM.search("ninja: subcommand failed with exit code 137")
-    assert build._OOM.search("subprocess.CalledProcessError: returned non-zero exit status 137.")
-    assert not build._OOM.search("error: use of undeclared identifier 'x'\nexit code 1")
+    assert buildenv.OOM.search("c++: fatal error: Killed signal terminated program cc1plus")
+    assert buildenv.OOM.search("ninja: subcommand failed with exit code 137")
+    assert buildenv.OOM.search("subprocess.CalledProcessError: returned non-zero exit status 137.")
+    assert not buildenv.OOM.search("error: use of undeclared identifier 'x'\nexit code 1")
 
 
 def _projects(tmp_path: Path, toml: str = "") -> tuple[config.Config, Path]:
@@ -73,7 +73,7 @@ def _plan(cfg: config.Config, src: Path, tmp_path: Path, **kw: object) -> build.
         "memory": 16 * GIB,
     }
     args.update(kw)
-    return build.plan_build(**args)  # type: ignore[arg-type]
+    return buildplan.make_plan(**args)  # type: ignore[arg-type]
 
 
 def test_plan_orders_pins_and_composes(tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ def test_missing_checkout_and_bad_settings_are_errors(tmp_path: Path) -> None:
 
 def test_requirement_files_drop_the_projects_we_build(tmp_path: Path) -> None:
     _cfg, src = _projects(tmp_path)
-    lines = build._filtered_requirements(src / "torch" / "requirements.txt", {"torch"}, set())  # type: ignore[arg-type]
+    lines = buildenv.filtered_requirements(src / "torch" / "requirements.txt", {"torch"}, set())  # type: ignore[arg-type]
     assert lines == ["cmake", "numpy"]
 
 
