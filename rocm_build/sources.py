@@ -1,7 +1,8 @@
-"""The checkout stage: fetch, pin, tag, patch, hipify; and save-patches.
+"""The checkout stage: fetch, pin, tag, patch, hipify.
 
-``plan`` turns the Config (and an optional manifest to replay) into a frozen ``CheckoutPlan``;
-``execute`` walks it. Each project's inputs (origin, ref -> commit, patch hashes, hipify command,
+``plan`` (``sourceplan``) turns the settings (and an optional manifest to replay) into a frozen
+``CheckoutPlan``; ``execute`` walks it, one project at a time under its locks, with the steps of
+``checkoutsteps``. Each project's inputs (origin, ref -> commit, patch hashes, hipify command,
 flags) are hashed into a stamp kept in ``<src-dir>/rocm-build-sources.json``; a re-run whose stamp
 and checkout state match does nothing.
 
@@ -12,25 +13,42 @@ checked out again at the new commit; if not, it is up to date.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
 import shutil
-import sys
-import tempfile
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import config as config_mod
-from . import faults, git, journal, locks, patches, proc
-from .context import RunContext
+from . import checkoutsteps, faults, git, journal, locks, patches
 from .errors import ConfigError, DirtyCheckout, RocmBuildError
-from .masking import is_masked, mask_url, strip_masked
+from .manifest import (
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    RELATED_COMMITS,
+    RelatedCommit,
+    all_repos,
+    has_commit,
+    heads_now,
+    parse_related_commits,
+    read_manifest,
+    recorded_heads,
+    stamp,
+    state_heads,
+    uncommitted,
+    update_manifest,
+    write_manifest,
+)
+from .masking import mask_url
 from .progress import NO_PROGRESS, Progress
+from .savepatches import SavedProject, save_patches
+from .sourceplan import (
+    CheckoutPlan,
+    CheckoutResult,
+    ProjectPlan,
+    ProjectResult,
+    plan,
+)
 
 __all__ = [
     "MANIFEST_NAME",
@@ -38,323 +56,18 @@ __all__ = [
     "CheckoutResult",
     "ProjectPlan",
     "ProjectResult",
+    "RelatedCommit",
+    "SavedProject",
     "execute",
     "parse_related_commits",
     "plan",
     "read_manifest",
     "save_patches",
+    "stamp",
+    "write_manifest",
 ]
 
 log = logging.getLogger(__name__)
-
-MANIFEST_NAME = "rocm-build-sources.json"
-MANIFEST_FORMAT = 1
-RELATED_COMMITS = "related_commits"
-
-
-@dataclass(frozen=True)
-class ProjectPlan:
-    name: str
-    origin: str
-    ref: str  # "" = not known yet (may come from another project's related_commits)
-    src: Path
-    patches_root: Path
-    patchset: str
-    hipify: tuple[str, ...]  # the command template ("{python}" kept); () = no hipify
-    apply_patches: bool
-    ref_given: bool = False  # the user's own ref: related_commits do not override it
-    origin_given: bool = False
-    pin_commit: str = ""  # --manifest replay: exactly this commit
-    expect_patches: tuple[tuple[str, str], ...] | None = None  # (file, sha256) to replay
-    depth: int | None = None  # --manifest replay: the recorded depth; None = the plan's
-
-
-@dataclass(frozen=True)
-class CheckoutPlan:
-    src_dir: Path
-    manifest_path: Path
-    log_dir: Path
-    projects: tuple[ProjectPlan, ...]
-    depth: int = 0
-    jobs: int = 8
-    force: bool = False
-    retries: int = 3
-    retry_delay: float = 2.0
-    no_wait: bool = False
-
-
-@dataclass(frozen=True)
-class ProjectResult:
-    name: str
-    action: str  # "checked out", "updated", "up to date"
-    origin: str
-    ref: str
-    commit: str
-    head: str
-    patches: Mapping[str, int] = field(default_factory=dict)  # "<repo>/<stage>" -> count
-    hipify: bool = False
-    submodules: int = 0
-    uncommitted: tuple[str, ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "action": self.action,
-            "origin": mask_url(self.origin),
-            "ref": self.ref,
-            "commit": self.commit,
-            "head": self.head,
-            "patches": dict(self.patches),
-            "hipify": self.hipify,
-            "submodules": self.submodules,
-            "uncommitted": list(self.uncommitted),
-        }
-
-
-@dataclass(frozen=True)
-class CheckoutResult:
-    manifest: Path
-    projects: tuple[ProjectResult, ...]
-
-    @property
-    def up_to_date(self) -> bool:
-        return all(p.action == "up to date" for p in self.projects)
-
-    @property
-    def nothing_to_do(self) -> str:
-        return "sources up to date" if self.up_to_date else ""
-
-    @property
-    def outputs(self) -> list[Path]:
-        return [self.manifest]  # what the checkouts are at, for the build
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "manifest": str(self.manifest),
-            "up_to_date": self.up_to_date,
-            "projects": [p.as_json() for p in self.projects],
-        }
-
-
-# --- planning (pure) -----------------------------------------------------------------------------
-
-
-def plan(
-    ctx: RunContext,
-    names: Sequence[str] = (),
-    *,
-    manifest: Mapping[str, Any] | None = None,
-    builtin_origins: Mapping[str, str] | None = None,
-) -> CheckoutPlan:
-    """What to check out. ``manifest`` (a parsed source manifest) replays its commits and
-    patches; ``builtin_origins`` tells which origins the user changed (they win over
-    related_commits)."""
-    cfg = ctx.settings
-    src_dir = ctx.src_dir
-    patches_dir = ctx.patches_dir
-    do_hipify = cfg.checkout.hipify
-    do_patches = cfg.checkout.patches
-    builtin = builtin_origins or {}
-    projects: list[ProjectPlan] = []
-    depth_flag = cfg.sources["checkout.depth"] == config_mod.Source.FLAG
-    if manifest is not None:
-        entries = manifest.get("projects", {})
-        chosen = list(names) or list(entries)
-        for name in chosen:
-            if name not in entries:
-                raise ConfigError(config_mod._unknown("project in the manifest", name, entries))
-        for spec in cfg.selected_projects(chosen):
-            entry = entries[spec.name]
-            projects.append(
-                ProjectPlan(
-                    name=spec.name,
-                    origin=_replay_origin(str(entry["origin"]), spec.origin),
-                    ref=str(entry["ref"]),
-                    src=src_dir / spec.name,
-                    patches_root=patches.series_root(
-                        patches_dir, str(entry["patchset"]), spec.patches
-                    ),
-                    patchset=str(entry["patchset"]),
-                    hipify=tuple(entry.get("hipify_command") or ()) if entry["hipify"] else (),
-                    apply_patches=bool(entry.get("apply_patches", True)),
-                    ref_given=True,
-                    origin_given=True,
-                    pin_commit=str(entry["commit"]),
-                    expect_patches=tuple(
-                        (str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])
-                    ),
-                    # Shallow stays shallow, full stays full; only --depth overrides it.
-                    depth=None if depth_flag or "depth" not in entry else int(entry["depth"]),
-                )
-            )
-    else:
-        specs = cfg.selected_projects(names)
-        train = cfg.trains.get(cfg.general.train, {})
-        for spec in specs:
-            projects.append(
-                ProjectPlan(
-                    name=spec.name,
-                    origin=spec.origin,
-                    ref=spec.ref or train.get(spec.name, ""),
-                    src=src_dir / spec.name,
-                    patches_root=patches.series_root(patches_dir, cfg.patchset, spec.patches),
-                    patchset=cfg.patchset,
-                    hipify=spec.hipify if do_hipify else (),
-                    apply_patches=do_patches,
-                    ref_given=bool(spec.ref),
-                    origin_given=spec.origin != builtin.get(spec.name, ""),
-                )
-            )
-    return CheckoutPlan(
-        src_dir=src_dir,
-        manifest_path=src_dir / MANIFEST_NAME,
-        log_dir=ctx.work_dir / "logs",
-        projects=tuple(projects),
-        depth=cfg.checkout.depth,
-        jobs=cfg.checkout.jobs,
-        force=cfg.checkout.force,
-        retries=cfg.checkout.retries,
-        retry_delay=cfg.checkout.retry_delay,
-        no_wait=cfg.general.no_wait,
-    )
-
-
-def _replay_origin(recorded: str, configured: str) -> str:
-    """The origin to fetch a manifest's project from. Manifests store origins with their
-    credentials masked: the configured origin (config file, environment, ``--origin``) supplies
-    them when it is the same URL; else the masked part is dropped, and git's credential helper
-    (or ``GIT_ASKPASS``) is asked."""
-    if not is_masked(recorded):
-        return recorded
-    if mask_url(configured) == recorded:
-        return configured
-    return strip_masked(recorded)
-
-
-@dataclass(frozen=True)
-class RelatedCommit:
-    project: str
-    branch: str
-    commit: str
-    origin: str
-
-
-def parse_related_commits(text: str) -> dict[str, RelatedCommit]:
-    """``os|source|project|branch|commit|origin`` lines; the first line per project wins."""
-    out: dict[str, RelatedCommit] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        fields = [f.strip() for f in line.split("|")]
-        if len(fields) != 6 or not git.SHA_RE.match(fields[4]):
-            log.warning("related_commits: ignoring malformed line %r", line)
-            continue
-        _os, _source, project, branch, commit, origin = fields
-        out.setdefault(project, RelatedCommit(project, branch, commit, origin))
-    return out
-
-
-def stamp(
-    *,
-    origin: str,
-    ref: str,
-    commit: str,
-    patchset: str,
-    series: Sequence[tuple[str, str]],
-    hipify: Sequence[str],
-    apply_patches: bool,
-) -> str:
-    """A hash of everything that decides a checkout's content."""
-    data = {
-        "format": MANIFEST_FORMAT,
-        "origin": mask_url(origin),
-        "ref": ref,
-        "commit": commit,
-        "patchset": patchset,
-        "series": [list(p) for p in series],
-        "hipify": list(hipify),
-        "apply_patches": apply_patches,
-    }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-# --- manifest ------------------------------------------------------------------------------------
-
-
-def read_manifest(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {"format": MANIFEST_FORMAT, "projects": {}}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        msg = f"{path} is not a readable source manifest ({exc}); fix or remove it"
-        raise ConfigError(msg) from None
-    if not isinstance(data, dict) or not isinstance(data.get("projects"), dict):
-        msg = f"{path} is not a rocm-build source manifest; fix or remove it"
-        raise ConfigError(msg)
-    return data
-
-
-def write_manifest(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def update_manifest(path: Path, name: str, entry: Mapping[str, Any]) -> None:
-    """Set one project's entry under the manifest's own lock, re-reading the file first, so
-    runs on other projects of the same src-dir keep theirs. Temp files that killed runs left
-    are removed here (the lock makes them nobody's)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with locks.hold(path, f"the source manifest {path}"):
-        journal.remove_stale(path.parent, f".{path.name}.")
-        data = read_manifest(path)
-        data["format"] = MANIFEST_FORMAT
-        data["projects"][name] = dict(entry)
-        faults.point("manifest.before-write")
-        write_manifest(path, data)
-
-
-# --- execution -----------------------------------------------------------------------------------
-
-
-def _all_repos(src: Path) -> list[tuple[str, Path]]:
-    return [(".", src), *((s.path, src / s.path) for s in git.submodules(src))]
-
-
-def _state_heads(src: Path) -> dict[str, str]:
-    return {".": git.head(src), **{s.path: s.commit for s in git.submodules(src)}}
-
-
-def _recorded_heads(entry: Mapping[str, Any]) -> dict[str, str]:
-    heads = {".": str(entry.get("head", ""))}
-    for sub in entry.get("submodules", []):
-        heads[str(sub["path"])] = str(sub.get("head", sub.get("commit", "")))
-    return heads
-
-
-def _uncommitted(src: Path, repos: Sequence[str] | None = None) -> list[str]:
-    rels = list(repos) if repos is not None else [r for r, _ in _all_repos(src)]
-
-    def one(rel: str) -> list[str]:
-        prefix = "" if rel == "." else rel + "/"
-        return [prefix + p for p in git.changed_paths(src if rel == "." else src / rel)]
-
-    # Independent read-only questions: ask them in parallel (most of a re-run's time).
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return [path for paths in pool.map(one, rels) for path in paths]
 
 
 def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
@@ -369,7 +82,7 @@ def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
             "move it away, or pass --force to reuse it and discard its changes"
         )
         raise DirtyCheckout(msg)
-    dirty = _uncommitted(src)
+    dirty = uncommitted(src)
     if dirty:
         more = f" and {len(dirty) - 3} more" if len(dirty) > 3 else ""
         msg = (
@@ -377,9 +90,9 @@ def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
             + save_hint
         )
         raise DirtyCheckout(msg)
-    recorded = _recorded_heads(entry)
+    recorded = recorded_heads(entry)
     foreign: list[str] = []
-    for rel, path in _all_repos(src):
+    for rel, path in all_repos(src):
         want = recorded.get(rel)
         if want and git.head(path) != want:
             foreign.append(p.name if rel == "." else rel)
@@ -512,8 +225,8 @@ def _checkout_locked(
         # A journal left at the manifest step: the checkout was complete, only not yet told.
         and (jr is None or jr.last_step == "manifest")
     ):
-        heads = _state_heads(p.src)
-        if heads == _recorded_heads(entry):
+        heads = state_heads(p.src)
+        if heads == recorded_heads(entry):
             if jr is not None:
                 jr.clear()
             return ProjectResult(
@@ -523,10 +236,10 @@ def _checkout_locked(
                 ref=p.ref,
                 commit=ref.commit,
                 head=heads["."],
-                patches=_counts(series),
+                patches=checkoutsteps.counts(series),
                 hipify=bool(entry.get("hipify")),
                 submodules=len(heads) - 1,
-                uncommitted=tuple(_uncommitted(p.src, list(heads))),
+                uncommitted=tuple(uncommitted(p.src, list(heads))),
             )
     if jr is not None and not _resume(p, jr):
         jr = None  # nothing of the interrupted run is left
@@ -541,11 +254,11 @@ def _checkout_locked(
     existed = git.is_repo(p.src)
     created = not p.src.exists() or bool(jr and jr.data.get("created"))
     jr = journal.CheckoutJournal.begin(
-        plan_.src_dir, p.name, created=created, target=ref.commit, heads=_heads_now(p.src)
+        plan_.src_dir, p.name, created=created, target=ref.commit, heads=heads_now(p.src)
     )
     faults.point("checkout.journal-begun")
     try:
-        result = _do_checkout(
+        result = checkoutsteps.do_checkout(
             p, plan_, entries, ref, series, new_stamp, existed=existed, progress=progress, jr=jr
         )
     except RocmBuildError:
@@ -564,22 +277,15 @@ def _checkout_locked(
 def _record_failure(
     p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], ref: git.Ref, *, created: bool
 ) -> None:
-    if created and (not git.is_repo(p.src) or not _has_commit(p.src)):
+    if created and (not git.is_repo(p.src) or not has_commit(p.src)):
         shutil.rmtree(p.src, ignore_errors=True)
-    elif git.is_repo(p.src) and _has_commit(p.src):
+    elif git.is_repo(p.src) and has_commit(p.src):
         # Record what is there now, so the next run may redo it without --force.
         try:
-            entries[p.name] = _entry(p, ref, series=(), stamp_="", complete=False)
+            entries[p.name] = checkoutsteps.entry(p, ref, series=(), stamp_="", complete=False)
             update_manifest(plan_.manifest_path, p.name, entries[p.name])
         except RocmBuildError:
             log.debug("could not record the interrupted checkout of %s", p.name)
-
-
-def _heads_now(src: Path) -> dict[str, str]:
-    """HEAD of every repo that has one (an interrupted first checkout may have none yet)."""
-    if not git.is_repo(src) or not _has_commit(src):
-        return {}
-    return _state_heads(src)
 
 
 def _resume(p: ProjectPlan, jr: journal.CheckoutJournal) -> bool:
@@ -592,9 +298,9 @@ def _resume(p: ProjectPlan, jr: journal.CheckoutJournal) -> bool:
         return False
     log.info("%s: finishing the checkout a killed run left at step '%s'", p.name, jr.last_step)
     journal.clear_git_leftovers(p.src, [(".", p.src)])
-    if _has_commit(p.src):
+    if has_commit(p.src):
         journal.drop_half_cloned(p.src)
-    repos = _all_repos(p.src) if _has_commit(p.src) else [(".", p.src)]
+    repos = all_repos(p.src) if has_commit(p.src) else [(".", p.src)]
     journal.clear_git_leftovers(p.src, repos)
     foreign = journal.foreign_repos(p.src, jr, repos)
     if foreign:
@@ -611,7 +317,7 @@ def _resume(p: ProjectPlan, jr: journal.CheckoutJournal) -> bool:
 def _refuse_stale_git(p: ProjectPlan, *, force: bool) -> None:
     """No journal: a lock file or an am in progress is not ours. --force drops an am in
     progress (the user asked to discard local work); a lock file may belong to a live git."""
-    repos = _all_repos(p.src) if _has_commit(p.src) else [(".", p.src)]
+    repos = all_repos(p.src) if has_commit(p.src) else [(".", p.src)]
     stale = journal.stale_git_state(repos)
     if stale:
         raise journal.refuse_stale(p.src, stale)
@@ -620,334 +326,3 @@ def _refuse_stale_git(p: ProjectPlan, *, force: bool) -> None:
             if (git.git_dir(path) / "rebase-apply").is_dir():
                 git.run(path, "am", "--abort", check=False)
                 shutil.rmtree(git.git_dir(path) / "rebase-apply", ignore_errors=True)
-
-
-def _has_commit(src: Path) -> bool:
-    return git.run(src, "rev-parse", "-q", "--verify", "HEAD", check=False).status == 0
-
-
-def _counts(series: Sequence[patches.PatchFile]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in series:
-        key = f"{s.repo}/{s.stage}"
-        out[key] = out.get(key, 0) + 1
-    return out
-
-
-def _do_checkout(
-    p: ProjectPlan,
-    plan_: CheckoutPlan,
-    entries: dict[str, Any],
-    ref: git.Ref,
-    series: Sequence[patches.PatchFile],
-    new_stamp: str,
-    *,
-    existed: bool,
-    progress: Progress,
-    jr: journal.CheckoutJournal,
-) -> ProjectResult:
-    src = p.src
-
-    def step(name: str) -> None:
-        # The intent first: a kill from here on is recognised as this step of ours.
-        jr.step(name, _heads_now(src))
-        faults.point(f"checkout.before-{name}")
-
-    step("fetch")
-    if not existed:
-        git.init(src, p.origin)
-    else:
-        git.set_origin(src, p.origin)
-    log.info("%s: fetching %s %s from %s", p.name, ref.kind, ref.name, p.origin)
-    commit = git.fetch(
-        src,
-        p.origin,
-        ref,
-        depth=plan_.depth,
-        retries=plan_.retries,
-        delay=plan_.retry_delay,
-        progress=progress,
-        task=f"{p.name}: objects fetched",
-    )
-    faults.point("checkout.after-fetch")
-    step("checkout")
-    for _rel, path in reversed(_all_repos(src)) if existed and _has_commit(src) else []:
-        git.run(path, "tag", "-d", patches.HIPIFY_TAG, check=False)
-    git.checkout_detached(src, commit, force=existed)
-    faults.point("checkout.after-checkout")
-    if existed:
-        git.clean_untracked(src)
-    step("submodules")
-    git.update_submodules(
-        src,
-        p.origin,
-        depth=plan_.depth,
-        jobs=plan_.jobs,
-        retries=plan_.retries,
-        delay=plan_.retry_delay,
-    )
-    repos = _all_repos(src)
-    known = {rel for rel, _ in repos}
-    stray = sorted({s.repo for s in series} - known)
-    if stray:
-        msg = (
-            f"{p.patches_root} has patches for {', '.join(stray)}, which {p.name} at {ref.name} "
-            "has no submodule for; rename the folder to the submodule's path or remove it"
-        )
-        raise ConfigError(msg)
-    step("tag")
-    for _rel, path in repos:
-        git.set_tag(path, patches.UPSTREAM_TAG)
-        if existed:
-            git.clean_untracked(path)
-    step("base-patches")
-    for repo_rel, files in patches.by_repo(series, "base").items():
-        patches.apply_series(src, p.name, repo_rel, files)
-    ran_hipify = False
-    if p.hipify:
-        step("hipify")
-        _hipify(p, plan_, src, commit, progress)
-        faults.point("checkout.after-hipify")
-        ran_hipify = True
-    step("hipified-patches")
-    for repo_rel, files in patches.by_repo(series, "hipified").items():
-        patches.apply_series(src, p.name, repo_rel, files)
-    entries[p.name] = _entry(
-        p, ref, series=series, stamp_=new_stamp, complete=True, ran_hipify=ran_hipify
-    )
-    step("manifest")
-    update_manifest(plan_.manifest_path, p.name, entries[p.name])
-    faults.point("checkout.after-manifest")
-    heads = _state_heads(src)
-    return ProjectResult(
-        name=p.name,
-        action="updated" if existed else "checked out",
-        origin=p.origin,
-        ref=p.ref,
-        commit=commit,
-        head=heads["."],
-        patches=_counts(series),
-        hipify=ran_hipify,
-        submodules=len(heads) - 1,
-    )
-
-
-def _hipify(
-    p: ProjectPlan, plan_: CheckoutPlan, src: Path, upstream: str, progress: Progress
-) -> None:
-    """Run the project's hipify command and commit its result in every repo.
-
-    A hipify command has no common progress stream, so the number of files it changed is
-    counted afterwards (``git status`` of every repo) and reported as one step of
-    "<project>: files hipified". Files it writes that the project's ``.gitignore`` hides
-    (``*.hip``, ``hip/``) are its output too: they are committed (and so tracked, protected
-    and saved by save-patches like any other file)."""
-    cmd = [a.replace("{python}", sys.executable) for a in p.hipify]
-    log_file = plan_.log_dir / f"checkout-{p.name}-hipify.log"
-    log.info("%s: hipify: %s (log: %s)", p.name, " ".join(cmd), log_file)
-    task = f"{p.name}: files hipified"
-    progress.start(task, None)
-    repos = _all_repos(src)
-    ignored_before = {rel: git.ignored_files(path) for rel, path in repos}
-    # No bytecode: a Python hipify's __pycache__ would look like ignored output.
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    try:
-        proc.run(cmd, cwd=src, env=env, log_file=log_file, what=f"hipify of {p.name}")
-    except RocmBuildError:
-        progress.done(task)
-        # Leave no half-hipified files: the tree stays as the base series left it.
-        for rel, path in repos:
-            git.run(path, "reset", "-q", "--hard", "HEAD")
-            git.clean_untracked(path)
-            for name in _written_ignored(path, ignored_before[rel]):
-                if name not in ignored_before[rel]:
-                    (path / name).unlink(missing_ok=True)
-        raise
-    written = {rel: _written_ignored(path, ignored_before[rel]) for rel, path in repos}
-    changed = sum(len(git.changed_paths(path)) + len(written[rel]) for rel, path in repos)
-    log.info(
-        "%s: hipify changed %d file(s)%s",
-        p.name,
-        changed,
-        f" ({sum(map(len, written.values()))} of them ignored by .gitignore, committed anyway)"
-        if any(written.values())
-        else "",
-    )
-    if not changed:
-        log.warning(
-            "%s: hipify changed no files; check the project's hipify command (%s)",
-            p.name,
-            " ".join(p.hipify),
-        )
-    progress.start(task, changed)
-    progress.advance(task, changed)
-    progress.done(task)
-    date = git.commit_date(src, upstream)
-    # Children first: a parent's commit never includes submodule pointers anyway.
-    for rel, path in reversed(repos):
-        git.add_forced(path, written[rel])
-        git.commit_all(path, patches.HIPIFY_SUBJECT, date=date)
-        git.set_tag(path, patches.HIPIFY_TAG)
-
-
-def _written_ignored(repo: Path, before: Mapping[str, git.FileStamp]) -> list[str]:
-    """Ignored files in ``repo`` that are new or changed since ``before`` (bytecode caches
-    aside): what a step such as hipify wrote where the project's ignore rules hide it."""
-    return sorted(
-        rel
-        for rel, stamp_ in git.ignored_files(repo).items()
-        if before.get(rel) != stamp_
-        and "__pycache__" not in rel.split("/")
-        and not rel.endswith((".pyc", ".pyo"))
-    )
-
-
-def _entry(
-    p: ProjectPlan,
-    ref: git.Ref,
-    *,
-    series: Sequence[patches.PatchFile],
-    stamp_: str,
-    complete: bool,
-    ran_hipify: bool = False,
-) -> dict[str, Any]:
-    src = p.src
-    subs = git.submodules(src)
-    return {
-        "origin": mask_url(p.origin),  # git's remote config keeps the real one
-        "ref": p.ref,
-        "ref_kind": ref.kind,
-        "commit": git.tag_commit(src, patches.UPSTREAM_TAG) or ref.commit,
-        "head": git.head(src),
-        "submodules": [
-            {
-                "path": s.path,
-                "commit": git.tag_commit(src / s.path, patches.UPSTREAM_TAG) or s.commit,
-                "head": git.head(src / s.path),
-            }
-            for s in subs
-        ],
-        "patchset": p.patchset,
-        "patches_dir": str(p.patches_root),
-        "patches": [s.as_json() for s in series],
-        "apply_patches": p.apply_patches,
-        "hipify": ran_hipify,
-        "hipify_command": list(p.hipify),
-        "depth": p.depth,
-        "stamp": stamp_,
-        "complete": complete,
-    }
-
-
-# --- save-patches --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SavedProject:
-    name: str
-    root: Path
-    changed: bool
-    removed: bool
-    counts: Mapping[str, int]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "patches": str(self.root),
-            "changed": self.changed,
-            "removed": self.removed,
-            "counts": dict(self.counts),
-        }
-
-
-def save_patches(ctx: RunContext, names: Sequence[str] = ()) -> tuple[SavedProject, ...]:
-    """Write each project's commits on top of the checkout into its patch series."""
-    cfg = ctx.settings
-    src_dir = ctx.src_dir
-    manifest_path = src_dir / MANIFEST_NAME
-    manifest = read_manifest(manifest_path)
-    entries: dict[str, Any] = manifest["projects"]
-    chosen = list(names) or [n for n in entries if n in cfg.projects]
-    if not chosen:
-        msg = f"no checkouts in {src_dir}; run `rocm-build checkout` first or pass --src-dir"
-        raise ConfigError(msg)
-    patchset_given = cfg.sources["patchset"] != config_mod.Source.DEFAULT
-    out: list[SavedProject] = []
-    for spec in cfg.selected_projects(chosen):
-        src = src_dir / spec.name
-        with locks.hold(src, f"the checkout {src}", no_wait=cfg.general.no_wait):
-            faults.point("save-patches.locked")
-            entry = read_manifest(manifest_path)["projects"].get(spec.name)
-            out.append(_save_one(ctx, spec.name, spec.patches, entry, patchset_given))
-            faults.point("save-patches.project-done")
-    return tuple(out)
-
-
-def _save_one(
-    ctx: RunContext,
-    name: str,
-    subfolder: str,
-    entry: dict[str, Any] | None,
-    patchset_given: bool,
-) -> SavedProject:
-    cfg = ctx.settings
-    src_dir = ctx.src_dir
-    src = src_dir / name
-    if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
-        msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {name}`"
-        raise ConfigError(msg)
-    if journal.CheckoutJournal.read(src_dir, name) is not None:
-        msg = (
-            f"the checkout {src} was interrupted and is not finished; run `rocm-build checkout "
-            f"{name}` to finish it, then save-patches"
-        )
-        raise RocmBuildError(msg)
-    dirty = _uncommitted(src)
-    if dirty:
-        msg = (
-            f"{src} has uncommitted changes ({', '.join(dirty[:3])}); commit them "
-            "(in the submodule for submodule files) and run save-patches again"
-        )
-        raise DirtyCheckout(msg)
-    faults.point("save-patches.checked")
-    patchset = (
-        cfg.patchset
-        if patchset_given or entry is None
-        else str(entry.get("patchset") or cfg.patchset)
-    )
-    root = patches.series_root(ctx.patches_dir, patchset, subfolder)
-    repos = [rel for rel, _ in _all_repos(src)]
-    with locks.hold(root, f"the patch folder {root}", no_wait=cfg.general.no_wait):
-        faults.point("save-patches.patch-folder-locked")
-        result = patches.save(src, repos, root)
-    if entry is not None:
-        _after_save(entry, src, root, patchset)
-        faults.point("save-patches.before-manifest")
-        update_manifest(src_dir / MANIFEST_NAME, name, entry)
-        faults.point("save-patches.after-manifest")
-    return SavedProject(name, root, result.changed, result.removed, result.counts)
-
-
-def _after_save(entry: dict[str, Any], src: Path, root: Path, patchset: str) -> None:
-    """The checkout now equals upstream + the saved series: record that, so a checkout with the
-    same inputs is up to date and a changed one may redo the project without --force."""
-    series = patches.list_series(root)
-    entry["patchset"] = patchset
-    entry["patches_dir"] = str(root)
-    entry["patches"] = [s.as_json() for s in series]
-    entry["apply_patches"] = True
-    entry["head"] = git.head(src)
-    for sub in entry.get("submodules", []):
-        path = src / str(sub["path"])
-        if git.is_repo(path):
-            sub["head"] = git.head(path)
-    if entry.get("complete"):
-        entry["stamp"] = stamp(
-            origin=str(entry["origin"]),
-            ref=str(entry["ref"]),
-            commit=str(entry["commit"]),
-            patchset=patchset,
-            series=[(s.rel, s.sha256) for s in series],
-            hipify=list(entry.get("hipify_command") or []) if entry.get("hipify") else [],
-            apply_patches=True,
-        )

@@ -1,0 +1,183 @@
+"""The source manifest (``<src-dir>/rocm-build-sources.json``) and the checkout state it records.
+
+Per project the manifest keeps what decided the checkout (origin, ref and commit, patch series,
+hipify command) hashed into a ``stamp``, and the HEAD of every repository (the project and its
+submodules) when rocm-build left it; comparing those with the state now tells an up-to-date
+checkout from one with the user's work in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import faults, git, journal, locks
+from .errors import ConfigError
+from .masking import mask_url
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "MANIFEST_NAME",
+    "RELATED_COMMITS",
+    "RelatedCommit",
+    "all_repos",
+    "has_commit",
+    "heads_now",
+    "parse_related_commits",
+    "read_manifest",
+    "recorded_heads",
+    "stamp",
+    "state_heads",
+    "uncommitted",
+    "update_manifest",
+    "write_manifest",
+]
+
+log = logging.getLogger(__name__)
+
+MANIFEST_NAME = "rocm-build-sources.json"
+
+
+MANIFEST_FORMAT = 1
+
+
+RELATED_COMMITS = "related_commits"
+
+
+@dataclass(frozen=True)
+class RelatedCommit:
+    project: str
+    branch: str
+    commit: str
+    origin: str
+
+
+def parse_related_commits(text: str) -> dict[str, RelatedCommit]:
+    """``os|source|project|branch|commit|origin`` lines; the first line per project wins."""
+    out: dict[str, RelatedCommit] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split("|")]
+        if len(fields) != 6 or not git.SHA_RE.match(fields[4]):
+            log.warning("related_commits: ignoring malformed line %r", line)
+            continue
+        _os, _source, project, branch, commit, origin = fields
+        out.setdefault(project, RelatedCommit(project, branch, commit, origin))
+    return out
+
+
+def stamp(
+    *,
+    origin: str,
+    ref: str,
+    commit: str,
+    patchset: str,
+    series: Sequence[tuple[str, str]],
+    hipify: Sequence[str],
+    apply_patches: bool,
+) -> str:
+    """A hash of everything that decides a checkout's content."""
+    data = {
+        "format": MANIFEST_FORMAT,
+        "origin": mask_url(origin),
+        "ref": ref,
+        "commit": commit,
+        "patchset": patchset,
+        "series": [list(p) for p in series],
+        "hipify": list(hipify),
+        "apply_patches": apply_patches,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {"format": MANIFEST_FORMAT, "projects": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        msg = f"{path} is not a readable source manifest ({exc}); fix or remove it"
+        raise ConfigError(msg) from None
+    if not isinstance(data, dict) or not isinstance(data.get("projects"), dict):
+        msg = f"{path} is not a rocm-build source manifest; fix or remove it"
+        raise ConfigError(msg)
+    return data
+
+
+def write_manifest(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def update_manifest(path: Path, name: str, entry: Mapping[str, Any]) -> None:
+    """Set one project's entry under the manifest's own lock, re-reading the file first, so
+    runs on other projects of the same src-dir keep theirs. Temp files that killed runs left
+    are removed here (the lock makes them nobody's)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locks.hold(path, f"the source manifest {path}"):
+        journal.remove_stale(path.parent, f".{path.name}.")
+        data = read_manifest(path)
+        data["format"] = MANIFEST_FORMAT
+        data["projects"][name] = dict(entry)
+        faults.point("manifest.before-write")
+        write_manifest(path, data)
+
+
+def all_repos(src: Path) -> list[tuple[str, Path]]:
+    return [(".", src), *((s.path, src / s.path) for s in git.submodules(src))]
+
+
+def state_heads(src: Path) -> dict[str, str]:
+    return {".": git.head(src), **{s.path: s.commit for s in git.submodules(src)}}
+
+
+def recorded_heads(entry: Mapping[str, Any]) -> dict[str, str]:
+    heads = {".": str(entry.get("head", ""))}
+    for sub in entry.get("submodules", []):
+        heads[str(sub["path"])] = str(sub.get("head", sub.get("commit", "")))
+    return heads
+
+
+def uncommitted(src: Path, repos: Sequence[str] | None = None) -> list[str]:
+    rels = list(repos) if repos is not None else [r for r, _ in all_repos(src)]
+
+    def one(rel: str) -> list[str]:
+        prefix = "" if rel == "." else rel + "/"
+        return [prefix + p for p in git.changed_paths(src if rel == "." else src / rel)]
+
+    # Independent read-only questions: ask them in parallel (most of a re-run's time).
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return [path for paths in pool.map(one, rels) for path in paths]
+
+
+def has_commit(src: Path) -> bool:
+    return git.run(src, "rev-parse", "-q", "--verify", "HEAD", check=False).status == 0
+
+
+def heads_now(src: Path) -> dict[str, str]:
+    """HEAD of every repo that has one (an interrupted first checkout may have none yet)."""
+    if not git.is_repo(src) or not has_commit(src):
+        return {}
+    return state_heads(src)

@@ -1,0 +1,197 @@
+"""The checkout stage's plan and results: what to check out, and what each checkout did.
+
+``plan`` turns the settings (and an optional manifest to replay) into a frozen
+``CheckoutPlan``; ``sources.execute`` walks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import config as config_mod
+from . import patches
+from .context import RunContext
+from .errors import ConfigError
+from .manifest import MANIFEST_NAME
+from .masking import is_masked, mask_url, strip_masked
+
+__all__ = ["CheckoutPlan", "CheckoutResult", "ProjectPlan", "ProjectResult", "plan"]
+
+
+@dataclass(frozen=True)
+class ProjectPlan:
+    name: str
+    origin: str
+    ref: str  # "" = not known yet (may come from another project's related_commits)
+    src: Path
+    patches_root: Path
+    patchset: str
+    hipify: tuple[str, ...]  # the command template ("{python}" kept); () = no hipify
+    apply_patches: bool
+    ref_given: bool = False  # the user's own ref: related_commits do not override it
+    origin_given: bool = False
+    pin_commit: str = ""  # --manifest replay: exactly this commit
+    expect_patches: tuple[tuple[str, str], ...] | None = None  # (file, sha256) to replay
+    depth: int | None = None  # --manifest replay: the recorded depth; None = the plan's
+
+
+@dataclass(frozen=True)
+class CheckoutPlan:
+    src_dir: Path
+    manifest_path: Path
+    log_dir: Path
+    projects: tuple[ProjectPlan, ...]
+    depth: int = 0
+    jobs: int = 8
+    force: bool = False
+    retries: int = 3
+    retry_delay: float = 2.0
+    no_wait: bool = False
+
+
+@dataclass(frozen=True)
+class ProjectResult:
+    name: str
+    action: str  # "checked out", "updated", "up to date"
+    origin: str
+    ref: str
+    commit: str
+    head: str
+    patches: Mapping[str, int] = field(default_factory=dict)  # "<repo>/<stage>" -> count
+    hipify: bool = False
+    submodules: int = 0
+    uncommitted: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "origin": mask_url(self.origin),
+            "ref": self.ref,
+            "commit": self.commit,
+            "head": self.head,
+            "patches": dict(self.patches),
+            "hipify": self.hipify,
+            "submodules": self.submodules,
+            "uncommitted": list(self.uncommitted),
+        }
+
+
+@dataclass(frozen=True)
+class CheckoutResult:
+    manifest: Path
+    projects: tuple[ProjectResult, ...]
+
+    @property
+    def up_to_date(self) -> bool:
+        return all(p.action == "up to date" for p in self.projects)
+
+    @property
+    def nothing_to_do(self) -> str:
+        return "sources up to date" if self.up_to_date else ""
+
+    @property
+    def outputs(self) -> list[Path]:
+        return [self.manifest]  # what the checkouts are at, for the build
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "manifest": str(self.manifest),
+            "up_to_date": self.up_to_date,
+            "projects": [p.as_json() for p in self.projects],
+        }
+
+
+def plan(
+    ctx: RunContext,
+    names: Sequence[str] = (),
+    *,
+    manifest: Mapping[str, Any] | None = None,
+    builtin_origins: Mapping[str, str] | None = None,
+) -> CheckoutPlan:
+    """What to check out. ``manifest`` (a parsed source manifest) replays its commits and
+    patches; ``builtin_origins`` tells which origins the user changed (they win over
+    related_commits)."""
+    cfg = ctx.settings
+    src_dir = ctx.src_dir
+    patches_dir = ctx.patches_dir
+    do_hipify = cfg.checkout.hipify
+    do_patches = cfg.checkout.patches
+    builtin = builtin_origins or {}
+    projects: list[ProjectPlan] = []
+    depth_flag = cfg.sources["checkout.depth"] == config_mod.Source.FLAG
+    if manifest is not None:
+        entries = manifest.get("projects", {})
+        chosen = list(names) or list(entries)
+        for name in chosen:
+            if name not in entries:
+                raise ConfigError(config_mod._unknown("project in the manifest", name, entries))
+        for spec in cfg.selected_projects(chosen):
+            entry = entries[spec.name]
+            projects.append(
+                ProjectPlan(
+                    name=spec.name,
+                    origin=_replay_origin(str(entry["origin"]), spec.origin),
+                    ref=str(entry["ref"]),
+                    src=src_dir / spec.name,
+                    patches_root=patches.series_root(
+                        patches_dir, str(entry["patchset"]), spec.patches
+                    ),
+                    patchset=str(entry["patchset"]),
+                    hipify=tuple(entry.get("hipify_command") or ()) if entry["hipify"] else (),
+                    apply_patches=bool(entry.get("apply_patches", True)),
+                    ref_given=True,
+                    origin_given=True,
+                    pin_commit=str(entry["commit"]),
+                    expect_patches=tuple(
+                        (str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])
+                    ),
+                    # Shallow stays shallow, full stays full; only --depth overrides it.
+                    depth=None if depth_flag or "depth" not in entry else int(entry["depth"]),
+                )
+            )
+    else:
+        specs = cfg.selected_projects(names)
+        train = cfg.trains.get(cfg.general.train, {})
+        for spec in specs:
+            projects.append(
+                ProjectPlan(
+                    name=spec.name,
+                    origin=spec.origin,
+                    ref=spec.ref or train.get(spec.name, ""),
+                    src=src_dir / spec.name,
+                    patches_root=patches.series_root(patches_dir, cfg.patchset, spec.patches),
+                    patchset=cfg.patchset,
+                    hipify=spec.hipify if do_hipify else (),
+                    apply_patches=do_patches,
+                    ref_given=bool(spec.ref),
+                    origin_given=spec.origin != builtin.get(spec.name, ""),
+                )
+            )
+    return CheckoutPlan(
+        src_dir=src_dir,
+        manifest_path=src_dir / MANIFEST_NAME,
+        log_dir=ctx.work_dir / "logs",
+        projects=tuple(projects),
+        depth=cfg.checkout.depth,
+        jobs=cfg.checkout.jobs,
+        force=cfg.checkout.force,
+        retries=cfg.checkout.retries,
+        retry_delay=cfg.checkout.retry_delay,
+        no_wait=cfg.general.no_wait,
+    )
+
+
+def _replay_origin(recorded: str, configured: str) -> str:
+    """The origin to fetch a manifest's project from. Manifests store origins with their
+    credentials masked: the configured origin (config file, environment, ``--origin``) supplies
+    them when it is the same URL; else the masked part is dropped, and git's credential helper
+    (or ``GIT_ASKPASS``) is asked."""
+    if not is_masked(recorded):
+        return recorded
+    if mask_url(configured) == recorded:
+        return configured
+    return strip_masked(recorded)
