@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import faults, git, journal, manifest, patches, proc
+from . import faults, git, gitremote, journal, manifest, patches, proc
 from .errors import ConfigError, RocmBuildError
 from .masking import mask_url
 from .progress import Progress
@@ -115,7 +115,7 @@ def _fetch_and_check_out(
     else:
         git.set_origin(src, p.origin)
     log.info("%s: fetching %s %s from %s", p.name, ref.kind, ref.name, p.origin)
-    commit = git.fetch(
+    commit = gitremote.fetch(
         src,
         p.origin,
         ref,
@@ -136,7 +136,7 @@ def _fetch_and_check_out(
     if existed:
         git.clean_untracked(src)
     step("submodules")
-    git.update_submodules(
+    gitremote.update_submodules(
         src,
         p.origin,
         depth=plan_.depth,

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import checkoutsteps, faults, git, journal, locks, patches
+from . import checkoutsteps, faults, git, gitremote, journal, locks, patches
 from .errors import ConfigError, DirtyCheckout, RocmBuildError
 from .manifest import (
     MANIFEST_FORMAT,
@@ -127,7 +127,9 @@ def _resolve(p: ProjectPlan, entry: Mapping[str, Any] | None, plan_: CheckoutPla
         return git.Ref(p.ref, kind, commit, refspec)
     cwd = p.src if git.is_repo(p.src) else plan_.src_dir
     cwd.mkdir(parents=True, exist_ok=True)
-    return git.resolve_ref(cwd, p.origin, p.ref, retries=plan_.retries, delay=plan_.retry_delay)
+    return gitremote.resolve_ref(
+        cwd, p.origin, p.ref, retries=plan_.retries, delay=plan_.retry_delay
+    )
 
 
 def _series(p: ProjectPlan) -> tuple[patches.PatchFile, ...]:
