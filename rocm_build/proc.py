@@ -267,61 +267,23 @@ def run(
     start = time.monotonic()
     full_env = dict(env) if env is not None else None
     tail: deque[str] = deque(maxlen=TAIL_LINES)
-    stdout = ""
     try:
         if log_file is not None:
-            log_file.parent.mkdir(parents=True, exist_ok=True)
-            with log_file.open("a", encoding="utf-8", errors="replace") as fh:
-                fh.write(f"+ {shown}\n")
-                fh.flush()
-                child = _popen(
-                    argv,
-                    cwd=cwd,
-                    env=full_env,
-                    stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    errors="replace",
-                )
-                try:
-                    if input_text is not None and child.stdin is not None:
-                        child.stdin.write(input_text)
-                        child.stdin.close()
-                    assert child.stdout is not None
-                    chunks: list[str] = []
-                    for line in child.stdout:
-                        shown_line = mask_url(line)  # a child may print a URL with its credential
-                        fh.write(shown_line)
-                        tail.append(shown_line.rstrip("\n"))
-                        if on_line is not None:
-                            on_line(line)
-                        if capture:
-                            chunks.append(line)
-                    returncode = child.wait()
-                    child.stdout.close()
-                finally:
-                    _finish(child)
-                stdout = "".join(chunks)
-        else:
-            child = _popen(
+            returncode, stdout = _run_logged(
                 argv,
+                shown,
+                log_file,
+                tail,
                 cwd=cwd,
                 env=full_env,
-                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE if capture else None,
-                stderr=subprocess.PIPE if capture else None,
-                text=True,
-                errors="replace",
+                capture=capture,
+                input_text=input_text,
+                on_line=on_line,
             )
-            try:
-                out, err = child.communicate(input_text)
-            finally:
-                _finish(child)
-            returncode = child.returncode
-            stdout = out or ""
-            if capture:
-                tail.extend(mask_url(ln) for ln in (err or "").splitlines()[-TAIL_LINES:])
+        else:
+            returncode, stdout = _run_plain(
+                argv, tail, cwd=cwd, env=full_env, capture=capture, input_text=input_text
+            )
     except KeyboardInterrupt:
         raise
     except OSError as exc:
@@ -337,3 +299,80 @@ def run(
         msg = f"{label} failed with exit code {returncode}{last}{where}"
         raise CommandFailed(msg, returncode=returncode, tail=tuple(tail))
     return result
+
+
+def _run_logged(
+    argv: Sequence[str],
+    shown: str,
+    log_file: Path,
+    tail: deque[str],
+    *,
+    cwd: Path | None,
+    env: dict[str, str] | None,
+    capture: bool,
+    input_text: str | None,
+    on_line: Callable[[str], None] | None,
+) -> tuple[int, str]:
+    """``run`` with stdout and stderr appended to ``log_file`` (masked), line by line."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("a", encoding="utf-8", errors="replace") as fh:
+        fh.write(f"+ {shown}\n")
+        fh.flush()
+        child = _popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        try:
+            if input_text is not None and child.stdin is not None:
+                child.stdin.write(input_text)
+                child.stdin.close()
+            assert child.stdout is not None
+            chunks: list[str] = []
+            for line in child.stdout:
+                shown_line = mask_url(line)  # a child may print a URL with its credential
+                fh.write(shown_line)
+                tail.append(shown_line.rstrip("\n"))
+                if on_line is not None:
+                    on_line(line)
+                if capture:
+                    chunks.append(line)
+            returncode = child.wait()
+            child.stdout.close()
+        finally:
+            _finish(child)
+        return returncode, "".join(chunks)
+
+
+def _run_plain(
+    argv: Sequence[str],
+    tail: deque[str],
+    *,
+    cwd: Path | None,
+    env: dict[str, str] | None,
+    capture: bool,
+    input_text: str | None,
+) -> tuple[int, str]:
+    """``run`` with the output captured (``capture``) or inherited."""
+    child = _popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE if capture else None,
+        stderr=subprocess.PIPE if capture else None,
+        text=True,
+        errors="replace",
+    )
+    try:
+        out, err = child.communicate(input_text)
+    finally:
+        _finish(child)
+    if capture:
+        tail.extend(mask_url(ln) for ln in (err or "").splitlines()[-TAIL_LINES:])
+    return child.returncode, out or ""
