@@ -1,0 +1,98 @@
+"""The package keeps its shape: short modules, short functions, settings read only through
+``config``'s typed sections, and one interface (``plan`` and ``execute``) for every stage."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "rocm_build"
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+STAGES = ("sources", "build", "bundle", "smoke")
+
+BUNDLE_PENDING = pytest.mark.xfail(strict=False, reason="bundle package lands separately")
+#: Modules that other, separate changes split; these checks pass once those land.
+PENDING_LINES = {
+    "bundle.py": BUNDLE_PENDING,
+    "wheelfile.py": pytest.mark.xfail(strict=False, reason="wheelfile split lands separately"),
+}
+PENDING_FUNCTIONS = {
+    "bundle.py": BUNDLE_PENDING,
+    "report.py": BUNDLE_PENDING,  # inspect: the one wheel analysis comes with the bundle package
+}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _params(pending: dict[str, pytest.MarkDecorator]) -> list[object]:
+    out: list[object] = []
+    for path in _modules():
+        rel = path.relative_to(PACKAGE).as_posix()
+        mark = pending.get(rel)
+        out.append(pytest.param(path, id=rel, marks=[mark] if mark else []))
+    return out
+
+
+def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``name (N lines)`` for every function or method in ``path`` longer than ``limit``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assert node.end_lineno is not None
+            lines = node.end_lineno - node.lineno + 1
+            if lines > limit:
+                found.append(f"{node.name} ({lines} lines)")
+    return found
+
+
+def test_the_checks_see_the_package() -> None:
+    names = {p.relative_to(PACKAGE).as_posix() for p in _modules()}
+    assert {"config.py", "pipeline.py", "cli/__init__.py"} <= names
+
+
+def test_the_function_check_can_fail(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    sample = tmp_path / "sample.py"
+    sample.write_text(f"def short():\n    pass\n\n\ndef long():\n{body}\n", encoding="utf-8")
+    assert long_functions(sample) == [f"long ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+@pytest.mark.parametrize("path", _params(PENDING_LINES))
+def test_no_module_over_600_lines(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path.name} has {lines} lines; split it along a seam"
+
+
+@pytest.mark.parametrize("path", _params(PENDING_FUNCTIONS))
+def test_no_function_over_80_lines(path: Path) -> None:
+    assert long_functions(path) == []
+
+
+def test_settings_are_read_only_through_config() -> None:
+    """No ``cfg["section.key"]`` look-ups: the typed sections (``cfg.build.jobs``) instead."""
+    allowed = {"config.py", "configschema.py"}
+    offenders = [
+        f"{p.relative_to(PACKAGE)}:{n}"
+        for p in _modules()
+        if p.name not in allowed
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if 'cfg["' in line
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=[BUNDLE_PENDING] if n == "bundle" else []) for n in STAGES],
+)
+def test_every_stage_exposes_plan_and_execute(name: str) -> None:
+    module = importlib.import_module(f"rocm_build.{name}")
+    assert callable(getattr(module, "plan", None)), f"rocm_build.{name} has no plan()"
+    assert callable(getattr(module, "execute", None)), f"rocm_build.{name} has no execute()"
