@@ -20,36 +20,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .configschema import (
-    PROJECT_SETTINGS,
-    SECTIONS,
-    SETTINGS,
-    BuildSettings,
-    BundleSettings,
-    CheckoutSettings,
-    GeneralSettings,
-    MatrixSettings,
-    Setting,
-    SmokeSettings,
-    check,
-    dotted,
-    flag_name,
-)
+from . import configschema as schema
+from .configschema import PROJECT_SETTINGS, SECTIONS, SETTINGS, check, dotted, flag_name
 from .errors import ConfigError
 
 __all__ = [
     "PROJECT_SETTINGS",
     "SECTIONS",
     "SETTINGS",
-    "BuildSettings",
-    "BundleSettings",
-    "CheckoutSettings",
     "Config",
-    "GeneralSettings",
-    "MatrixSettings",
     "ProjectSpec",
-    "Setting",
-    "SmokeSettings",
     "Source",
     "check",
     "flag_name",
@@ -107,12 +87,12 @@ class Config:
     """Every resolved setting: one frozen dataclass per section (``cfg.general.jobs``,
     ``cfg.bundle.compression_level``), where each value came from, and the tables."""
 
-    general: GeneralSettings
-    checkout: CheckoutSettings
-    build: BuildSettings
-    bundle: BundleSettings
-    smoke: SmokeSettings
-    matrix: MatrixSettings
+    general: schema.GeneralSettings
+    checkout: schema.CheckoutSettings
+    build: schema.BuildSettings
+    bundle: schema.BundleSettings
+    smoke: schema.SmokeSettings
+    matrix: schema.MatrixSettings
     #: Where each scalar setting came from, by dotted key.
     sources: Mapping[str, Source]
     projects: Mapping[str, ProjectSpec]
