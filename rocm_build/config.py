@@ -20,18 +20,40 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import configschema as schema
-from .configschema import PROJECT_SETTINGS, SECTIONS, SETTINGS, check, dotted, flag_name
+from .configschema import (
+    PROJECT_SETTINGS,
+    SECTIONS,
+    SETTINGS,
+    BuildSettings,
+    BundleSettings,
+    CheckoutSettings,
+    GeneralSettings,
+    MatrixSettings,
+    Setting,
+    SmokeSettings,
+    check,
+    dotted,
+    flag_name,
+)
 from .errors import ConfigError
 
+#: config's own names, and the schema's (read through config too).
 __all__ = [
     "PROJECT_SETTINGS",
     "SECTIONS",
     "SETTINGS",
+    "BuildSettings",
+    "BundleSettings",
+    "CheckoutSettings",
     "Config",
+    "GeneralSettings",
+    "MatrixSettings",
     "ProjectSpec",
+    "Setting",
+    "SmokeSettings",
     "Source",
     "check",
+    "dotted",
     "flag_name",
     "load",
     "load_defaults",
@@ -87,12 +109,12 @@ class Config:
     """Every resolved setting: one frozen dataclass per section (``cfg.general.jobs``,
     ``cfg.bundle.compression_level``), where each value came from, and the tables."""
 
-    general: schema.GeneralSettings
-    checkout: schema.CheckoutSettings
-    build: schema.BuildSettings
-    bundle: schema.BundleSettings
-    smoke: schema.SmokeSettings
-    matrix: schema.MatrixSettings
+    general: GeneralSettings
+    checkout: CheckoutSettings
+    build: BuildSettings
+    bundle: BundleSettings
+    smoke: SmokeSettings
+    matrix: MatrixSettings
     #: Where each scalar setting came from, by dotted key.
     sources: Mapping[str, Source]
     projects: Mapping[str, ProjectSpec]

@@ -1,6 +1,7 @@
 """The settings' schema: one frozen dataclass per section, each field with its type, range and
 help (``Setting``), and ``check``, the one validation the config file, the environment and the
-command-line flags all go through. ``config.load`` fills the sections in.
+command-line flags all go through. ``config.load`` fills the sections in; ``config`` re-exports
+every public name here (``config.SETTINGS``, ``config.check``).
 
 A new setting is a field in one of these sections (with its default in ``defaults.toml``).
 """
@@ -14,22 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-
-__all__ = [
-    "PROJECT_SETTINGS",
-    "SECTIONS",
-    "SETTINGS",
-    "BuildSettings",
-    "BundleSettings",
-    "CheckoutSettings",
-    "GeneralSettings",
-    "MatrixSettings",
-    "Setting",
-    "SmokeSettings",
-    "check",
-    "dotted",
-    "flag_name",
-]
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,11 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 STAGES = ("sources", "build", "bundle", "smoke")
 
-BUNDLE_PENDING = pytest.mark.xfail(strict=False, reason="bundle package lands separately")
-#: Modules that other, separate changes split; these checks pass once those land.
+#: Modules that another, separate change splits; these checks pass once it lands.
 PENDING_LINES = {
-    "bundle.py": BUNDLE_PENDING,
     "wheelfile.py": pytest.mark.xfail(strict=False, reason="wheelfile split lands separately"),
 }
-PENDING_FUNCTIONS = {
-    "bundle.py": BUNDLE_PENDING,
-    "report.py": BUNDLE_PENDING,  # inspect: the one wheel analysis comes with the bundle package
-}
+PENDING_FUNCTIONS: dict[str, pytest.MarkDecorator] = {}
 
 
 def _modules() -> list[Path]:
@@ -88,10 +83,7 @@ def test_settings_are_read_only_through_config() -> None:
     assert offenders == []
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=[BUNDLE_PENDING] if n == "bundle" else []) for n in STAGES],
-)
+@pytest.mark.parametrize("name", STAGES)
 def test_every_stage_exposes_plan_and_execute(name: str) -> None:
     module = importlib.import_module(f"rocm_build.{name}")
     assert callable(getattr(module, "plan", None)), f"rocm_build.{name} has no plan()"
