@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build import config, sources  # noqa: E402
+from rocm_build import config, context, sources  # noqa: E402
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "bench",
@@ -142,7 +142,7 @@ def configure(work: Path, up: Path) -> None:
 def in_process(work: Path) -> float:
     cfg = config.load(cwd=work, env={})
     start = time.perf_counter()
-    sources.execute(sources.plan(cfg, ["proj"]))
+    sources.execute(sources.plan(context.resolve(cfg), ["proj"]))
     return time.perf_counter() - start
 
 
