@@ -69,7 +69,9 @@ class _ZStream(ctypes.Structure):
 
 @functools.cache
 def _libz() -> ctypes.CDLL | None:
-    for name in ("libz.so.1", ctypes.util.find_library("z")):
+    # find_library runs ldconfig: only when the usual name is missing
+    for name in ("libz.so.1", None):
+        name = name or ctypes.util.find_library("z")
         if not name:
             continue
         try:
@@ -90,7 +92,7 @@ def implementation() -> str:
     return "libdeflate" if _libdeflate is not None and _libz() is not None else "zlib"
 
 
-def crc32(data: bytes, value: int = 0) -> int:
+def crc32(data: bytes | bytearray, value: int = 0) -> int:
     return _libdeflate.crc32(data, value) if _libdeflate is not None else zlib.crc32(data, value)
 
 

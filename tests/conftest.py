@@ -21,8 +21,11 @@ GIT_IDENTITY = {
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests see none of the user's rocm-build or ROCm settings."""
+def _clean_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Tests see none of the user's rocm-build or ROCm settings; bundles keep their deflate
+    cache in the test session's temporary folder, not the user's."""
     for name in list(os.environ):
         if name.startswith("ROCM_BUILD_") or name in (
             "PYTORCH_ROCM_ARCH",
@@ -30,6 +33,14 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             "ROCM_HOME",
         ):
             monkeypatch.delenv(name)
+    monkeypatch.setenv(DEFLATE_CACHE_ENV, str(_deflate_cache(tmp_path_factory)))
+
+
+DEFLATE_CACHE_ENV = "ROCM_BUILD_BUNDLE_DEFLATE_CACHE"
+
+
+def _deflate_cache(factory: pytest.TempPathFactory) -> Path:
+    return factory.getbasetemp() / "deflate-cache"
 
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
@@ -55,6 +66,7 @@ def run_cli() -> CliRunner:
             )
         }
         full_env.update(GIT_IDENTITY)
+        full_env[DEFLATE_CACHE_ENV] = os.environ.get(DEFLATE_CACHE_ENV, "none")
         full_env["PYTHONPATH"] = str(REPO)
         full_env.update(env or {})
         result = subprocess.run(

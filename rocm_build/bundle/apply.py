@@ -200,8 +200,9 @@ def stream_elf(
     """Add ``path`` with DT_RPATH=rpath: patched while streaming, patchelf only as a fallback."""
     edit = elfpatch.plan_rpath(path, rpath)
     if edit is not None:
+        key = writer.cache_key(path, f"rpath {edit!r}")
         with elfpatch.PatchedFile(path, edit) as pf:
-            writer.add_stream(arcname, pf, edit.new_size, mode)
+            writer.add_stream(arcname, pf, edit.new_size, mode, key=key)
         return edit.method
     tmp = scratch / "patchelf" / posixpath.basename(arcname)
     tmp.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import faults, tempfiles
+from rocm_build import deflatecache, faults, tempfiles
 from rocm_build.config import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError
@@ -137,6 +137,8 @@ def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResul
     if not plan_.dry_run:
         tempfiles.sweep(plan_.output_dir)
         faults.point("bundle.swept")
+    s = plan_.settings
+    deflatecache.configure(s.deflate_cache, s.deflate_cache_gb, plan_.env)
     torch = plan_.torch
     results: list[BundleResult] = []
     for wheel in plan_.wheels:
