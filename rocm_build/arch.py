@@ -4,6 +4,10 @@ A target is a base name (``gfx90a``) with optional target features (``gfx90a:xna
 are passed to the compiler verbatim; everything that compares targets (the ROCm tree's support
 list, the code objects found in a wheel) compares base names, because offload bundles name the
 same ISA with or without features.
+
+LLVM's generic processors (``gfx9-4-generic`` and the like) name code that runs on each of a list
+of processors; :data:`GENERIC` holds those lists, and :func:`serves` / :func:`overlaps` are the
+one place that decides whether code or data for one name is of use on another.
 """
 
 from __future__ import annotations
@@ -18,12 +22,19 @@ from .errors import ConfigError
 
 __all__ = [
     "FEATURES",
+    "GENERIC",
     "KFD_TOPOLOGY",
     "base_name",
+    "covered",
     "detect_gpus",
     "expand",
+    "gfx_tokens",
+    "keeps",
+    "members",
+    "overlaps",
     "parse_topology_properties",
     "resolve_targets",
+    "serves",
     "split_arch",
     "target_from_version",
 ]
@@ -36,6 +47,56 @@ FEATURES = ("xnack", "sramecc")
 # TheRock names packages of a family with a variant suffix (gfx110X-all, gfx94X-dcgpu).
 _FAMILY_VARIANTS = ("-all", "-dcgpu", "-dgpu", "-igpu")
 _NAME = re.compile(r"^gfx[0-9a-f]{3,4}$")
+
+#: LLVM's generic processors and the processors each one's code runs on (LLVM's AMDGPUUsage,
+#: "AMDGPU Generic Processors"; code objects name them since LLVM 19, e.g. ROCm 6.4's rocSOLVER).
+GENERIC: Mapping[str, frozenset[str]] = {
+    "gfx9-generic": frozenset({"gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"}),
+    "gfx9-4-generic": frozenset({"gfx940", "gfx941", "gfx942", "gfx950"}),
+    "gfx10-1-generic": frozenset({"gfx1010", "gfx1011", "gfx1012", "gfx1013"}),
+    "gfx10-3-generic": frozenset(f"gfx103{i}" for i in range(7)),
+    "gfx11-generic": frozenset(
+        {"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"}
+    ),
+    "gfx12-generic": frozenset({"gfx1200", "gfx1201"}),
+}
+# A gfx name in a file or folder name: a generic processor, or gfx + 2-4 digits and a letter.
+_TOKEN = re.compile(r"(?<![0-9a-z])gfx(?:\d{1,2}(?:-\d)?-generic|\d{2,4}[a-z]?)(?![0-9a-z])")
+
+
+def members(target: str) -> frozenset[str]:
+    """The processors code for ``target`` runs on: a generic processor's list, else itself."""
+    name = base_name(target).lower()
+    return GENERIC.get(name, frozenset({name}))
+
+
+def serves(code: str, target: str) -> bool:
+    """Does code (or a data file) built for ``code`` run on every processor ``target`` names?
+    ``gfx9-4-generic`` serves ``gfx942``; ``gfx942`` does not serve ``gfx9-4-generic``."""
+    return members(target) <= members(code)
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Do ``a`` and ``b`` share a processor (a data file for ``a`` is of use for ``b``)?"""
+    return not members(a).isdisjoint(members(b))
+
+
+def covered(target: str, found: Iterable[str]) -> bool:
+    """Is ``target`` served by code (or data) for one of the names ``found``?"""
+    return any(serves(code, target) for code in found)
+
+
+def keeps(tokens: Iterable[str], targets: Iterable[str]) -> bool:
+    """Is a file whose name carries the gfx names ``tokens`` wanted for ``targets``? Yes when
+    either is empty (no filter; no target in the name) or one name shares a processor with one
+    target (the rule of ``bundle --arch`` for data files)."""
+    tokens, targets = list(tokens), list(targets)
+    return not tokens or not targets or any(overlaps(k, t) for k in tokens for t in targets)
+
+
+def gfx_tokens(text: str) -> set[str]:
+    """The gfx names in a path or file name, lower case (``TensileLibrary_gfx942.dat``)."""
+    return set(_TOKEN.findall(text.lower()))
 
 
 def split_arch(text: str | Sequence[str]) -> list[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import elf, pe
+from . import arch, elf, pe
 from .bundle.analyze import WheelAnalysis, analyze_path
 from .bundle.data import gfx_tokens
 from .bundle.plan import inside
@@ -71,7 +71,8 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
     code_targets = sorted({t for r in [*rows, *pe_rows] for t in r["targets"]})
     wanted = list(requested) or list(prov.get("targets", []))
     lib_dir = str(prov.get("lib_dir", ""))
-    targets = sorted(set(wanted) | set(code_targets))
+    # a generic processor (gfx9-4-generic) is no row: its code counts for its processors
+    targets = sorted(set(wanted) | {c for c in code_targets if c not in arch.GENERIC})
     coverage = _coverage(analysis, lib_dir, [*rows, *pe_rows], targets)
     elves = analysis.infos
     machine = next(iter(elves.values())).machine if elves else "EM_X86_64"
@@ -189,13 +190,13 @@ def _coverage(
     return [
         {
             "target": t,
-            "code": [r["path"] for r in with_code if t in r["targets"]],
+            "code": [r["path"] for r in with_code if arch.covered(t, r["targets"])],
             # a library with device code but none for t fails on t at run time
-            "missing_in": [r["path"] for r in with_code if t not in r["targets"]],
-            "data": sorted(data_targets.get(t, ())),
-            "code_bytes": code_bytes.get(t, 0),
-            "data_bytes": data_bytes.get(t, 0),
-        }
+            "missing_in": [r["path"] for r in with_code if not arch.covered(t, r["targets"])],
+            "data": sorted(set().union(*(v for k, v in data_targets.items() if arch.serves(k, t)))),
+            "code_bytes": sum(v for k, v in code_bytes.items() if arch.serves(k, t)),
+            "data_bytes": sum(v for k, v in data_bytes.items() if arch.serves(k, t)),
+        }  # a generic processor's code counts for each processor it serves
         for t in targets
     ]
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__, elf, tempfiles
+from . import __version__, arch, elf, tempfiles
 from .bundle import (
     LibraryIndex,
     ThinSource,
@@ -148,12 +148,11 @@ def _data_files(tree: Path, targets: Sequence[str] = ()) -> list[Path]:
             continue
         roots.append(sub)
     roots += [tree / rel for rel in LIBRARIES_DATA]
-    wanted = set(targets)
     out: list[Path] = []
     for root in roots:
         for path in _files_under(root):
             tokens = gfx_tokens(path.relative_to(root).as_posix())
-            if not (wanted and tokens and not tokens & wanted):
+            if arch.keeps(tokens, targets):
                 out.append(path)
     return out
 

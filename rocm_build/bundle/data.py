@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from rocm_build import arch
 from rocm_build.treepath import TreeGuard, denied, reading, walk_files
 
 from .model import DataFile
 
 __all__ = ["data_destination", "data_target_gaps", "gfx_tokens", "looked_up_at", "select_data"]
 
-_GFX_RE = re.compile(r"(?<![0-9a-z])gfx\d{2,4}[a-z]?(?![0-9a-z])")
-
 
 def gfx_tokens(path: str) -> set[str]:
-    return set(_GFX_RE.findall(path.lower()))
+    return arch.gfx_tokens(path)
 
 
 def data_destination(lib_dir: str, tree: str) -> str:
@@ -59,7 +57,6 @@ def select_data(
     """
     guard = guard or TreeGuard.of(rocm)
     names = [n.lower() for n in library_names]
-    wanted = set(targets)
     files: list[DataFile] = []
     skipped = 0
     for tree in trees:
@@ -79,7 +76,7 @@ def select_data(
                 raise denied(PermissionError(13, "Permission denied", str(path)), "a data file")
             rel = "" if path == src else path.relative_to(src).as_posix()
             tokens = gfx_tokens(rel or path.name)
-            if wanted and tokens and not tokens & wanted:
+            if not arch.keeps(tokens, targets):
                 skipped += 1
                 continue
             arc = posixpath.join(dest, rel) if rel else dest
@@ -125,7 +122,7 @@ def data_target_gaps(
         for _dirpath, _dirs, files in os.walk(src, followlinks=True):
             for name in files:
                 found |= gfx_tokens(name)
-        missing = tuple(t for t in targets if found and t not in found)
+        missing = tuple(t for t in targets if found and not arch.covered(t, found))
         if missing:
             gaps.append((tree, missing))
     return tuple(gaps)
