@@ -52,14 +52,17 @@ class Entry:
     sha256: bytes
 
 
-def file_key(path: Path, level: int, transform: str = "") -> str:
+def file_key(path: Path, level: int, transform: str = "", content: str | None = None) -> str:
     """The key of ``path``'s bytes, deflated at ``level`` after ``transform`` (e.g. an rpath
     edit): the file's identity (device, inode, size, mtime and ctime in ns; a rewrite changes
-    the ctime even when it keeps the mtime), the transformation and the deflater."""
+    the ctime even when it keeps the mtime), or ``content`` (a hash of the bytes) when given,
+    the transformation and the deflater."""
     from . import rawdeflate
 
     st = path.stat()
-    ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    ident: object = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if content:
+        ident = (content, st.st_size)
     text = repr((_VERSION, ident, transform, level, rawdeflate.implementation()))
     return hashlib.sha256(text.encode()).hexdigest()
 

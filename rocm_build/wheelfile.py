@@ -264,11 +264,15 @@ class WheelWriter:
         self._entries.append(entry)
         self._records.append(RecordEntry(arcname, digest, member.file_size))
 
-    def cache_key(self, path: Path, transform: str = "") -> str:
-        """The deflate cache's key for ``path``'s bytes after ``transform`` ('' = no cache)."""
-        if self.cache is None or self.level == 0 or path.stat().st_size < _CACHE_MIN:
+    def cache_key(self, path: Path, transform: str = "", *, content: str | None = None) -> str:
+        """The deflate cache's key for ``path``'s bytes after ``transform`` ('' = no cache).
+        ``content``: a hash of the bytes (a wheel member's RECORD hash) to key them by instead
+        of the file's identity; "" for a file made for this run only (never seen again)."""
+        if self.cache is None or self.level == 0 or content == "":
             return ""
-        return deflatecache.file_key(path, self.level, transform)
+        if path.stat().st_size < _CACHE_MIN:
+            return ""
+        return deflatecache.file_key(path, self.level, transform, content)
 
     def add_file(self, arcname: str, path: Path, mode: int | None = None) -> None:
         st = path.stat()

@@ -121,7 +121,7 @@ class _Pass:
             elif m.name in changes:
                 self.methods[m.name] = stream_elf(
                     self.writer, m.name, extracted[m.name], changes[m.name].new, self.scratch,
-                    m.mode or 0o755,
+                    m.mode or 0o755, content=self.reader.verified.get(m.name, ""),
                 )  # fmt: skip
                 self.progress.advance(self.task, extracted[m.name].stat().st_size)
                 faults.point("bundle.member-patched")
@@ -142,7 +142,7 @@ class _Pass:
                 stub = alias_stub(linkers, src, alias, self.scratch)
                 arc = posixpath.join(self.plan.lib_dir, alias)
                 self.methods[arc] = stream_elf(
-                    self.writer, arc, stub, "$ORIGIN", self.scratch, 0o755
+                    self.writer, arc, stub, "$ORIGIN", self.scratch, 0o755, content=""
                 )
                 faults.point("bundle.alias")
             self.progress.advance(self.task, src.stat().st_size)
@@ -195,12 +195,20 @@ def _count(values: Iterable[str]) -> str:
 
 
 def stream_elf(
-    writer: WheelWriter, arcname: str, path: Path, rpath: str, scratch: Path, mode: int
+    writer: WheelWriter,
+    arcname: str,
+    path: Path,
+    rpath: str,
+    scratch: Path,
+    mode: int,
+    content: str | None = None,
 ) -> str:
-    """Add ``path`` with DT_RPATH=rpath: patched while streaming, patchelf only as a fallback."""
+    """Add ``path`` with DT_RPATH=rpath: patched while streaming, patchelf only as a fallback.
+    ``content``: what identifies the bytes in the deflate cache instead of the file ("": a
+    file made for this run only, not cached)."""
     edit = elfpatch.plan_rpath(path, rpath)
     if edit is not None:
-        key = writer.cache_key(path, f"rpath {edit!r}")
+        key = writer.cache_key(path, f"rpath {edit!r}", content=content)
         with elfpatch.PatchedFile(path, edit) as pf:
             writer.add_stream(arcname, pf, edit.new_size, mode, key=key)
         return edit.method
