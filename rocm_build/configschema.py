@@ -136,6 +136,7 @@ class BundleSettings:
     )
     system_libs: tuple[str, ...] = _setting(list, "libraries that may come from the build machine")
     rocm_libs: tuple[str, ...] = _setting(list, "ROCm's libraries: never from the build machine")
+    device_name: str = _setting(str, "--split-arch: device wheel name, from {project} and {target}")
 
 
 @dataclass(frozen=True, kw_only=True)

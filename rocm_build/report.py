@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import arch, elf, pe
+from . import arch, elf, pe, splitarch
 from .bundle.analyze import WheelAnalysis, analyze_path
 from .bundle.data import gfx_tokens
 from .bundle.plan import inside
@@ -93,6 +93,7 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         "requested_targets": wanted,
         "coverage": coverage,
         "sizes": dict(sorted(_sizes(analysis, lib_dir).items(), key=lambda kv: -kv[1])),
+        "device_wheels": splitarch.device_requirements(analysis.metadata),
     }
     gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
     missing = tuple(t for t in requested if t in gaps)
@@ -333,6 +334,11 @@ def render(data: dict[str, Any]) -> Iterator[str]:
     yield from _file_lines(data)
     yield from _bundled_lines(data["bundled"])
     yield from _coverage_lines(data)
+    if data.get("device_wheels"):
+        yield ""
+        yield f"device wheels (pip install '{data['wheel'].split('-')[0]}[device-GFX]'):"
+        for target, requirement in data["device_wheels"].items():
+            yield f"  {target}: device-{target} needs {requirement}"
     yield ""
     yield "size by component (uncompressed):"
     for comp, n in list(data["sizes"].items())[:20]:

@@ -63,6 +63,12 @@ from .render import State, close_bars, err_console, out_console, pass_state
     "rocm-sdk-libraries-FAMILY) at the tree's version instead.",
 )
 @o.target_family_option("thin only (as rocm wheels --target-family).")
+@click.option(
+    "--split-arch",
+    is_flag=True,
+    help="Write a host wheel (libraries, target-neutral data) and one device wheel per target "
+    "(its data files; name from bundle.device_name); the host gets an extra device-GFX per target.",
+)
 @pass_state
 def command(
     state: State,
@@ -79,6 +85,7 @@ def command(
     allow_outside: tuple[str, ...],
     mode: Literal["fat", "thin"],
     target_family: str,
+    split_arch: bool,
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from rocm_build import bundle as bundle_stage
@@ -96,6 +103,13 @@ def command(
         }
     )
     dry_run = ctx.settings.bundle.dry_run
+    if split_arch:
+        if mode == "thin":
+            from rocm_build.errors import ConfigError
+
+            raise ConfigError("--split-arch makes fat wheels: leave out --mode thin")
+        split(state, ctx, wheels, with_wheels, lib_dir, dry_run)
+        return
     thin = None
     if mode == "thin":
         from rocm_build import rocmwheels
@@ -145,3 +159,37 @@ def show(results: list[Any]) -> None:
                 markup=False,
                 soft_wrap=True,
             )
+
+
+def split(
+    state: State,
+    ctx: Any,
+    wheels: tuple[Path, ...],
+    with_wheels: tuple[Path, ...],
+    lib_dir: str | None,
+    dry_run: bool,
+) -> None:
+    """``--split-arch``: the fat bundle cut into host and device wheels."""
+    from rocm_build import bundle as bundle_stage
+    from rocm_build import splitarch
+
+    bars = state.progress()
+    try:
+        results = splitarch.split_many(
+            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars, dry_run=dry_run
+        )
+    finally:
+        close_bars(bars)
+    if state.json:
+        state.emit([r.as_json() for r in results])
+        return
+    for r in results:
+        fat = bundle_stage.BundleResult(**r.bundle) if r.bundle else None
+        if dry_run and fat is not None:
+            for line in bundle_stage.plan_lines(fat):
+                out_console.print(line, markup=False, soft_wrap=True)
+        for line in splitarch.lines(r):
+            out_console.print(line, markup=False, soft_wrap=True)
+        if fat is not None and not dry_run:
+            for line in bundle_stage.warning_lines(fat):
+                err_console.print(line, markup=False, soft_wrap=True)

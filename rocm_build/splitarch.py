@@ -1,0 +1,410 @@
+"""bundle --split-arch: one fat bundle cut into a host wheel and one device wheel per gfx target.
+
+The fat bundle is made as usual (every requested target's data), into a scratch folder; then one
+pass over it, copying members without recompressing them, writes
+
+* the **host wheel**: same name and version as the fat one, every member except the per-target
+  data files (ROCm libraries, their device code, target-neutral data). Its METADATA gets one
+  ``Provides-Extra: device-<gfx>`` per target, requiring that target's device wheel at exactly
+  this version;
+* one **device wheel** per target (``bundle.device_name``, ``amd-{project}-device-{target}`` by
+  default, as ROCm's CI names them): the data files of that target (a data-tree file whose path
+  names the target), at the very paths they have in the fat wheel, and ``Requires-Dist:
+  <project>==<version>``. Tagged ``py3-none-<platform>``: one device wheel serves every Python
+  version of the host, and installs into platlib beside it (``Root-Is-Purelib: false``).
+
+Device code inside shared libraries (HIP fat binaries) stays in the host wheel: the HIP runtime
+reads it from the library file it loaded, and nothing would put it back without help at run time.
+``inspect`` of the host wheel shows its bytes per target.
+
+``pip install 'torch[device-gfx942]'`` then installs exactly the files of the fat gfx942 wheel.
+A file whose path names several requested targets goes into each of their device wheels (same
+bytes: pip lets the second overwrite the first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import posixpath
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from . import __version__, bundle, faults, locks, tempfiles, wheelfile
+from .context import RunContext
+from .errors import BundleError
+from .progress import NO_PROGRESS, Progress
+from .wheelfile import WheelName, WheelReader, WheelWriter
+
+__all__ = [
+    "DEFAULT_DEVICE_NAME",
+    "SplitResult",
+    "device_name",
+    "device_requirements",
+    "split_many",
+    "split_wheel",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DEVICE_NAME = "amd-{project}-device-{target}"
+_EXTRA = "device-{target}"
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    input: str
+    host: str
+    devices: Mapping[str, str]  # target -> device wheel path
+    status: Literal["split", "up-to-date", "planned"]
+    seconds: float
+    #: per target: (data files, their bytes uncompressed) moved out of the host wheel
+    moved: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    bundle: dict[str, Any] | None = None  # the fat bundle's result (as_json)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def device_name(pattern: str, project: str, target: str) -> str:
+    """The device wheel's distribution name: ``pattern`` with {project} and {target}."""
+    try:
+        name = pattern.format(project=canonicalize_name(project), target=target)
+    except (KeyError, IndexError, ValueError):
+        name = ""
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name) or target not in name:
+        raise BundleError(
+            f"bundle.device_name '{pattern}' does not make a distribution name for {target}: "
+            "use {project} and {target}, as in " + DEFAULT_DEVICE_NAME
+        )
+    return name
+
+
+def device_requirements(metadata: str) -> dict[str, str]:
+    """A host wheel's device wheels: target -> requirement, from its ``device-<gfx>`` extras."""
+    out: dict[str, str] = {}
+    for line in metadata.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        try:
+            req = Requirement(line.partition(":")[2].strip())
+        except InvalidRequirement:
+            continue
+        marker = str(req.marker or "")
+        match = re.search(r"""extra\s*==\s*['"]device-(gfx[0-9a-z]+)['"]""", marker)
+        if match:
+            out[match.group(1)] = f"{req.name}{req.specifier}"
+    return dict(sorted(out.items()))
+
+
+def _data_prefixes(rocm: Path, data_trees: Sequence[str], lib_dir: str) -> list[str]:
+    """Where the fat bundle put each data tree (as :func:`bundle.select_data` does)."""
+    return sorted(
+        {bundle.data_destination(lib_dir, bundle.looked_up_at(rocm, t)) for t in data_trees},
+        key=len,
+        reverse=True,
+    )
+
+
+def member_targets(name: str, prefixes: Sequence[str], targets: Sequence[str]) -> set[str]:
+    """The requested targets a data-tree member belongs to (empty: target-neutral)."""
+    for prefix in prefixes:
+        if name == prefix or name.startswith(prefix + "/"):
+            rel = name[len(prefix) + 1 :] or posixpath.basename(name)
+            return bundle.gfx_tokens(rel) & set(targets)
+    return set()
+
+
+def _add_extras(metadata: str, extras: Mapping[str, str]) -> str:
+    """METADATA with one ``Provides-Extra`` and its ``Requires-Dist`` per extra (replacing
+    earlier ones of the same extra), placed at the end of the headers."""
+    head, sep, body = metadata.partition("\n\n")
+    lines = [
+        line
+        for line in head.rstrip("\n").split("\n")
+        if not any(
+            line == f"Provides-Extra: {extra}"
+            or (line.startswith("Requires-Dist:") and f"extra == '{extra}'" in line)
+            or (line.startswith("Requires-Dist:") and f'extra == "{extra}"' in line)
+            for extra in extras
+        )
+    ]
+    for extra, requirement in extras.items():
+        lines.append(f"Provides-Extra: {extra}")
+        lines.append(f'Requires-Dist: {requirement}; extra == "{extra}"')
+    return "\n".join(lines) + "\n" + (sep + body if sep else "\n")
+
+
+def _device_metadata(name: str, version: str, project: str, target: str) -> str:
+    return (
+        "Metadata-Version: 2.1\n"
+        f"Name: {name}\n"
+        f"Version: {version}\n"
+        f"Summary: {target} kernels and tuning data of {project} {version} (made by rocm-build "
+        "bundle --split-arch)\n"
+        f"Requires-Dist: {project}=={version}\n"
+        "\n"
+    )
+
+
+def _device_wheel_info(tags: Sequence[str]) -> str:
+    lines = ["Wheel-Version: 1.0", f"Generator: rocm-build {__version__}"]
+    lines += ["Root-Is-Purelib: false", *(f"Tag: {t}" for t in tags)]
+    return "\n".join(lines) + "\n"
+
+
+def _fingerprint(settings: Mapping[str, Any]) -> str:
+    blob = json.dumps(settings, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _stat(path: Path) -> list[Any]:
+    st = path.stat()
+    return [str(path), st.st_size, st.st_mtime_ns]
+
+
+def _provenance(reader: WheelReader) -> tuple[str, dict[str, Any]]:
+    for m in reader.members:
+        if m.name.count("/") == 1 and m.name.endswith("/" + bundle.PROVENANCE):
+            try:
+                data: dict[str, Any] = json.loads(reader.read_bytes(m.name))
+            except ValueError:
+                return m.name, {}
+            return m.name, data
+    return "", {}
+
+
+def _unchanged(sources: Sequence[Sequence[Any]]) -> bool:
+    for path, size, mtime in sources:
+        try:
+            st = Path(path).stat()
+        except OSError:
+            return False
+        if st.st_size != size or st.st_mtime_ns != mtime:
+            return False
+    return True
+
+
+def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult | None:
+    """The host and device wheels of these very inputs and settings, if all are there."""
+    start = time.monotonic()
+    for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
+        try:
+            with WheelReader(existing) as reader:
+                _, prov = _provenance(reader)
+        except (OSError, BundleError, ValueError):
+            continue
+        split = prov.get("split", {})
+        if split.get("fingerprint") != fingerprint or not _unchanged(prov.get("sources", [])):
+            continue
+        devices = {t: output_dir / n for t, n in split.get("device_wheels", {}).items()}
+        if all(p.is_file() for p in devices.values()):
+            log.info("%s and its device wheels are up to date", existing.name)
+            return SplitResult(
+                str(wheel), str(existing), {t: str(p) for t, p in devices.items()},
+                "up-to-date", time.monotonic() - start,
+            )  # fmt: skip
+    return None
+
+
+def split_wheel(
+    fat: Path,
+    *,
+    input_path: Path,
+    output_dir: Path,
+    prefixes: Sequence[str],
+    pattern: str,
+    fingerprint: str,
+    level: int = 6,
+    no_wait: bool = False,
+    progress: Progress = NO_PROGRESS,
+) -> SplitResult:
+    """Cut the fat wheel ``fat`` into the host wheel and the device wheels, in ``output_dir``."""
+    start = time.monotonic()
+    with WheelReader(fat) as reader:
+        prov_name, prov = _provenance(reader)
+        targets = tuple(prov.get("targets", ()))
+        if not prov_name or not targets:
+            raise BundleError(
+                f"{fat.name} names no gfx targets to split by: pass --arch with the targets"
+            )
+        name = reader.name
+        version = wheelfile.consistent_version(name.version, reader.metadata())
+        project = name.distribution
+        owner: dict[str, set[str]] = {}
+        for m in reader.members:
+            if not m.is_dir:
+                owner[m.name] = member_targets(m.name, prefixes, targets)
+        dists = {t: device_name(pattern, project, t) for t in targets}
+        extras = {
+            _EXTRA.format(target=t): f"{dists[t]}=={version}" for t in targets
+        }  # fmt: skip
+        plat = name.platform_tag
+        device_paths = {
+            t: output_dir / f"{re.sub(r'[-.]+', '_', dists[t])}-{version}-py3-none-{plat}.whl"
+            for t in targets
+        }
+        moved = dict.fromkeys(targets, (0, 0))
+        host = output_dir / fat.name
+        record = f"{reader.dist_info}/RECORD"
+        task = f"{host.name}: split"
+        progress.start(task, sum(m.compress_size for m in reader.members))
+        for t in targets:
+            dist_info = f"{re.sub(r'[-.]+', '_', dists[t])}-{version}.dist-info"
+            out = device_paths[t]
+            with (
+                locks.hold(out, f"the wheel {out}", no_wait=no_wait),
+                tempfiles.writing(out),
+                WheelWriter(out, dist_info, level=level) as writer,
+            ):
+                for m in reader.members:
+                    if t in owner.get(m.name, ()):
+                        writer.copy_member(reader, m.name)
+                        n, size = moved[t]
+                        moved[t] = (n + 1, size + m.file_size)
+                        progress.advance(task, m.compress_size)
+                writer.add_bytes(
+                    f"{dist_info}/METADATA",
+                    _device_metadata(dists[t], version, project, t).encode(),
+                )
+                writer.add_bytes(f"{dist_info}/WHEEL", _device_wheel_info(
+                    [f"py3-none-{p}" for p in plat.split(".")]).encode())  # fmt: skip
+                writer.commit()
+            faults.point("bundle.split-device")
+        split = {
+            "fingerprint": fingerprint,
+            "device_wheels": {t: p.name for t, p in device_paths.items()},
+            "moved": {t: {"files": n, "bytes": b} for t, (n, b) in moved.items()},
+        }
+        new_prov = {**prov, "split": split}
+        with (
+            locks.hold(host, f"the wheel {host}", no_wait=no_wait),
+            tempfiles.writing(host),
+            WheelWriter(host, reader.dist_info, level=level) as writer,
+        ):
+            for m in reader.members:
+                if m.is_dir or m.name == record or owner.get(m.name):
+                    continue
+                if m.name == prov_name:
+                    text = json.dumps(new_prov, indent=1, sort_keys=True) + "\n"
+                    writer.add_bytes(m.name, text.encode())
+                elif m.name == f"{reader.dist_info}/METADATA":
+                    writer.add_bytes(m.name, _add_extras(reader.metadata(), extras).encode())
+                else:
+                    writer.copy_member(reader, m.name)
+                progress.advance(task, m.compress_size)
+            writer.commit()
+        faults.point("bundle.split-host")
+        progress.done(task)
+    log.info(
+        "split %s: host %s, device wheels %s",
+        input_path.name, host.name, ", ".join(p.name for p in device_paths.values()),
+    )  # fmt: skip
+    return SplitResult(
+        str(input_path), str(host), {t: str(p) for t, p in device_paths.items()}, "split",
+        time.monotonic() - start, moved,
+    )  # fmt: skip
+
+
+def _settings_fingerprint(
+    ctx: RunContext, wheel: Path, with_wheels: Sequence[Path], lib_dir: str | None, pattern: str
+) -> str:
+    cfg = ctx.settings
+    return _fingerprint(
+        {
+            "tool": __version__,
+            "split": True,
+            "input": _stat(wheel.resolve()),
+            "rocm": str(ctx.tree.root.resolve()),
+            "targets": list(ctx.arch_targets),
+            "bundle": asdict(cfg.bundle),
+            "lib_dir": lib_dir,
+            "with": [_stat(w.resolve()) for w in with_wheels],
+            "pattern": pattern,
+            "torch_lib_dir": str(cfg.projects["torch"].lib_dir) if "torch" in cfg.projects else "",
+        }
+    )
+
+
+def split_many(
+    ctx: RunContext,
+    wheels: Sequence[Path],
+    *,
+    with_wheels: Sequence[Path] = (),
+    lib_dir: str | None = None,
+    progress: Progress = NO_PROGRESS,
+    dry_run: bool = False,
+) -> list[SplitResult]:
+    """``bundle --split-arch``: bundle each wheel fat (torch first, see
+    :func:`bundle.bundle_many`) into a scratch folder, then split it into ``ctx.output_dir``.
+    Nothing to do when the host and device wheels of the same inputs are there already."""
+    settings = ctx.settings.bundle
+    pattern = settings.device_name or DEFAULT_DEVICE_NAME
+    for wheel in wheels:
+        if settings.platform == "windows" or (
+            settings.platform == "auto" and bundle.is_windows_wheel(wheel)
+        ):
+            raise BundleError(
+                f"{wheel.name}: --split-arch makes Linux wheels only so far: bundle this "
+                "Windows wheel without it"
+            )
+    if ctx.arch_targets:
+        for t in ctx.arch_targets:
+            device_name(pattern, "project", t)
+    if dry_run:
+        return [_planned(r, pattern) for r in bundle.bundle_many(
+            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=True)]  # fmt: skip
+    output_dir = ctx.output_dir
+    tempfiles.check_folder(output_dir)
+    tempfiles.sweep(output_dir)
+    prints = {w: _settings_fingerprint(ctx, w, with_wheels, lib_dir, pattern) for w in wheels}
+    done = {w: _up_to_date(w.resolve(), output_dir, fp) for w, fp in prints.items()}
+    if all(done.values()):
+        return [r for r in done.values() if r is not None]
+    results: list[SplitResult] = []
+    with tempfiles.folder(output_dir, "split-arch") as scratch:
+        fat_ctx = replace(ctx, output_dir=scratch)
+        fats = bundle.bundle_many(
+            fat_ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=progress
+        )
+        by_input = {Path(r.input).resolve(): r for r in fats}
+        for wheel in wheels:
+            fat = by_input[wheel.resolve()]
+            with WheelReader(Path(fat.output)) as reader:
+                _, prov = _provenance(reader)
+            prefixes = _data_prefixes(
+                ctx.tree.root, settings.data_trees, str(prov.get("lib_dir", ""))
+            )
+            result = split_wheel(
+                Path(fat.output), input_path=wheel, output_dir=output_dir, prefixes=prefixes,
+                pattern=pattern, fingerprint=prints[wheel], level=settings.compression_level,
+                no_wait=ctx.settings.general.no_wait, progress=progress,
+            )  # fmt: skip
+            results.append(replace(result, bundle=fat.as_json()))
+    return results
+
+
+def _planned(fat: bundle.BundleResult, pattern: str) -> SplitResult:
+    plan = fat.plan or {}
+    name = WheelName.parse(Path(fat.input).name)
+    targets = plan.get("targets", [])
+    devices = {t: device_name(pattern, name.distribution, t) for t in targets}
+    return SplitResult(fat.input, fat.output, devices, "planned", fat.seconds, bundle=fat.as_json())
+
+
+def lines(result: SplitResult) -> Iterator[str]:
+    """One split, for people."""
+    word = {"split": "split", "up-to-date": "up to date", "planned": "would split"}[result.status]
+    yield f"{word}: {result.host}  ({result.seconds:.1f} s)"
+    for target, path in result.devices.items():
+        files, size = result.moved.get(target, (0, 0))
+        note = f"  ({files} data files, {size} bytes)" if result.status == "split" else ""
+        yield f"  {target}: {path}{note}"
