@@ -52,9 +52,11 @@ class RpathEdit:
         return self.append_at + len(self.append) if self.append else self.original_size
 
 
-def plan_rpath(path: Path | str, rpath: str) -> RpathEdit | None:
-    """The byte patches that give ``path`` exactly ``DT_RPATH=rpath`` and no DT_RUNPATH."""
+def plan_rpath(path: Path | str, rpath: str, *, runpath: bool = False) -> RpathEdit | None:
+    """The byte patches that give ``path`` exactly ``DT_RPATH=rpath`` and no DT_RUNPATH
+    (``runpath``: ``DT_RUNPATH=rpath`` and no DT_RPATH)."""
     new = rpath.encode()
+    path_tag = DT_RUNPATH if runpath else DT_RPATH
     with _elf(path) as (elf, mm):
         if elf.elfclass != 64 or not elf.little_endian:
             return None
@@ -80,7 +82,7 @@ def plan_rpath(path: Path | str, rpath: str) -> RpathEdit | None:
                 old_len = end - (str_off + val)
                 patches.append((str_off + val, new + b"\0" * (old_len - len(new))))
                 keep = [e for e in entries if e[0] not in (DT_RPATH, DT_RUNPATH)]
-                keep.append((DT_RPATH, val))
+                keep.append((path_tag, val))
                 patches.append((dyn_off, _dynamic_bytes(keep, slots)))
                 return RpathEdit("inplace", tuple(sorted(patches)), len(mm), b"", len(mm))
         # append: a new .dynstr with the string at its end, in a new PT_LOAD
@@ -110,7 +112,7 @@ def plan_rpath(path: Path | str, rpath: str) -> RpathEdit | None:
             else (t, v)
             for t, v in keep
         ]
-        keep.append((DT_RPATH, len(table)))
+        keep.append((path_tag, len(table)))
         patches.append((dyn_off, _dynamic_bytes(keep, slots)))
         note = notes[-1]
         patches.append(

@@ -122,6 +122,7 @@ class _Pass:
                 self.methods[m.name] = stream_elf(
                     self.writer, m.name, extracted[m.name], changes[m.name].new, self.scratch,
                     m.mode or 0o755, content=self.reader.verified.get(m.name, ""),
+                    runpath=changes[m.name].runpath,
                 )  # fmt: skip
                 self.progress.advance(self.task, extracted[m.name].stat().st_size)
                 faults.point("bundle.member-patched")
@@ -202,11 +203,13 @@ def stream_elf(
     scratch: Path,
     mode: int,
     content: str | None = None,
+    *,
+    runpath: bool = False,
 ) -> str:
-    """Add ``path`` with DT_RPATH=rpath: patched while streaming, patchelf only as a fallback.
-    ``content``: what identifies the bytes in the deflate cache instead of the file ("": a
-    file made for this run only, not cached)."""
-    edit = elfpatch.plan_rpath(path, rpath)
+    """Add ``path`` with DT_RPATH=rpath (``runpath``: DT_RUNPATH): patched while streaming,
+    patchelf only as a fallback. ``content``: what identifies the bytes in the deflate cache
+    instead of the file ("": a file made for this run only, not cached)."""
+    edit = elfpatch.plan_rpath(path, rpath, runpath=runpath)
     if edit is not None:
         key = writer.cache_key(path, f"rpath {edit!r}", content=content)
         with elfpatch.PatchedFile(path, edit) as pf:
@@ -216,7 +219,8 @@ def stream_elf(
     tmp.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, tmp)
     patchelf = _patchelf()
-    proc.run([patchelf, "--force-rpath", "--set-rpath", rpath, tmp], capture=True, what="patchelf")
+    force = [] if runpath else ["--force-rpath"]  # patchelf writes DT_RUNPATH unless forced
+    proc.run([patchelf, *force, "--set-rpath", rpath, tmp], capture=True, what="patchelf")
     writer.add_file(arcname, tmp, mode)
     tmp.unlink()
     return "patchelf"

@@ -43,6 +43,8 @@ class RpathChange:
     arcname: str
     old: tuple[str, ...]
     new: str
+    #: written as DT_RUNPATH (thin wheels' entries into ROCm's package folders), not DT_RPATH
+    runpath: bool = False
 
 
 @dataclass(frozen=True)

@@ -282,7 +282,11 @@ class _Closure:
                     entries.append(rel_origin(here, location[name]))
             entries += [e for e in info.search_path if inside(here, e)]
             new = ":".join(dict.fromkeys(entries))
-            if info.rpath != tuple(new.split(":")) or info.runpath:
+            # thin: what finds ROCm's packages is a RUNPATH, as in ROCm's own thin wheels
+            run = any(n in self.from_packages for n in info.needed)
+            if run and (info.runpath != tuple(new.split(":")) or info.rpath):
+                rpaths.append(RpathChange(arc, info.search_path, new, runpath=True))
+            elif not run and (info.rpath != tuple(new.split(":")) or info.runpath):
                 rpaths.append(RpathChange(arc, info.search_path, new))
         return rpaths
 

@@ -318,3 +318,55 @@ def test_thin_dry_run_says_where_rocm_comes_from(
     assert "hipext/_kern.so: - -> $ORIGIN/../_rocm_sdk_core/lib" in res.stdout
     assert "requires: rocm-sdk-core==5.2.3" in res.stdout
     assert not (tmp_path / "out").exists()
+
+
+def _dynamic_tags(path: Path) -> dict[str, list[str]]:
+    """DT_RPATH / DT_RUNPATH entries of the dynamic section, as pyelftools reads them."""
+    from elftools.elf.elffile import ELFFile
+
+    found: dict[str, list[str]] = {"DT_RPATH": [], "DT_RUNPATH": []}
+    with path.open("rb") as fh:
+        dynamic = ELFFile(fh).get_section_by_name(".dynamic")
+        for tag in dynamic.iter_tags():
+            if tag.entry.d_tag == "DT_RPATH":
+                found["DT_RPATH"].append(tag.rpath)
+            elif tag.entry.d_tag == "DT_RUNPATH":
+                found["DT_RUNPATH"].append(tag.runpath)
+    return found
+
+
+def test_thin_search_path_into_rocm_packages_is_a_runpath(
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Entries into ``_rocm_sdk_*`` folders are DT_RUNPATH (as ROCm's and pyg-lib-rocm's thin
+    wheels have them), whether the edit reuses the old string or appends one; an ELF file that
+    needs nothing from the packages keeps a DT_RPATH."""
+    from .helpers import cc_shared, make_wheel
+
+    lib = tree_copy / "lib"
+    hip = lib / "libamdhip64.so.5"
+    # a DT_RPATH long enough for an in-place edit; none at all (appended string)
+    inplace = cc_shared(tmp_path / "b" / "_a.so", "int hipInit(unsigned);\nint a(void){return "
+                        "hipInit(0);}\n", libs=[hip], rpath="/" + "x" * 80)  # fmt: skip
+    appended = cc_shared(tmp_path / "b" / "_b.so", "int hipInit(unsigned);\nint b(void){return "
+                         "hipInit(0);}\n", libs=[hip])  # fmt: skip
+    plain = cc_shared(tmp_path / "b" / "_c.so", "int a(void);\nint c(void){return a();}\n",
+                      libs=[inplace])  # fmt: skip
+    wheel = make_wheel(
+        tmp_path / "dist",
+        "runp",
+        "1.0",
+        {"runp/_a.so": inplace, "runp/_b.so": appended, "runp/sub/_c.so": plain},
+    )
+    out = tmp_path / "out"
+    res = _thin(run_cli, wheel, tree_copy, out)
+    assert res.returncode == 0, res.stderr
+    (thin,) = out.glob("runp-*.whl")
+    with zipfile.ZipFile(thin) as zf:
+        zf.extractall(tmp_path / "x")
+    for name in ("_a.so", "_b.so"):
+        tags = _dynamic_tags(tmp_path / "x" / "runp" / name)
+        assert tags["DT_RPATH"] == [], name
+        assert tags["DT_RUNPATH"] == ["$ORIGIN/../_rocm_sdk_core/lib"], name
+    tags = _dynamic_tags(tmp_path / "x" / "runp" / "sub" / "_c.so")
+    assert tags == {"DT_RPATH": ["$ORIGIN/../lib:$ORIGIN/.."], "DT_RUNPATH": []}
