@@ -37,7 +37,8 @@ def plan_lines(result: BundleResult) -> Iterator[str]:
     )
     for change in plan.get("rpaths", []):
         old = ":".join(change["old"]) or "-"
-        yield f"  search path of {change['arcname']}: {old} -> {change['new']}"
+        kind = " (RUNPATH)" if change.get("runpath") else ""
+        yield f"  search path of {change['arcname']}: {old} -> {change['new']}{kind}"
     if plan.get("from_torch"):
         yield f"  from the torch wheel: {', '.join(plan['from_torch'])}"
     for req in plan.get("requires", []):

@@ -315,7 +315,7 @@ def test_thin_dry_run_says_where_rocm_comes_from(
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "libraries to add: 0 (thin: ROCm's from its packages)" in res.stdout
-    assert "hipext/_kern.so: - -> $ORIGIN/../_rocm_sdk_core/lib" in res.stdout
+    assert "hipext/_kern.so: - -> $ORIGIN/../_rocm_sdk_core/lib (RUNPATH)" in res.stdout
     assert "requires: rocm-sdk-core==5.2.3" in res.stdout
     assert not (tmp_path / "out").exists()
 
