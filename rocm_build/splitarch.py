@@ -19,7 +19,8 @@ reads it from the library file it loaded, and nothing would put it back without 
 
 ``pip install 'torch[device-gfx942]'`` then installs exactly the files of the fat gfx942 wheel.
 A file whose path names several requested targets goes into each of their device wheels (same
-bytes: pip lets the second overwrite the first).
+bytes: pip lets the second overwrite the first). A wheel with no per-target data at all
+(torchvision, which takes torch's libraries) gets no device wheels and no extras.
 """
 
 from __future__ import annotations
@@ -202,8 +203,10 @@ def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult 
                 _, prov = _provenance(reader)
         except (OSError, BundleError, ValueError):
             continue
-        split = prov.get("split", {})
-        if split.get("fingerprint") != fingerprint or not _unchanged(prov.get("sources", [])):
+        split = prov.get("split")
+        if not isinstance(split, dict) or prov.get("fingerprint") != fingerprint:
+            continue
+        if not _unchanged(prov.get("sources", [])):
             continue
         devices = {t: output_dir / n for t, n in split.get("device_wheels", {}).items()}
         if all(p.is_file() for p in devices.values()):
@@ -243,6 +246,8 @@ def split_wheel(
         for m in reader.members:
             if not m.is_dir:
                 owner[m.name] = member_targets(m.name, prefixes, targets)
+        if not any(owner.values()):  # no data of any target (torchvision): no device wheels
+            targets = ()
         dists = {t: device_name(pattern, project, t) for t in targets}
         extras = {
             _EXTRA.format(target=t): f"{dists[t]}=={version}" for t in targets
@@ -280,11 +285,12 @@ def split_wheel(
                 writer.commit()
             faults.point("bundle.split-device")
         split = {
-            "fingerprint": fingerprint,
+            "bundle_fingerprint": prov.get("fingerprint", ""),
             "device_wheels": {t: p.name for t, p in device_paths.items()},
             "moved": {t: {"files": n, "bytes": b} for t, (n, b) in moved.items()},
         }
-        new_prov = {**prov, "split": split}
+        # a fat bundle of the same settings must not take the host wheel for its own output
+        new_prov = {**prov, "fingerprint": fingerprint, "split": split}
         with (
             locks.hold(host, f"the wheel {host}", no_wait=no_wait),
             tempfiles.writing(host),

@@ -179,3 +179,54 @@ def test_device_wheel_needs_its_host_at_that_version(
                     "--output-dir", str(out), "--split-arch")  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "up to date:" in again.stdout
+
+
+def test_fat_bundle_does_not_take_the_host_wheel_for_its_output(
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The host wheel has the fat wheel's name: a fat run of the same settings into the same
+    folder must bundle again (the data files are not in the host), not call it up to date."""
+    wheel = _blasy(tree_copy, tmp_path / "build")
+    out = tmp_path / "out"
+    args = [str(wheel), "--rocm", str(tree_copy), "--arch", "gfx90a", "--output-dir", str(out)]
+    assert _bundle(run_cli, tmp_path, *args, "--split-arch").returncode == 0
+    fat = run_cli(["--json", "bundle", "-z", "1", *args], cwd=tmp_path,
+                  env={"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"})  # fmt: skip
+    assert fat.returncode == 0, fat.stderr
+    assert json.loads(fat.stdout)[0]["status"] == "bundled"
+    (host,) = out.glob("blasy-*.whl")
+    with zipfile.ZipFile(host) as zf:
+        assert "blasy/lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat" in zf.namelist()
+
+
+def test_split_killed_midway_finishes_on_the_next_run(
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    wheel = _blasy(tree_copy, tmp_path / "build")
+    out = tmp_path / "out"
+    args = [str(wheel), "--rocm", str(tree_copy), "--arch", "gfx90a,gfx1030",
+            "--output-dir", str(out), "--split-arch"]  # fmt: skip
+    env = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*",
+           "RB_FAULT_POINT": "bundle.split-device@2"}  # fmt: skip
+    killed = run_cli(["bundle", "-z", "1", *args], cwd=tmp_path, env=env)
+    assert killed.returncode == -9
+    assert not list(out.glob("blasy-*.whl"))  # no host wheel until every device wheel is in
+    again = _bundle(run_cli, tmp_path, *args)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name.split("-")[0] for p in out.glob("*.whl")) == [
+        "amd_blasy_device_gfx1030", "amd_blasy_device_gfx90a", "blasy",
+    ]  # fmt: skip
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []  # swept
+
+
+def test_wheel_without_per_target_data_gets_no_device_wheels(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    res = _bundle(run_cli, tmp_path, str(hip_ext_wheel), "--rocm", str(tree_copy),
+                  "--output-dir", str(out), "--split-arch")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    (host,) = out.glob("*.whl")
+    with zipfile.ZipFile(host) as zf:
+        meta = zf.read("hipext-1.0.0.dist-info/METADATA").decode()
+    assert "Provides-Extra" not in meta
