@@ -141,7 +141,7 @@ def _add_extras(metadata: str, extras: Mapping[str, str]) -> str:
     for extra, requirement in extras.items():
         lines.append(f"Provides-Extra: {extra}")
         lines.append(f'Requires-Dist: {requirement}; extra == "{extra}"')
-    return "\n".join(lines) + "\n" + (sep + body if sep else "\n")
+    return "\n".join(lines) + ("\n\n" + body if sep else "\n")
 
 
 def _device_metadata(name: str, version: str, project: str, target: str) -> str:
