@@ -92,7 +92,7 @@ def child(key: str, out: Path, level: int) -> dict[str, object]:
 
 
 def _mb(n: float) -> str:
-    return f"{n / 1e6:,.0f} MB"
+    return f"{n / 1e6:,.1f} MB"
 
 
 def _pick(wheels: dict[str, int], prefix: str) -> int:
@@ -129,15 +129,16 @@ def report(results: dict[str, dict[str, object]]) -> None:
         line("fat, every target", size, size, "f")
     if "g" in wheels:
         size = sum(wheels["g"].values())
-        line("fat, gfx942 (one wheel per target)", size, size, "g")
+        line("fat, gfx942 (upload: this, for each target)", size, size, "g")
     if "s" in wheels:
         s = wheels["s"]
         host = _pick(s, "torch-")
         line("split", sum(s.values()), host + _pick(s, "amd_torch_device_gfx942-"), "s")
         print(f"    gfx1100 user: {_mb(host + _pick(s, 'amd_torch_device_gfx1100-'))}")
     if "t" in wheels and "r" in wheels:
-        thin = sum(wheels["t"].values()) + sum(wheels["r"].values())
-        line("thin + ROCm packages (gfx94X-dcgpu)", thin, thin, "tr")
+        thin = sum(wheels["t"].values())
+        rocm = sum(wheels["r"].values())
+        line("thin (the ROCm packages come from ROCm's index)", thin, thin + rocm, "tr")
     if "a" in results:
         a = results["a"]
         print(f"  auditwheel repair (no data, no dlopen'ed libraries): "
