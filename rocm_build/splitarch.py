@@ -218,6 +218,67 @@ def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult 
     return None
 
 
+@dataclass(frozen=True)
+class _Device:
+    target: str
+    dist: str  # distribution name
+    path: Path  # the wheel to write
+    dist_info: str
+
+
+def _write_device(
+    reader: WheelReader, owner: Mapping[str, set[str]], device: _Device, *, project: str,
+    version: str, level: int, no_wait: bool, progress: Progress, task: str,
+) -> tuple[int, int]:  # fmt: skip
+    """One device wheel: the members of its target, copied as they are; returns their count
+    and uncompressed bytes."""
+    files = size = 0
+    out = device.path
+    with (
+        locks.hold(out, f"the wheel {out}", no_wait=no_wait),
+        tempfiles.writing(out),
+        WheelWriter(out, device.dist_info, level=level) as writer,
+    ):
+        for m in reader.members:
+            if device.target in owner.get(m.name, ()):
+                writer.copy_member(reader, m.name)
+                files, size = files + 1, size + m.file_size
+                progress.advance(task, m.compress_size)
+        meta = _device_metadata(device.dist, version, project, device.target)
+        writer.add_bytes(f"{device.dist_info}/METADATA", meta.encode())
+        tags = [f"py3-none-{p}" for p in reader.name.platform_tag.split(".")]
+        writer.add_bytes(f"{device.dist_info}/WHEEL", _device_wheel_info(tags).encode())
+        writer.commit()
+    return files, size
+
+
+def _write_host(
+    reader: WheelReader, owner: Mapping[str, set[str]], host: Path, *, provenance: tuple[str,
+    dict[str, Any]], extras: Mapping[str, str], level: int, no_wait: bool, progress: Progress,
+    task: str,
+) -> None:  # fmt: skip
+    """The host wheel: every member no device wheel took, with the new provenance and extras."""
+    prov_name, prov = provenance
+    record = f"{reader.dist_info}/RECORD"
+    with (
+        locks.hold(host, f"the wheel {host}", no_wait=no_wait),
+        tempfiles.writing(host),
+        WheelWriter(host, reader.dist_info, level=level) as writer,
+    ):
+        for m in reader.members:
+            if m.is_dir or m.name == record or owner.get(m.name):
+                continue
+            if m.name == prov_name:
+                text = json.dumps(prov, indent=1, sort_keys=True) + "\n"
+                writer.add_bytes(m.name, text.encode())
+            elif m.name == f"{reader.dist_info}/METADATA":
+                writer.add_bytes(m.name, _add_extras(reader.metadata(), extras).encode())
+            else:
+                writer.copy_member(reader, m.name)
+            progress.advance(task, m.compress_size)
+        writer.commit()
+
+
 def split_wheel(
     fat: Path,
     *,
@@ -230,94 +291,61 @@ def split_wheel(
     no_wait: bool = False,
     progress: Progress = NO_PROGRESS,
 ) -> SplitResult:
-    """Cut the fat wheel ``fat`` into the host wheel and the device wheels, in ``output_dir``."""
+    """Cut the fat wheel ``fat`` into the host wheel and the device wheels, in ``output_dir``:
+    the device wheels first, the host wheel (which names them) last."""
     start = time.monotonic()
     with WheelReader(fat) as reader:
         prov_name, prov = _provenance(reader)
         targets = tuple(prov.get("targets", ()))
         if not prov_name or not targets:
             raise BundleError(
-                f"{fat.name} names no gfx targets to split by: pass --arch with the targets"
+                f"{input_path.name}: nothing to split (no ROCm library or data bundled, or no gfx "
+                "target named): bundle it without --split-arch"
             )
-        name = reader.name
-        version = wheelfile.consistent_version(name.version, reader.metadata())
-        project = name.distribution
-        owner: dict[str, set[str]] = {}
-        for m in reader.members:
-            if not m.is_dir:
-                owner[m.name] = member_targets(m.name, prefixes, targets)
+        version = wheelfile.consistent_version(reader.name.version, reader.metadata())
+        project = reader.name.distribution
+        owner = {
+            m.name: member_targets(m.name, prefixes, targets)
+            for m in reader.members
+            if not m.is_dir
+        }
         if not any(owner.values()):  # no data of any target (torchvision): no device wheels
             targets = ()
-        dists = {t: device_name(pattern, project, t) for t in targets}
-        extras = {
-            _EXTRA.format(target=t): f"{dists[t]}=={version}" for t in targets
-        }  # fmt: skip
-        plat = name.platform_tag
-        device_paths = {
-            t: output_dir / f"{re.sub(r'[-.]+', '_', dists[t])}-{version}-py3-none-{plat}.whl"
-            for t in targets
-        }
-        moved = dict.fromkeys(targets, (0, 0))
+        plat = reader.name.platform_tag
+        devices = []
+        for t in targets:
+            dist = device_name(pattern, project, t)
+            stem = f"{re.sub(r'[-.]+', '_', dist)}-{version}"
+            path = output_dir / f"{stem}-py3-none-{plat}.whl"
+            devices.append(_Device(t, dist, path, f"{stem}.dist-info"))
         host = output_dir / fat.name
-        record = f"{reader.dist_info}/RECORD"
         task = f"{host.name}: split"
         progress.start(task, sum(m.compress_size for m in reader.members))
-        for t in targets:
-            dist_info = f"{re.sub(r'[-.]+', '_', dists[t])}-{version}.dist-info"
-            out = device_paths[t]
-            with (
-                locks.hold(out, f"the wheel {out}", no_wait=no_wait),
-                tempfiles.writing(out),
-                WheelWriter(out, dist_info, level=level) as writer,
-            ):
-                for m in reader.members:
-                    if t in owner.get(m.name, ()):
-                        writer.copy_member(reader, m.name)
-                        n, size = moved[t]
-                        moved[t] = (n + 1, size + m.file_size)
-                        progress.advance(task, m.compress_size)
-                writer.add_bytes(
-                    f"{dist_info}/METADATA",
-                    _device_metadata(dists[t], version, project, t).encode(),
-                )
-                writer.add_bytes(f"{dist_info}/WHEEL", _device_wheel_info(
-                    [f"py3-none-{p}" for p in plat.split(".")]).encode())  # fmt: skip
-                writer.commit()
+        moved: dict[str, tuple[int, int]] = {}
+        for device in devices:
+            moved[device.target] = _write_device(
+                reader, owner, device, project=project, version=version, level=level,
+                no_wait=no_wait, progress=progress, task=task,
+            )  # fmt: skip
             faults.point("bundle.split-device")
         split = {
             "bundle_fingerprint": prov.get("fingerprint", ""),
-            "device_wheels": {t: p.name for t, p in device_paths.items()},
+            "device_wheels": {d.target: d.path.name for d in devices},
             "moved": {t: {"files": n, "bytes": b} for t, (n, b) in moved.items()},
         }
         # a fat bundle of the same settings must not take the host wheel for its own output
         new_prov = {**prov, "fingerprint": fingerprint, "split": split}
-        with (
-            locks.hold(host, f"the wheel {host}", no_wait=no_wait),
-            tempfiles.writing(host),
-            WheelWriter(host, reader.dist_info, level=level) as writer,
-        ):
-            for m in reader.members:
-                if m.is_dir or m.name == record or owner.get(m.name):
-                    continue
-                if m.name == prov_name:
-                    text = json.dumps(new_prov, indent=1, sort_keys=True) + "\n"
-                    writer.add_bytes(m.name, text.encode())
-                elif m.name == f"{reader.dist_info}/METADATA":
-                    writer.add_bytes(m.name, _add_extras(reader.metadata(), extras).encode())
-                else:
-                    writer.copy_member(reader, m.name)
-                progress.advance(task, m.compress_size)
-            writer.commit()
+        extras = {_EXTRA.format(target=d.target): f"{d.dist}=={version}" for d in devices}
+        _write_host(
+            reader, owner, host, provenance=(prov_name, new_prov), extras=extras, level=level,
+            no_wait=no_wait, progress=progress, task=task,
+        )  # fmt: skip
         faults.point("bundle.split-host")
         progress.done(task)
-    log.info(
-        "split %s: host %s, device wheels %s",
-        input_path.name, host.name, ", ".join(p.name for p in device_paths.values()),
-    )  # fmt: skip
-    return SplitResult(
-        str(input_path), str(host), {t: str(p) for t, p in device_paths.items()}, "split",
-        time.monotonic() - start, moved,
-    )  # fmt: skip
+    paths = {d.target: str(d.path) for d in devices}
+    log.info("split %s: host %s, device wheels %s", input_path.name, host.name,
+             ", ".join(d.path.name for d in devices))  # fmt: skip
+    return SplitResult(str(input_path), str(host), paths, "split", time.monotonic() - start, moved)
 
 
 def _settings_fingerprint(
