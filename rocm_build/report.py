@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import arch, elf, pe, splitarch
+from . import arch, elf, pe
+from .bundle import split as splitarch
 from .bundle.analyze import WheelAnalysis, analyze_path
 from .bundle.data import gfx_tokens
 from .bundle.plan import inside

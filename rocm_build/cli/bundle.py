@@ -171,7 +171,7 @@ def split(
 ) -> None:
     """``--split-arch``: the fat bundle cut into host and device wheels."""
     from rocm_build import bundle as bundle_stage
-    from rocm_build import splitarch
+    from rocm_build.bundle import split as splitarch
 
     bars = state.progress()
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build import splitarch
+from rocm_build.bundle import split as splitarch
 from rocm_build.errors import BundleError
 
 

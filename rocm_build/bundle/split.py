@@ -39,11 +39,17 @@ from typing import Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from . import __version__, bundle, faults, locks, tempfiles, wheelfile
-from .context import RunContext
-from .errors import BundleError
-from .progress import NO_PROGRESS, Progress
-from .wheelfile import WheelName, WheelReader, WheelWriter
+from rocm_build import __version__, faults, locks, tempfiles, wheelfile
+from rocm_build.context import RunContext
+from rocm_build.errors import BundleError
+from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
+
+from .analyze import PROVENANCE
+from .data import data_destination, gfx_tokens, looked_up_at
+from .model import BundleResult
+from .stage import bundle_many
+from .windows import is_windows_wheel
 
 __all__ = [
     "DEFAULT_DEVICE_NAME",
@@ -107,9 +113,9 @@ def device_requirements(metadata: str) -> dict[str, str]:
 
 
 def _data_prefixes(rocm: Path, data_trees: Sequence[str], lib_dir: str) -> list[str]:
-    """Where the fat bundle put each data tree (as :func:`bundle.select_data` does)."""
+    """Where the fat bundle put each data tree (as :func:`.data.select_data` does)."""
     return sorted(
-        {bundle.data_destination(lib_dir, bundle.looked_up_at(rocm, t)) for t in data_trees},
+        {data_destination(lib_dir, looked_up_at(rocm, t)) for t in data_trees},
         key=len,
         reverse=True,
     )
@@ -120,7 +126,7 @@ def member_targets(name: str, prefixes: Sequence[str], targets: Sequence[str]) -
     for prefix in prefixes:
         if name == prefix or name.startswith(prefix + "/"):
             rel = name[len(prefix) + 1 :] or posixpath.basename(name)
-            return bundle.gfx_tokens(rel) & set(targets)
+            return gfx_tokens(rel) & set(targets)
     return set()
 
 
@@ -174,7 +180,7 @@ def _stat(path: Path) -> list[Any]:
 
 def _provenance(reader: WheelReader) -> tuple[str, dict[str, Any]]:
     for m in reader.members:
-        if m.name.count("/") == 1 and m.name.endswith("/" + bundle.PROVENANCE):
+        if m.name.count("/") == 1 and m.name.endswith("/" + PROVENANCE):
             try:
                 data: dict[str, Any] = json.loads(reader.read_bytes(m.name))
             except ValueError:
@@ -378,13 +384,13 @@ def split_many(
     dry_run: bool = False,
 ) -> list[SplitResult]:
     """``bundle --split-arch``: bundle each wheel fat (torch first, see
-    :func:`bundle.bundle_many`) into a scratch folder, then split it into ``ctx.output_dir``.
+    :func:`.stage.bundle_many`) into a scratch folder, then split it into ``ctx.output_dir``.
     Nothing to do when the host and device wheels of the same inputs are there already."""
     settings = ctx.settings.bundle
     pattern = settings.device_name or DEFAULT_DEVICE_NAME
     for wheel in wheels:
         if settings.platform == "windows" or (
-            settings.platform == "auto" and bundle.is_windows_wheel(wheel)
+            settings.platform == "auto" and is_windows_wheel(wheel)
         ):
             raise BundleError(
                 f"{wheel.name}: --split-arch makes Linux wheels only so far: bundle this "
@@ -394,7 +400,7 @@ def split_many(
         for t in ctx.arch_targets:
             device_name(pattern, "project", t)
     if dry_run:
-        return [_planned(r, pattern) for r in bundle.bundle_many(
+        return [_planned(r, pattern) for r in bundle_many(
             ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=True)]  # fmt: skip
     output_dir = ctx.output_dir
     tempfiles.check_folder(output_dir)
@@ -406,7 +412,7 @@ def split_many(
     results: list[SplitResult] = []
     with tempfiles.folder(output_dir, "split-arch") as scratch:
         fat_ctx = replace(ctx, output_dir=scratch)
-        fats = bundle.bundle_many(
+        fats = bundle_many(
             fat_ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=progress
         )
         by_input = {Path(r.input).resolve(): r for r in fats}
@@ -426,7 +432,7 @@ def split_many(
     return results
 
 
-def _planned(fat: bundle.BundleResult, pattern: str) -> SplitResult:
+def _planned(fat: BundleResult, pattern: str) -> SplitResult:
     plan = fat.plan or {}
     name = WheelName.parse(Path(fat.input).name)
     targets = plan.get("targets", [])
