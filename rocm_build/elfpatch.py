@@ -1,4 +1,4 @@
-"""Set an ELF file's DT_RPATH as a list of byte patches, applied while the file is streamed.
+"""Set an ELF file's DT_RPATH or DT_RUNPATH as byte patches, applied while the file is streamed.
 
 patchelf reads a whole file into memory and writes it back; for a 1.3 GB ROCm library that is
 1.3 GB of memory and a full extra write. A search-path change only touches a few hundred bytes,

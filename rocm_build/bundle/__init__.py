@@ -20,7 +20,8 @@ Rules (see the README's "Fat wheels" section):
 * data trees (``bundle.data_trees``) keep their relative layout beside the libraries, filtered
   to the requested gfx targets;
 * libraries keep their names and sonames (no hashing) and go to the project's ``lib_dir``; every
-  host ELF gets an ``$ORIGIN``-relative DT_RPATH; nothing points outside the wheel;
+  host ELF gets an ``$ORIGIN``-relative DT_RPATH (thin wheels: DT_RUNPATH into ROCm's package
+  folders); nothing points outside the wheel;
 * a wheel that depends on a torch fat wheel (torchvision, torchaudio) takes what torch carries
   from ``torch/lib`` and requires that exact torch.
 """
