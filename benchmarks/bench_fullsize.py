@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -244,6 +245,27 @@ def phases(level: int, sample: int = 8) -> dict[str, float]:
     return out
 
 
+def run_child(
+    script: str, label: str, spec: str, args: argparse.Namespace, loads: list[float]
+) -> dict[str, Any] | None:
+    """Run ``script --child spec`` in its own process (its own peak RSS and CPU time), with
+    ``args.timeout``; returns its JSON result, or None after saying why there is none."""
+    cmd = [sys.executable, script, "--level", str(args.level), "--child", spec]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, timeout=args.timeout
+        )
+    except subprocess.TimeoutExpired:
+        print(f"{label}: timed out after {args.timeout:.0f} s", flush=True)
+        return None
+    loads.append(os.getloadavg()[0])
+    if proc.returncode != 0:
+        print(f"{label} failed:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
+        return None
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--level", type=int, default=6)
@@ -285,19 +307,10 @@ def main() -> None:
             shutil.rmtree(WORK / CACHES[key], ignore_errors=True)
         if key == "w":
             rebuilt_wheel(Path(ctx["wheel"]))
-        cmd = [sys.executable, __file__, "--level", str(args.level), "--child", f"{key}:{out}"]
-        try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, check=False, timeout=args.timeout
-            )
-        except subprocess.TimeoutExpired:
-            print(f"({key}) {NAMES[key]}: timed out after {args.timeout:.0f} s", flush=True)
+        found = run_child(__file__, f"({key}) {NAMES[key]}", f"{key}:{out}", args, loads)
+        if found is None:
             continue
-        loads.append(os.getloadavg()[0])
-        if proc.returncode != 0:
-            print(f"({key}) failed:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
-            continue
-        results[key] = r = json.loads(proc.stdout.strip().splitlines()[-1])
+        results[key] = r = found
         print(
             f"({key}) {NAMES[key]}: {r['seconds']:.1f} s (CPU {r['cpu_seconds']:.1f} s), "
             f"peak {r['peak_mb']:.0f} MB, output {r['output_mb']:.0f} MB",

@@ -177,17 +177,11 @@ def main() -> None:
         out = WORK / f"out-{key}"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        cmd = [sys.executable, __file__, "--level", str(args.level), "--child", f"{key}:{out}"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"({key}) {NAMES[key]}: timed out after {args.timeout:.0f} s", flush=True)
+        spec = f"{key}:{out}"
+        found = bench_fullsize.run_child(__file__, f"({key}) {NAMES[key]}", spec, args, loads)
+        if found is None:
             continue
-        loads.append(os.getloadavg()[0])
-        if proc.returncode != 0:
-            print(f"({key}) failed:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
-            continue
-        results[key] = r = json.loads(proc.stdout.strip().splitlines()[-1])
+        results[key] = r = found
         total = sum(dict(r["wheels"]).values())  # type: ignore[call-overload]
         print(
             f"({key}) {NAMES[key]}: {float(r['seconds']):.1f} s "  # type: ignore[arg-type]

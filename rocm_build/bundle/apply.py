@@ -299,14 +299,19 @@ def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) ->
     """The output of these very inputs and settings, if it is already in ``output_dir``."""
     for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
         prov = read_provenance(existing, arcname)
-        if prov and prov.get("fingerprint") == fingerprint and _sources_unchanged(prov):
+        if (
+            prov
+            and prov.get("fingerprint") == fingerprint
+            and sources_unchanged(prov.get("sources", []))
+        ):
             log.info("%s is up to date (same input, tree and settings)", existing.name)
             return existing
     return None
 
 
-def _sources_unchanged(prov: Mapping[str, Any]) -> bool:
-    for path, size, mtime in prov.get("sources", []):
+def sources_unchanged(sources: Sequence[Sequence[Any]]) -> bool:
+    """Whether the files a provenance record lists (path, size, mtime_ns) are as they were."""
+    for path, size, mtime in sources:
         try:
             st = Path(path).stat()
         except OSError:

@@ -46,6 +46,7 @@ from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
 
 from .analyze import PROVENANCE
+from .apply import sources_unchanged
 from .data import data_destination, gfx_tokens, looked_up_at
 from .model import BundleResult
 from .stage import bundle_many
@@ -189,17 +190,6 @@ def _provenance(reader: WheelReader) -> tuple[str, dict[str, Any]]:
     return "", {}
 
 
-def _unchanged(sources: Sequence[Sequence[Any]]) -> bool:
-    for path, size, mtime in sources:
-        try:
-            st = Path(path).stat()
-        except OSError:
-            return False
-        if st.st_size != size or st.st_mtime_ns != mtime:
-            return False
-    return True
-
-
 def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult | None:
     """The host and device wheels of these very inputs and settings, if all are there."""
     start = time.monotonic()
@@ -212,7 +202,7 @@ def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult 
         split = prov.get("split")
         if not isinstance(split, dict) or prov.get("fingerprint") != fingerprint:
             continue
-        if not _unchanged(prov.get("sources", [])):
+        if not sources_unchanged(prov.get("sources", [])):
             continue
         devices = {t: output_dir / n for t, n in split.get("device_wheels", {}).items()}
         if all(p.is_file() for p in devices.values()):
