@@ -147,14 +147,15 @@ def test_fullsize_bundles(
             assert f"torch/lib/{name}" in names
     assert sizes[all_wheel] > sizes[one_wheel] + 2_000_000_000  # the data of 34 targets
 
-    # bytes per target: code objects (Debian's libraries carry gfx9-4-generic, not gfx942) and
-    # data files (rocBLAS and hipBLASLt have some for gfx1100, none for gfx942)
+    # bytes per target: code objects (Debian's libraries carry gfx9-4-generic, not gfx942: the
+    # generic code runs on gfx942 and counts for it) and data files (rocBLAS and hipBLASLt have
+    # some for gfx1100, none for gfx942)
     shown = run_cli(["--json", "inspect", str(all_wheel)], cwd=work)
     assert shown.returncode == 0, shown.stderr
     coverage = {row["target"]: row for row in json.loads(shown.stdout)["coverage"]}
     assert coverage["gfx1100"]["code_bytes"] > 100_000_000
     assert coverage["gfx1100"]["data_bytes"] > 100_000_000
-    assert 0 < coverage["gfx942"]["code_bytes"] < 100_000  # only the wheel's own library
+    assert coverage["gfx942"]["code_bytes"] > 100_000_000  # gfx9-4-generic in the math libraries
     assert coverage["gfx942"]["data_bytes"] == 0
 
     _sample_crc(one_wheel, every=25)

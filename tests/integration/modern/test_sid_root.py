@@ -87,13 +87,10 @@ def test_run_by_another_user_enters_through_a_user_namespace(
 
     from tests.conftest import REPO
 
+    # What `rocm run` does as that user: start this Python in a user namespace, read the root.
+    check = f"import rocm_build, os; assert os.listdir({str(sid_root)!r})"
     probe = subprocess.run(
-        [
-            *NOBODY,
-            sys.executable,
-            "-c",
-            f"import rocm_build, os; assert os.listdir({str(sid_root)!r})",
-        ],
+        [*NOBODY, "unshare", "--user", "--map-root-user", sys.executable, "-c", check],
         cwd="/",
         env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
         capture_output=True,
