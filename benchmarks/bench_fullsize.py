@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,18 +177,25 @@ def child(key: str, out: Path, level: int) -> dict[str, float]:
         ctx["cwd"] = str(like)
     fn = {"a": auditwheel_repair, "b": bench_bundle.approach_b}.get(key, bench_bundle.approach_c)
     bench_bundle.WORK = WORK
-    start = time.monotonic()
-    fn(ctx, out, level)
-    seconds = time.monotonic() - start
+    facts = measure(lambda: fn(ctx, out, level))
+    facts["output_mb"] = sum(p.stat().st_size for p in out.glob("*.whl")) / 1e6
+    return facts
+
+
+def measure(work: Callable[[], object]) -> dict[str, float]:
+    """Wall seconds of ``work()``, and this process's CPU seconds and peak RSS (MB) with its
+    children's: one approach per child process, so these are the approach's own."""
     import resource
 
+    start = time.monotonic()
+    work()
+    seconds = time.monotonic() - start
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "seconds": seconds,
         "cpu_seconds": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
         "peak_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1024,
-        "output_mb": sum(p.stat().st_size for p in out.glob("*.whl")) / 1e6,
     }
 
 

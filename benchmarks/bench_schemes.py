@@ -24,11 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -78,17 +76,9 @@ def produce(key: str, ctx: dict[str, str], out: Path, level: int) -> None:
 
 def child(key: str, out: Path, level: int) -> dict[str, object]:
     ctx = json.loads((WORK / "ctx.json").read_text())
-    start = time.monotonic()
-    produce(key, ctx, out, level)
-    seconds = time.monotonic() - start
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {
-        "seconds": seconds,
-        "cpu_seconds": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
-        "peak_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1024,
-        "wheels": {p.name: p.stat().st_size for p in sorted(out.glob("*.whl"))},
-    }
+    facts: dict[str, object] = {**bench_fullsize.measure(lambda: produce(key, ctx, out, level))}
+    facts["wheels"] = {p.name: p.stat().st_size for p in sorted(out.glob("*.whl"))}
+    return facts
 
 
 def _mb(n: float) -> str:
