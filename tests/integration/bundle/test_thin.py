@@ -91,15 +91,21 @@ def test_rocm_wheels_have_rocms_names_and_run_without_the_tree(
     python = make_venv(tmp_path / "venv")
     # pip resolves the meta package's requirements from the folder alone
     _pip(python, "--no-index", "--find-links", str(out), "rocm[libraries]==5.2.3")
-    tree_copy.rename(tmp_path / "gone")
-    proc = subprocess.run([str(python), "-c", LOAD_LIBRARIES], capture_output=True, text=True)
+    _runs_on_the_packages(python, LOAD_LIBRARIES, tree_copy, tmp_path / "gone")
+
+
+def _runs_on_the_packages(python: Path, code: str, tree: Path, gone: Path) -> None:
+    """With the tree moved away, ``code`` (printing {"status", "maps"}) loads HIP from the
+    ``_rocm_sdk_core`` package and nothing from the tree."""
+    tree.rename(gone)
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["status"] == 100  # hipErrorNoDevice: no GPU on this machine, the runtime loaded
     hip = [m for m in got["maps"] if "libamdhip64" in m]
     assert hip
     assert all("/_rocm_sdk_core/lib/" in m for m in hip)
-    assert not any(str(tree_copy) in m for m in got["maps"])
+    assert not any(str(tree) in m for m in got["maps"])
 
 
 CHECK = r"""
@@ -140,15 +146,7 @@ def test_thin_wheel_runs_on_the_rocm_packages_without_the_tree(
     python = make_venv(tmp_path / "venv")
     # pip finds rocm-sdk-core through hipext's Requires-Dist, in the folder alone
     _pip(python, "--no-index", "--find-links", str(out), "hipext")
-    tree_copy.rename(tmp_path / "gone")
-    proc = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
-    assert got["status"] == 100  # hipErrorNoDevice: no GPU on this machine, the runtime loaded
-    hip = [m for m in got["maps"] if "libamdhip64" in m]
-    assert hip
-    assert all("/_rocm_sdk_core/lib/" in m for m in hip)
-    assert not any(str(tree_copy) in m for m in got["maps"])
+    _runs_on_the_packages(python, CHECK, tree_copy, tmp_path / "gone")
 
 
 def _inspect(run_cli, wheel: Path):  # type: ignore[no-untyped-def]
