@@ -35,6 +35,7 @@ __all__ = [
     "check_folder",
     "create_file",
     "folder",
+    "is_full",
     "sweep",
     "writing",
 ]
@@ -115,6 +116,11 @@ def sweep(where: Path) -> list[Path]:
     for path in removed:
         log.info("removed %s (left by an interrupted run)", path)
     return removed
+
+
+def is_full(exc: OSError) -> bool:
+    """True if ``exc`` says the disk (or the quota, or the file size limit) is full."""
+    return exc.errno in _FULL
 
 
 def _mb(size: float) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import elf, faults, pe
+from rocm_build import elf, faults, pe, tempfiles
+from rocm_build.errors import FileAccessError
 from rocm_build.wheelfile import WheelName, WheelReader
 
 __all__ = [
@@ -167,7 +169,17 @@ def _scratch(keep_in: Path | None) -> Iterator[Path]:
         yield keep_in
         return
     with tempfile.TemporaryDirectory(prefix="rocm-build-analyze-") as tmp:
-        yield Path(tmp)
+        try:
+            yield Path(tmp)
+        except OSError as exc:
+            if not tempfiles.is_full(exc):
+                raise
+            free = shutil.disk_usage(tmp).free / 1e6
+            raise FileAccessError(
+                f"no space left in {Path(tmp).parent} to unpack the wheel's libraries one at a "
+                f"time for reading ({free:,.0f} MB free); free some space there or point TMPDIR "
+                "at a folder with room"
+            ) from exc
 
 
 def _read_elves(

@@ -1,5 +1,5 @@
 """The output side of bundle: two runs on one wheel (the lock), and an output folder that is a
-file, is read-only, or fills up while the wheel is written."""
+file, is read-only, or fills up while the wheel is written; inspect with a full TMPDIR."""
 
 from __future__ import annotations
 
@@ -143,3 +143,26 @@ def test_disk_full_keeps_the_previous_wheel(
     assert previous.read_bytes() == before
     check_wheel(previous)
     assert strays(bundler.out) == []
+
+
+def test_inspect_with_a_full_temporary_folder(
+    bundler: Bundler, tmp_path: Path, mounts: list[Path]
+) -> None:
+    # inspect unpacks each library (33 kB) to TMPDIR to read it; there, a filler leaves 8 kB
+    # (room for Python's check that TMPDIR is writable, else it would fall back to /tmp)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    _mount(["-t", "tmpfs", "-o", "size=1m", "tmpfs", str(scratch)])
+    mounts.append(scratch)
+    free = shutil.disk_usage(scratch).free
+    (scratch / "filler").write_bytes(b"\0" * (free - 8192))
+    res = subprocess.run(
+        [*bundler.argv()[:3], "inspect", str(bundler.wheel)],
+        env=bundler.env(TMPDIR=str(scratch)), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert res.returncode == 14, res.stderr
+    assert "Traceback" not in res.stderr
+    line = " ".join(res.stderr.split())
+    assert f"no space left in {scratch} to unpack the wheel's libraries" in line
+    assert "point TMPDIR at a folder with room" in line
+    assert os.listdir(scratch) == ["filler"]  # its scratch folder removed again
