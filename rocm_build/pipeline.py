@@ -54,6 +54,11 @@ class _Run:
     outcomes: list[StageOutcome] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)  # what the run report is made from
 
+    def finished(self, name: str) -> None:
+        """``name`` is done: a failure (Ctrl-C) from here on is the next stage's."""
+        names = [stage.name for stage in PIPELINE]
+        self.current = names[min(names.index(name) + 1, len(names) - 1)]
+
 
 def stamp_key(inputs: Mapping[str, Any]) -> str:
     """A stable digest of a stage's inputs."""
@@ -243,6 +248,7 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
             _skipped(
                 run, name, "up to date for its inputs (stamp " + stamp.get("finished", "?") + ")"
             )
+            run.finished(name)
             outputs = [Path(str(o["path"])) for o in stamp["outputs"]]
             return outputs, dict(stamp.get("detail", {}))
     run.on_stage(name, "start", "")
@@ -263,12 +269,13 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
     if key is not None:
         _save_stamp(run, name, key, result.outputs, detail)
         faults.point(f"all.stamped-{name}")
+    # nothing to do: the stage checked its own state (checkout does this itself)
+    status = "skipped" if result.nothing_to_do else "ran"
+    run.outcomes.append(StageOutcome(name, status, seconds, result.nothing_to_do))
+    run.finished(name)
     if result.nothing_to_do:
-        # The stage checked its own state and found nothing to do (checkout does this itself).
-        run.outcomes.append(StageOutcome(name, "skipped", seconds, result.nothing_to_do))
         run.on_stage(name, "skip", result.nothing_to_do)
     else:
-        run.outcomes.append(StageOutcome(name, "ran", seconds))
         run.on_stage(name, "done", f"{seconds:.0f}s")
     return result.outputs, detail
 

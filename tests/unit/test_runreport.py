@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rocm_build import pipeline, runreport
 
 
@@ -86,3 +88,14 @@ def test_stamp_key_is_stable_and_sensitive() -> None:
     c = pipeline.stamp_key({"rocm": {"root": "/r", "version": "6.4.2"}, "targets": ["gfx90a"]})
     assert a == b
     assert a != c
+
+
+def test_a_stop_between_stages_is_blamed_on_the_next_stage() -> None:
+    # Ctrl-C right after build's stamp (while "build done" is printed) is not build's failure
+    run = pipeline._Run(ctx=None, stamps=Path("stamps"), redo=False, on_stage=print)  # type: ignore[arg-type]
+    run.current = "build"
+    run.finished("build")
+    assert run.current == "bundle"
+    run.current = "smoke"
+    run.finished("smoke")
+    assert run.current == "smoke"  # the last stage: nothing after it to blame
