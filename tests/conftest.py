@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -86,6 +88,20 @@ def run_cli() -> CliRunner:
         return result
 
     return run
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Free disk where the suite writes: a run that fills it fails in many places at once."""
+    cache = _test_cache()
+    where = next(p for p in (cache, *cache.parents) if p.exists())
+    free = {w: shutil.disk_usage(w).free / 1e9 for w in (Path(tempfile.gettempdir()), where)}
+    shown = ", ".join(f"{gb:.1f} GB free in {w}" for w, gb in free.items())
+    return f"disk: {shown} (the whole suite needs about {SUITE_DISK_GB} GB)"
+
+
+#: About the most disk the whole suite uses at once from a fresh clone (ROCm trees and root
+#: included), measured with ``df`` during ``.ci/run``; see README "Development".
+SUITE_DISK_GB = 30
 
 
 def _test_cache() -> Path:

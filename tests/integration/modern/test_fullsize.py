@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from rocm_build import bundle, config, dist
-from tests.conftest import _test_cache
+from tests.conftest import DEFLATE_CACHE_ENV, _test_cache
 from tests.integration.modern.fullsize_wheel import LINKED, build_wheel
 
 pytestmark = pytest.mark.slow
@@ -93,7 +93,12 @@ def _smoke(run_cli: Any, root: Path, wheel: Path, where: Path) -> list[str]:
 
 
 def test_fullsize_bundles(
-    fullsize_wheel: Path, sid_tree: Path, sid_root: Path, run_cli: Any, work: Path
+    fullsize_wheel: Path,
+    sid_tree: Path,
+    sid_root: Path,
+    run_cli: Any,
+    work: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the wheel's HIP library needs what torch's does from ROCm
     with zipfile.ZipFile(fullsize_wheel) as zf:
@@ -116,10 +121,19 @@ def test_fullsize_bundles(
     assert plan.returncode == 0, plan.stderr
     assert "lib/rocblas/library has no files for gfx942" in plan.stdout
 
+    # one wheel at a time (bundled, checked, smoked, removed): the run's peak disk stays near
+    # the larger one and its venv; the deflate cache is the test's own, removed with it
+    monkeypatch.setenv(DEFLATE_CACHE_ENV, str(work / "deflate-cache"))
     one = _bundle(run_cli, fullsize_wheel, sid_tree, work / "one", "gfx942", 1)
     assert one["status"] == "bundled"
     assert one["plan"]["data_missing"]["lib/rocblas/library"] == ["gfx942"]
     assert one["zip64"] == []  # 1.8 GB deflated: no size or offset reaches 4 GiB
+    one_size = _check_bundled(run_cli, Path(one["output"]), {"gfx942"}, sid_tree, sid_root)
+    again = _bundle(run_cli, fullsize_wheel, sid_tree, work / "one", "gfx942", 1)
+    assert again["status"] == "up-to-date"
+    shutil.rmtree(work / "one")
+    shutil.rmtree(work / "deflate-cache", ignore_errors=True)
+
     everything = all_targets(sid_tree)
     assert "gfx1100" in everything.split(";")
     full = _bundle(run_cli, fullsize_wheel, sid_tree, work / "all", everything, 0)
@@ -129,23 +143,7 @@ def test_fullsize_bundles(
     assert "gfx1100" not in missing
     assert any("start past 4 GiB" in why for why in full["zip64"]), full["zip64"]
     assert any("central directory" in why for why in full["zip64"])
-
-    one_wheel, all_wheel = Path(one["output"]), Path(full["output"])
-    sizes = {}
-    for wheel, target in ((one_wheel, {"gfx942"}), (all_wheel, set(everything.split(";")))):
-        with zipfile.ZipFile(wheel) as zf:
-            infos = zf.infolist()
-        names = [i.filename for i in infos]
-        sizes[wheel] = sum(i.file_size for i in infos)
-        # rocBLAS data where Debian's rocBLAS looks (beside the library, versioned folder)
-        rocblas = [n for n in names if n.startswith("torch/lib/rocblas/")]
-        assert rocblas
-        assert all(n.startswith("torch/lib/rocblas/4.4.1/library/") for n in rocblas)
-        data = [n for n in names if n.startswith(("torch/lib/rocblas/", "torch/lib/hipblaslt/"))]
-        assert all(bundle.gfx_tokens(n) <= target for n in data)
-        for name in ("libamdhip64.so.6", "librocblas.so.4", "libMIOpen.so.1", "libamd_comgr.so.3"):
-            assert f"torch/lib/{name}" in names
-    assert sizes[all_wheel] > sizes[one_wheel] + 2_000_000_000  # the data of 34 targets
+    all_wheel = Path(full["output"])
 
     # bytes per target: code objects (Debian's libraries carry gfx9-4-generic, not gfx942: the
     # generic code runs on gfx942 and counts for it) and data files (rocBLAS and hipBLASLt have
@@ -158,15 +156,29 @@ def test_fullsize_bundles(
     assert coverage["gfx942"]["code_bytes"] > 100_000_000  # gfx9-4-generic in the math libraries
     assert coverage["gfx942"]["data_bytes"] == 0
 
-    _sample_crc(one_wheel, every=25)
-    _sample_crc(all_wheel, every=25)
+    all_size = _check_bundled(run_cli, all_wheel, set(everything.split(";")), sid_tree, sid_root)
+    assert all_size > one_size + 2_000_000_000  # the data of 34 targets
+    shutil.rmtree(work / "all")
 
+
+def _check_bundled(run_cli: Any, wheel: Path, targets: set[str], tree: Path, root: Path) -> int:
+    """Members, data filtered by ``targets``, CRCs and a smoke import in the root, the tree not
+    seen there; returns the wheel's uncompressed size."""
+    with zipfile.ZipFile(wheel) as zf:
+        infos = zf.infolist()
+    names = [i.filename for i in infos]
+    # rocBLAS data where Debian's rocBLAS looks (beside the library, versioned folder)
+    rocblas = [n for n in names if n.startswith("torch/lib/rocblas/")]
+    assert rocblas
+    assert all(n.startswith("torch/lib/rocblas/4.4.1/library/") for n in rocblas)
+    data = [n for n in names if n.startswith(("torch/lib/rocblas/", "torch/lib/hipblaslt/"))]
+    assert all(bundle.gfx_tokens(n) <= targets for n in data)
+    for name in ("libamdhip64.so.6", "librocblas.so.4", "libMIOpen.so.1", "libamd_comgr.so.3"):
+        assert f"torch/lib/{name}" in names
+    _sample_crc(wheel, every=25)
     # nothing of the tree is seen in the root: the wheel's copies load
-    for wheel, name in ((one_wheel, "one"), (all_wheel, "all")):
-        loaded = _smoke(run_cli, sid_root, wheel, work / f"smoke-{name}")
-        assert any(p.endswith("/torch/lib/libamdhip64.so.6") for p in loaded), loaded
-        assert any(p.endswith("/torch/lib/librocblas.so.4") for p in loaded), loaded
-        assert not any(str(sid_tree) in p for p in loaded)
-
-    again = _bundle(run_cli, fullsize_wheel, sid_tree, work / "one", "gfx942", 1)
-    assert again["status"] == "up-to-date"
+    loaded = _smoke(run_cli, root, wheel, wheel.parent / "smoke")
+    assert any(p.endswith("/torch/lib/libamdhip64.so.6") for p in loaded), loaded
+    assert any(p.endswith("/torch/lib/librocblas.so.4") for p in loaded), loaded
+    assert not any(str(tree) in p for p in loaded)
+    return sum(i.file_size for i in infos)
