@@ -90,13 +90,16 @@ def run_cli() -> CliRunner:
     return run
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    """Free disk where the suite writes: a run that fills it fails in many places at once."""
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Say how much disk is free where the suite writes (also with -q, unlike a header): a run
+    that fills it fails in many places at once."""
     cache = _test_cache()
     where = next(p for p in (cache, *cache.parents) if p.exists())
     free = {w: shutil.disk_usage(w).free / 1e9 for w in (Path(tempfile.gettempdir()), where)}
     shown = ", ".join(f"{gb:.1f} GB free in {w}" for w, gb in free.items())
-    return f"disk: {shown} (the whole suite needs about {SUITE_DISK_GB} GB)"
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"disk: {shown} (the whole suite needs about {SUITE_DISK_GB} GB)")
 
 
 #: About the most disk the whole suite uses at once from a fresh clone (ROCm trees and root
