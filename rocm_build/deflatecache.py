@@ -11,7 +11,9 @@ One file per entry, ``<folder>/<key[:2]>/<key>``: a fixed header (magic, the mem
 size, the stream's length and CRC-32, the member's sha256) and then the stream. Entries are
 written to a temporary name in the same folder and renamed into place, never fsynced: after a
 crash an entry may be short or hold garbage, which its length and the stream's CRC-32 reveal
-(the writer checks both before the entry's bytes can end up in a wheel). A hit refreshes the
+(the writer checks both before the entry's bytes can end up in a wheel). An entry is used only if
+this user owns it and no one else may write to it: what another account could have planted is
+deflated again, not trusted. A hit refreshes the
 entry's mtime; :meth:`DeflateCache.trim` removes the least recently used entries beyond the
 size bound. Settings: ``bundle.deflate_cache`` (the folder; ``none`` turns it off) and
 ``bundle.deflate_cache_gb``.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import struct
 import tempfile
@@ -38,6 +41,13 @@ HEAD = struct.Struct(
 )  # magic, member CRC-32, size, stream length, stream CRC-32, sha256
 _STALE_TMP = 3600.0  # seconds after which a temporary entry is a killed run's leftover
 _VERSION = "1"  # part of every key: bump when the stream format or the deflater changes
+
+log = logging.getLogger(__name__)
+
+
+def _own(st: os.stat_result) -> bool:
+    """Written by this user alone: owned by them and writable by no group or other user."""
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,7 @@ class DeflateCache:
         self.hits = 0
         self.stored = 0
         self._tmp: dict[int, Path] = {}  # entries being written: their temporary names
+        self.foreign = 0  # entries found that this user did not write alone: not used
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / key
@@ -84,10 +95,21 @@ class DeflateCache:
         path = self._path(key)
         try:
             with path.open("rb") as fh:
+                st = os.fstat(fh.fileno())
                 head = fh.read(HEAD.size)
-                length = os.fstat(fh.fileno()).st_size
         except OSError:
             return None
+        if not _own(st):
+            if not self.foreign:
+                log.warning(
+                    "deflate cache: %s is another user's or others may write to it: not used "
+                    "(deflating again); give the cache folder to this user alone or set "
+                    "bundle.deflate_cache to a folder of its own",
+                    path,
+                )
+            self.foreign += 1
+            return None
+        length = st.st_size
         if len(head) == HEAD.size:
             magic, crc, size, csize, scrc, sha = HEAD.unpack(head)
             if magic == _MAGIC and length == HEAD.size + csize:
@@ -106,7 +128,9 @@ class DeflateCache:
         """A temporary file for ``key``'s entry, positioned after the header; the caller writes
         the stream and then :meth:`seal`; an exception discards it."""
         folder = self._path(key).parent
-        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
         fh = os.fdopen(fd, "w+b")
         self._tmp[id(fh)] = Path(tmp)

@@ -1,5 +1,6 @@
-"""The deflate cache: a re-bundle copies stored streams instead of deflating; a damaged entry
-never reaches a wheel; the size bound and the off switch hold."""
+"""The deflate cache: a re-bundle copies stored streams instead of deflating; a damaged entry, or
+one another user could have written, never reaches a wheel; the size bound and the off switch
+hold."""
 
 from __future__ import annotations
 
@@ -96,6 +97,35 @@ def test_damaged_entry_is_never_used(tmp_path: Path, files: dict[str, Path], dam
     assert again.hits == 0
     assert again.stored == 2
     _check(wheel, files)
+    third = DeflateCache(tmp_path / "cache", 10**9)
+    _check(_write(tmp_path / "c" / "demo-1.0-py3-none-any.whl", files, third), files)
+    assert third.hits == 2
+
+
+@pytest.mark.parametrize("plant", ["another-owner", "group-writable"])
+def test_entry_another_user_could_have_written_is_not_used(
+    tmp_path: Path, files: dict[str, Path], plant: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = DeflateCache(tmp_path / "cache", 10**9)
+    first = _write(tmp_path / "a" / "demo-1.0-py3-none-any.whl", files, cache)
+    entries = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert entries
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in entries)
+    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
+    for entry in entries:
+        if plant == "another-owner":
+            if os.geteuid() != 0:
+                pytest.skip("giving a file to another user needs root")
+            os.chown(entry, 65534, 65534)  # nobody: as if planted from that account
+        else:
+            entry.chmod(0o620)  # the group could have rewritten it
+    again = DeflateCache(tmp_path / "cache", 10**9)
+    wheel = _write(tmp_path / "b" / "demo-1.0-py3-none-any.whl", files, again)
+    assert again.hits == 0
+    assert again.foreign == 2
+    assert again.stored == 2  # deflated again, and the entries are this user's own again
+    assert wheel.read_bytes() == first.read_bytes()
+    assert "is another user's or others may write to it: not used" in caplog.text
     third = DeflateCache(tmp_path / "cache", 10**9)
     _check(_write(tmp_path / "c" / "demo-1.0-py3-none-any.whl", files, third), files)
     assert third.hits == 2
