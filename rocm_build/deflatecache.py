@@ -13,10 +13,9 @@ written to a temporary name in the same folder and renamed into place, never fsy
 crash an entry may be short or hold garbage, which its length and the stream's CRC-32 reveal
 (the writer checks both before the entry's bytes can end up in a wheel). An entry is used only if
 this user owns it and no one else may write to it: what another account could have planted is
-deflated again, not trusted. A hit refreshes the
-entry's mtime; :meth:`DeflateCache.trim` removes the least recently used entries beyond the
-size bound. Settings: ``bundle.deflate_cache`` (the folder; ``none`` turns it off) and
-``bundle.deflate_cache_gb``.
+deflated again, not trusted. A hit refreshes the entry's mtime; :meth:`DeflateCache.trim`
+removes the least recently used entries beyond the size bound. Settings:
+``bundle.deflate_cache`` (the folder; ``none`` turns it off) and ``bundle.deflate_cache_gb``.
 """
 
 from __future__ import annotations
