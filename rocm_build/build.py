@@ -358,7 +358,8 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
     if not wheel.is_file() or _sha256(wheel) != prev.get("sha256"):
         return None
     if step.install_after and installed_version(plan, step, step.name) != prev.get("version"):
-        pip(plan, step, ["install", "--no-deps", "--force-reinstall", str(wheel)], "installing")
+        args = ["install", "--no-deps", "--force-reinstall", "--", str(wheel)]
+        pip(plan, step, args, "installing")
     return ProjectResult(
         name=step.name,
         wheel=wheel,
@@ -495,7 +496,7 @@ def _build_one(
         pip(
             plan,
             step,
-            ["install", "--no-deps", "--force-reinstall", str(dest)],
+            ["install", "--no-deps", "--force-reinstall", "--", str(dest)],
             f"installing {step.name}",
         )
     log.info("%s %s: %s", step.name, facts.version, dest)

@@ -366,7 +366,7 @@ def _command(python: Path, spec: ProjectSpec, wheel_dir: Path) -> tuple[str, ...
         return (
             str(python),
             *("-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps"),
-            *("--wheel-dir", str(wheel_dir), "."),
+            *("--wheel-dir", str(wheel_dir), "--", "."),
         )
     return (str(python), "setup.py", "bdist_wheel", "--dist-dir", str(wheel_dir))
 

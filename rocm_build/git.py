@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import faults, proc
+from .cmdargs import positional
 from .errors import CommandFailed, PatchConflict, ToolMissing
 from .masking import mask_url
 
@@ -144,7 +145,7 @@ def head(repo: Path) -> str:
 
 
 def tree_hash(repo: Path, rev: str = "HEAD") -> str:
-    return run(repo, "rev-parse", f"{rev}^{{tree}}").stdout.strip()
+    return run(repo, "rev-parse", f"{positional(rev, 'revision')}^{{tree}}").stdout.strip()
 
 
 def tag_commit(repo: Path, tag: str) -> str | None:
@@ -154,7 +155,7 @@ def tag_commit(repo: Path, tag: str) -> str | None:
 
 def set_tag(repo: Path, tag: str, rev: str = "HEAD") -> None:
     # Lightweight tags: no identity needed, and they never reach a remote we do not push to.
-    run(repo, "tag", "-f", tag, rev)
+    run(repo, "tag", "-f", "--", positional(tag, "tag"), positional(rev, "revision"))
     faults.point("git.tagged")
 
 
@@ -166,9 +167,9 @@ def init(repo: Path, origin: str) -> None:
 
 def set_origin(repo: Path, origin: str) -> None:
     if run(repo, "remote", "get-url", "origin", check=False).status == 0:
-        run(repo, "remote", "set-url", "origin", origin)
+        run(repo, "remote", "set-url", "--", "origin", origin)
     else:
-        run(repo, "remote", "add", "origin", origin)
+        run(repo, "remote", "add", "--", "origin", origin)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ class Ref:
 
 
 def checkout_detached(repo: Path, commit: str, *, force: bool = False) -> None:
+    commit = positional(commit, "commit")
     run(repo, "checkout", "-q", *(["-f"] if force else []), "--detach", commit)
 
 
@@ -295,12 +297,12 @@ def add_forced(repo: Path, paths: Sequence[str]) -> None:
 
 
 def log_range(repo: Path, rev_range: str) -> list[str]:
-    out = run(repo, "rev-list", "--reverse", rev_range).stdout
+    out = run(repo, "rev-list", "--reverse", positional(rev_range, "revision range")).stdout
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 def commit_subject(repo: Path, rev: str) -> str:
-    return run(repo, "log", "-1", "--format=%s", rev).stdout.strip()
+    return run(repo, "log", "-1", "--format=%s", positional(rev, "revision")).stdout.strip()
 
 
 def commit_all(repo: Path, message: str, *, date: str) -> bool:
@@ -320,7 +322,7 @@ def commit_all(repo: Path, message: str, *, date: str) -> bool:
 
 
 def commit_date(repo: Path, rev: str = "HEAD") -> str:
-    return run(repo, "log", "-1", "--format=%cI", rev).stdout.strip()
+    return run(repo, "log", "-1", "--format=%cI", positional(rev, "revision")).stdout.strip()
 
 
 _FAILED_PATH_RES = tuple(
@@ -358,7 +360,7 @@ def am(repo: Path, patches: Sequence[Path]) -> AmFailure | None:
         "-c", "am.keepcr=false",
         "-c", "am.threeWay=true",
         "am", "--3way", "--quiet", "--committer-date-is-author-date", "--no-gpg-sign",
-        *(str(p) for p in patches),
+        "--", *(str(p) for p in patches),
         env=env,
         check=False,
     )  # fmt: skip
@@ -402,7 +404,8 @@ def format_patch(repo: Path, rev_range: str, out_dir: Path) -> list[Path]:
         repo,
         "format-patch", "--quiet", "--no-signature", "--zero-commit", "--full-index",
         "--no-numbered", "--binary", "--ignore-submodules=all", "--no-stat", "--start-number=1",
-        "--no-cover-letter", "--no-thread", "--output-directory", str(out_dir), rev_range,
+        "--no-cover-letter", "--no-thread", "--output-directory", str(out_dir),
+        positional(rev_range, "revision range"),
         env=env,
     )  # fmt: skip
     del res

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from . import proc
+from .cmdargs import positional
 from .errors import ConfigError, FetchError, ToolMissing
 from .git import BASE_OPTIONS, NO_PROMPT, SHA_RE, GitResult, Ref, ignore_submodule_pointers, run
 from .masking import mask_url
@@ -166,10 +167,11 @@ def resolve_ref(repo: Path, url: str, ref: str, *, retries: int = 3, delay: floa
     """Find ``ref`` on the remote ``origin`` of ``repo``: a full SHA, a tag, or a branch."""
     if SHA_RE.match(ref):
         return Ref(ref, "commit", ref, ref)
+    positional(ref, "ref")
     candidates = [ref] if ref.startswith("refs/") else [f"refs/tags/{ref}", f"refs/heads/{ref}"]
     res = _network(
         repo,
-        ["ls-remote", url, *candidates, *(c + "^{}" for c in candidates)],
+        ["ls-remote", "--", url, *candidates, *(c + "^{}" for c in candidates)],
         url=url,
         what=f"listing ref '{ref}'",
         retries=retries,
@@ -218,7 +220,7 @@ def fetch(
     ]
     if depth > 0:
         args.append(f"--depth={depth}")
-    args += ["origin", ref.refspec]
+    args += ["--", "origin", ref.refspec]
     if ref.kind == "branch":
         args[-1] = f"+{ref.refspec}:refs/remotes/origin/{ref.refspec.removeprefix('refs/heads/')}"
     if ref.kind == "commit":

@@ -317,7 +317,8 @@ def _pip_command(plan: SmokePlan, requirements: Sequence[str | Path]) -> list[st
         cmd.append("--no-index")
     for folder in plan.find_links:
         cmd += ["--find-links", folder]
-    return cmd + list(requirements)
+    # After "--": a wheel path or name that starts with "-" is not taken as an option.
+    return [*cmd, "--", *requirements]
 
 
 def _pip_install(plan: SmokePlan, requirements: Sequence[str | Path], log_file: Path) -> None:
@@ -380,7 +381,7 @@ def execute(plan: SmokePlan, progress: Progress = NO_PROGRESS) -> SmokeResult:
     log_file = plan.run_dir / "smoke.log"
     log.info("creating a fresh environment %s (%s)", plan.venv, plan.python)
     proc.run(
-        [plan.python, "-m", "venv", "--without-pip", plan.venv],
+        [plan.python, "-m", "venv", "--without-pip", "--", plan.venv],
         env=plan.env,
         log_file=log_file,
         what="venv",

@@ -7,12 +7,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
 from . import patches
+from .cmdargs import check_origin, check_ref
 from .context import RunContext
 from .errors import ConfigError
 from .manifest import MANIFEST_NAME
@@ -171,6 +172,7 @@ def plan(
                     origin_given=spec.origin != builtin.get(spec.name, ""),
                 )
             )
+    projects = [_checked(p, cfg.cwd, manifest is not None) for p in projects]
     return CheckoutPlan(
         src_dir=src_dir,
         manifest_path=src_dir / MANIFEST_NAME,
@@ -183,6 +185,13 @@ def plan(
         retry_delay=cfg.checkout.retry_delay,
         no_wait=cfg.general.no_wait,
     )
+
+
+def _checked(p: ProjectPlan, cwd: Path, replay: bool) -> ProjectPlan:
+    """``p`` with an origin and ref that git cannot take as options or as a command-running
+    transport (see ``cmdargs``), wherever they came from (flags, files, a manifest)."""
+    where = f"the manifest's project {p.name}" if replay else f"project {p.name}"
+    return replace(p, origin=check_origin(p.origin, where, cwd), ref=check_ref(p.ref, where))
 
 
 def _replay_origin(recorded: str, configured: str) -> str:

@@ -117,7 +117,7 @@ def test_unreachable_origin_with_a_token_fails_without_showing_it(
         errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
         assert len(errors) == 1, res.stderr
         assert "127.0.0.1:1/repo.git" in errors[0]
-    assert "git ls-remote https://" in results[1].stderr  # the echo is there, masked
+    assert "git ls-remote -- https://" in results[1].stderr  # the echo is there, masked
     assert TOKEN not in _outputs(*results)
     assert not _files_with(work, TOKEN)
 
