@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from . import arch, locks, proc, tempfiles
-from .buildenv import ensure_venv, install_requirements, installed_version, pip, run_build
+from .buildenv import install_requirements, installed_version, pip, run_build
 from .buildplan import (
     GIB,
     BuildPlan,
@@ -40,6 +40,7 @@ from .buildplan import (
     project_version,
     read_build_requirements,
 )
+from .buildvenv import ensure_venv
 from .errors import BuildFailed, ConfigError, ToolMissing
 from .progress import NO_PROGRESS, Progress
 from .wheelfile import WheelReader, WheelWriter

@@ -18,7 +18,6 @@ from .errors import CommandFailed
 
 __all__ = [
     "OOM",
-    "ensure_venv",
     "filtered_requirements",
     "install_requirements",
     "installed_version",
@@ -113,16 +112,6 @@ def installed_version(plan: BuildPlan, step: ProjectStep, dist_name: str) -> str
     )
     result = proc.run([str(plan.python), "-c", code, dist_name], env=step.env, capture=True)
     return result.stdout.strip() or None
-
-
-def ensure_venv(plan: BuildPlan) -> None:
-    if plan.venv is None or plan.python.exists():
-        return
-    log.info("creating the build environment %s", plan.venv)
-    # A venv records its own path, so it is made in place; a half-made one is started over.
-    shutil.rmtree(plan.venv, ignore_errors=True)
-    plan.venv.parent.mkdir(parents=True, exist_ok=True)
-    proc.run([str(plan.base_python), "-m", "venv", str(plan.venv)], what="creating the build venv")
 
 
 def run_build(
