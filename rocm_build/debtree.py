@@ -18,12 +18,11 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
-from . import elf, proc
+from . import elf, faults, proc, tempfiles
 from .debindex import AptIndex, Release, host_mirror, load_release, packages_stamp, release_names
 from .errors import (
     CommandFailed,
@@ -32,6 +31,7 @@ from .errors import (
     RocmTreeError,
     ToolMissing,
 )
+from .treepath import refuse_outside_links
 
 __all__ = [
     "CLANG19_PACKAGES",
@@ -95,8 +95,12 @@ def download(packages: Iterable[str], dest: Path) -> list[Path]:
 
 
 def _unpack(debs: Iterable[Path], into: Path) -> None:
+    names = []
     for deb in debs:
         proc.run(["dpkg-deb", "-x", deb, into], capture=True)
+        names.append(deb.name)
+    # The same rule as for a fetched tarball: a package's link may not lead out of the tree.
+    refuse_outside_links(into, f"the Debian packages ({', '.join(names)})")
 
 
 def _move(src: Path, dest: Path) -> None:
@@ -232,6 +236,21 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
+def sweep_staging(where: Path) -> None:
+    """Remove the staging folders killed runs left in ``where`` (``tempfiles.sweep``: provably
+    ours). Those of rocm-build versions before the sweep carry no owner's pid, so they cannot be
+    proven dead: they are named for the user to remove."""
+    tempfiles.sweep(where)
+    uid = os.getuid()
+    for old in sorted(where.glob(".debtree-*")) + sorted(where.glob(".clang19-*")):
+        if old.is_dir() and not old.is_symlink() and old.lstat().st_uid == uid:
+            log.warning(
+                "%s is a staging folder an interrupted older rocm-build left; remove it "
+                "(rm -rf) if no rocm-build is running",
+                old,
+            )
+
+
 def assemble(
     dest: Path,
     *,
@@ -251,6 +270,7 @@ def assemble(
 def _assemble(
     dest: Path, cache: Path | None, env: dict[str, str] | None, release: Release, mirror: str
 ) -> Path:
+    sweep_staging(dest.parent)
     packages = (*release.packages, *release.sysdeps)
     stamp = packages_stamp(packages)
     stamp_file = dest / _STAMP
@@ -278,11 +298,11 @@ def _assemble(
     debs = index.fetch(packages, cache / "debs")
     version = _upstream_version(debs[release.version_from].name)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".debtree-", dir=dest.parent) as tmp:
-        work = Path(tmp)
+    with tempfiles.folder(dest.parent, dest.name) as work:
         log.info("unpacking %d Debian packages", len(debs))
         _unpack([debs[p] for p in release.packages], work / "x")
         _unpack([debs[p] for p in release.sysdeps], work / "s")
+        faults.point("debtree.unpacked")
         tree = work / "tree"
         _arrange(work / "x", work / "s", tree, release, version)
         _set_search_paths(tree, patchelf)
@@ -389,8 +409,9 @@ def _assemble_clang19(cache: Path, root: Path) -> Path:
         return bindir
     debs = download(CLANG19_PACKAGES, cache / "debs")
     root.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".clang19-", dir=root.parent) as tmp:
-        x = Path(tmp) / "x"
+    sweep_staging(root.parent)
+    with tempfiles.folder(root.parent, root.name) as tmp:
+        x = tmp / "x"
         _unpack(debs, x)
         # clang-19 finds libLLVM through $ORIGIN/../lib; Debian keeps it in the multiarch folder.
         llvm_lib = x / "usr/lib/llvm-19/lib"

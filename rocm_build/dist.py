@@ -15,18 +15,17 @@ import os
 import re
 import shutil
 import tarfile
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urldefrag, urlparse
 from urllib.request import url2pathname
 
-from . import arch
+from . import arch, faults, tempfiles
 from .config import ProjectSpec
-from .errors import ConfigError, FetchError, RocmTreeError
+from .errors import ConfigError, FetchError, RocmTreeError, UnsafeInput
 from .masking import mask_url
-from .treepath import denied, reading
+from .treepath import denied, reading, refuse_outside_links
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -535,8 +534,8 @@ def _tree_root_in(folder: Path) -> Path:
 
 
 def _unpack(archive: Path, dest: Path) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest.parent))
-    try:
+    tempfiles.sweep(dest.parent)  # what a killed unpack left
+    with tempfiles.folder(dest.parent, dest.name) as tmp:
         try:
             with tarfile.open(archive) as tar:
                 # The data filter refuses members outside the target, absolute paths, links that
@@ -544,16 +543,16 @@ def _unpack(archive: Path, dest: Path) -> None:
                 tar.extractall(tmp, filter="data")
         except tarfile.FilterError as exc:
             msg = f"{archive.name} is unsafe: {exc}; refusing to unpack it"
-            raise FetchError(msg) from exc
+            raise UnsafeInput(msg) from exc
         except (tarfile.TarError, EOFError, OSError) as exc:
             msg = f"{archive.name} is not a readable tarball ({exc}); check the URL"
             raise FetchError(msg) from exc
+        refuse_outside_links(tmp, archive.name)
+        faults.point("fetch.unpacked")
         root = _tree_root_in(tmp)
         if dest.exists():
             shutil.rmtree(dest)
         root.rename(dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def fetch(

@@ -17,11 +17,10 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import debtree, proc
+from . import debtree, proc, tempfiles
 from .errors import RocmBuildError
 
 __all__ = ["host_ca_bundle", "make_root", "run"]
@@ -96,8 +95,9 @@ def make_root(
     _need_root("rocm sysroot")
     proc.which("mmdebstrap", hint="apt-get install mmdebstrap (dev/setup installs it)")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
+    tempfiles.sweep(dest.parent)  # what a killed run left
+    with tempfiles.folder(dest.parent, dest.name) as staging:
+        tmp = staging / "root"
         args = ["mmdebstrap", "--variant=apt", "--quiet"]
         for option in rel.apt_options:
             key, _, value = option.partition("=")
@@ -111,9 +111,6 @@ def make_root(
         if dest.exists():
             dest.rmdir()
         tmp.replace(dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return dest, True
 
 

@@ -85,7 +85,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def sweep(where: Path) -> list[Path]:
-    """Remove the temporary files and folders that killed runs left in ``where``."""
+    """Remove the temporary files and folders that killed runs left in ``where``: only those
+    with rocm-build's name format, owned by this user, whose pid is gone and whose lock is free."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(where))
@@ -102,6 +103,8 @@ def sweep(where: Path) -> list[Path]:
         except OSError:
             continue
         try:
+            if os.fstat(fd).st_uid != os.getuid():
+                continue  # another user's, whatever its name says
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

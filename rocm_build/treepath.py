@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BundleError, FileAccessError
+from .errors import BundleError, FileAccessError, UnsafeInput
 
-__all__ = ["TreeGuard", "denied", "reading", "walk_files"]
+__all__ = ["TreeGuard", "denied", "outside_link", "reading", "refuse_outside_links", "walk_files"]
 
 
 def denied(exc: OSError, what: str) -> FileAccessError:
@@ -123,3 +123,33 @@ def walk_files(top: Path, guard: TreeGuard | None, what: str) -> list[Path]:
                     guard.check(path)
                 found.append(path)
     return sorted(found)
+
+
+def outside_link(link: Path, root: Path) -> str | None:
+    """Why the symlink ``link`` (somewhere under ``root``) is unsafe to keep in a tree made from
+    an archive or a package, or None: its target is absolute (it would name a file of whatever
+    machine the tree is used on), or it leads out of ``root`` (followed for real, chains of
+    links and ``..`` through linked folders included)."""
+    target = link.readlink()
+    if target.is_absolute():
+        return f"an absolute symlink to {target}"
+    if not _within(link.resolve(), root.resolve()):
+        return f"a symlink to {target}, which leads out of the tree"
+    return None
+
+
+def refuse_outside_links(root: Path, what: str) -> None:
+    """The one rule for trees rocm-build unpacks (``rocm fetch`` tarballs, ``rocm debian``
+    packages): every symlink stays inside; else an ``UnsafeInput`` naming the link."""
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = Path(folder, name)
+            if not path.is_symlink():
+                continue
+            why = outside_link(path, root)
+            if why is not None:
+                shown = path.relative_to(root)
+                raise UnsafeInput(
+                    f"{what}: {shown} is {why}; refusing to put it in a ROCm tree "
+                    "(links must stay inside the tree); use another archive or package"
+                )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import dist
-from rocm_build.errors import FetchError
+from rocm_build.errors import FetchError, UnsafeInput
 from tests.conftest import CliRunner
 
 
@@ -159,7 +159,7 @@ def test_sha256_mismatch_is_refused_and_the_download_dropped(
 def test_member_escaping_the_target_is_refused(server: Server, tmp_path: Path) -> None:
     server.files["/evil.tar.gz"] = small_tree_tarball(extra={"../../escaped.txt": b"gotcha"})
     cache = tmp_path / "a" / "b" / "cache"
-    with pytest.raises(FetchError, match="unsafe"):
+    with pytest.raises(UnsafeInput, match="unsafe"):
         dist.fetch(server.url("/evil.tar.gz"), cache_dir=cache)
     assert not list(tmp_path.rglob("escaped.txt"))
     assert not list(cache.rglob("tree"))

@@ -1,0 +1,37 @@
+"""``rocm debian`` killed while it unpacks (a staging folder of hundreds of MB) is cleaned up by
+the next run, which then makes the tree: real Debian packages from the test cache, a real
+SIGKILL at the fault point."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliRunner
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("RB_TEST_CACHE") or Path.home() / ".cache" / "rocm-build-tests")
+
+
+@pytest.mark.slow
+def test_a_kill_while_debian_unpacks_is_cleaned_by_the_next_run(
+    rocm_tree: Path, tmp_path: Path, run_cli: CliRunner
+) -> None:
+    del rocm_tree  # only so that the cached packages are there (downloaded once per cache)
+    dest = tmp_path / "rocm"
+    argv = ["rocm", "debian", str(dest), "--cache", str(_cache())]
+    killed = run_cli(argv, cwd=tmp_path, env={"RB_FAULT_POINT": "debtree.unpacked"})
+    assert killed.returncode == -9, killed.stderr
+    (staging,) = tmp_path.glob(".rocm.rocm-build-*.tmp")
+    assert any(staging.iterdir())
+    other = tmp_path / ".rocm.rocm-build-1-foreign.tmp"  # not ours by pid: a live process's
+    other.mkdir()
+    (other / "keep").write_text("x")
+    again = run_cli(argv, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert not staging.exists()
+    assert (other / "keep").exists()  # pid 1 is alive: provably not a killed run's
+    assert (dest / "lib/libamdhip64.so.5").exists()
