@@ -37,7 +37,8 @@ from .bundle.apply import rocm_version as _rocm_version
 from .bundle.apply import stream_elf as _stream_elf
 from .bundle.plan import rel_origin as _rel_origin
 from .bundle.policy import is_loader as _is_loader
-from .errors import RocmTreeError
+from .errors import ConfigError, FileAccessError, RocmTreeError
+from .treepath import TreeGuard
 from .wheelfile import WheelWriter
 
 CORE_DIST = "rocm-sdk-core"
@@ -93,8 +94,9 @@ class TreeLib:
     system: bool = False  # from the build machine, not the tree
 
 
-def _tree_libs(tree: Path) -> dict[str, TreeLib]:
-    """Every shared library of the tree's lib folders, by every name it has there."""
+def _tree_libs(tree: Path, guard: TreeGuard | None = None) -> dict[str, TreeLib]:
+    """Every shared library of the tree's lib folders, by every name it has there; with
+    ``guard``, a library reached through a link out of the tree is refused (as ``bundle`` does)."""
     out: dict[str, TreeLib] = {}
     by_file: dict[Path, TreeLib] = {}
     for folder in tree_lib_dirs(tree):
@@ -102,7 +104,7 @@ def _tree_libs(tree: Path) -> dict[str, TreeLib]:
         for path in sorted(folder.iterdir()):
             if ".so" not in path.name or not path.is_file() or path.name in out:
                 continue
-            real = path.resolve()
+            real = guard.check(path) if guard is not None else path.resolve()
             if real not in by_file:
                 try:
                     info = elf.read_elf(real)
@@ -127,15 +129,21 @@ def _closure(seeds: Iterable[TreeLib], libs: dict[str, TreeLib], skip: set[Path]
     return sorted(found.values(), key=lambda lib: (lib.rel_dir, lib.name))
 
 
-def _files_under(folder: Path) -> list[Path]:
+def _files_under(folder: Path, guard: TreeGuard | None = None) -> list[Path]:
     out: list[Path] = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
-        out += [Path(root) / f for f in sorted(files) if (Path(root) / f).is_file()]
+        for path in (Path(root) / f for f in sorted(files)):
+            if path.is_file():
+                if guard is not None and path.is_symlink():
+                    guard.check(path)
+                out.append(path)
     return out
 
 
-def _data_files(tree: Path, targets: Sequence[str] = ()) -> list[Path]:
+def _data_files(
+    tree: Path, targets: Sequence[str] = (), guard: TreeGuard | None = None
+) -> list[Path]:
     """The libraries package's data: the trees under ``lib/`` (rocBLAS, hipBLASLt, rocFFT
     kernels) and :data:`LIBRARIES_DATA`; with ``targets``, a file whose path inside its tree
     names gfx targets only if one of them is wanted (the rule of ``bundle --arch``)."""
@@ -150,7 +158,7 @@ def _data_files(tree: Path, targets: Sequence[str] = ()) -> list[Path]:
     roots += [tree / rel for rel in LIBRARIES_DATA]
     out: list[Path] = []
     for root in roots:
-        for path in _files_under(root):
+        for path in _files_under(root, guard):
             tokens = gfx_tokens(path.relative_to(root).as_posix())
             if arch.keeps(tokens, targets):
                 out.append(path)
@@ -204,6 +212,46 @@ def _wheel_info(tags: Sequence[str], purelib: bool) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+@dataclass(frozen=True)
+class _OnCore:
+    """What a package that requires rocm-sdk-core gets from it: the requirement, the library
+    names core provides, and core's library folders (site-packages-relative)."""
+
+    requirement: str
+    names: frozenset[str]
+    dirs: Sequence[str]
+
+
+def _make_output_dir(output_dir: Path) -> None:
+    if output_dir.exists() and not output_dir.is_dir():
+        msg = f"--output-dir {output_dir} is a file, not a folder; name a folder"
+        raise FileAccessError(msg)
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        msg = f"--output-dir {output_dir}: a part of it is a file ({exc.strerror}); name a folder"
+        raise FileAccessError(msg) from None
+    tempfiles.check_folder(output_dir)
+    tempfiles.sweep(output_dir)  # what a killed run left
+
+
+#: The longest family name: the libraries package's wheel file name must stay a file name.
+MAX_FAMILY = 64
+
+
+def check_family(family: str) -> str:
+    """``--target-family``, checked: it becomes part of a distribution name, a folder name in
+    site-packages and the search paths written into thin wheels."""
+    if len(family) > MAX_FAMILY or not re.fullmatch(r"[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*", family):
+        shown = family if len(family) <= MAX_FAMILY else family[:MAX_FAMILY] + "..."
+        msg = (
+            f"bad --target-family '{shown}': use letters, digits and single - _ . between them, "
+            f"at most {MAX_FAMILY} characters (as gfx94X-dcgpu)"
+        )
+        raise ConfigError(msg)
+    return family
+
+
 def _write_platform_wheel(
     output_dir: Path,
     dist: str,
@@ -211,13 +259,14 @@ def _write_platform_wheel(
     summary: str,
     libs: Sequence[TreeLib],
     data: Sequence[tuple[Path, str]],
-    extra_dirs: Sequence[str],
+    on_core: _OnCore | None,
     level: int,
 ) -> Path:
     """One platform package: ``libs`` under ``<import folder>/<their lib folder>``; their search
-    path gains ``extra_dirs`` (site-packages-relative folders) after their own entries."""
+    path gains ``on_core``'s folders (site-packages-relative) after their own entries."""
     folder = import_folder(dist)
-    provided = {lib.name for lib in libs}
+    extra_dirs = on_core.dirs if on_core else ()
+    provided = {lib.name for lib in libs} | (on_core.names if on_core else set())
     external = {n for lib in libs for n in lib.info.needed if n not in provided}
     machine = libs[0].info.machine if libs else "EM_X86_64"
     plat = platform_tag([lib.info for lib in libs], external, machine)
@@ -242,7 +291,8 @@ def _write_platform_wheel(
                 writer.add_file(arc, lib.source, 0o755)
         for path, rel in data:
             writer.add_file(f"{folder}/{rel}", path, 0o644)
-        writer.add_bytes(f"{dist_info}/METADATA", _metadata(dist, version, summary, []))
+        requires = [on_core.requirement] if on_core else []
+        writer.add_bytes(f"{dist_info}/METADATA", _metadata(dist, version, summary, requires))
         writer.add_bytes(f"{dist_info}/WHEEL", _wheel_info(tags, purelib=False))
         writer.commit()
     return out
@@ -265,9 +315,11 @@ def _write_meta_wheel(output_dir: Path, version: str, family: str, level: int) -
     return out
 
 
-def tree_packages(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, list[TreeLib]]:
+def tree_packages(
+    tree: Path, family: str = DEFAULT_FAMILY, guard: TreeGuard | None = None
+) -> dict[str, list[TreeLib]]:
     """The tree's libraries by the distribution they belong to (core, libraries)."""
-    libs = _tree_libs(tree)
+    libs = _tree_libs(tree, guard)
     seeds = [
         lib
         for n, lib in libs.items()
@@ -296,6 +348,7 @@ def package_dirs(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, tuple[st
 
 def thin_source(tree: Path, family: str = DEFAULT_FAMILY) -> ThinSource:
     """What ``bundle --mode thin`` needs: the tree's version and each library's package."""
+    check_family(family)
     version = _rocm_version(tree)
     if not version:
         raise RocmTreeError(
@@ -312,20 +365,20 @@ def build_wheels(
     family: str = DEFAULT_FAMILY,
     level: int = 6,
     targets: Sequence[str] = (),
+    allow_outside: Sequence[Path] = (),
 ) -> list[Path]:
     """Write rocm-sdk-core, rocm-sdk-libraries-<family> and rocm wheels of ``tree``; the
-    libraries package keeps the data of ``targets`` only (all when empty)."""
+    libraries package keeps the data of ``targets`` only (all when empty). Nothing outside the
+    tree (or the ``allow_outside`` folders) enters a wheel through a symlink."""
     version = _rocm_version(tree)
     if not version or not (tree / "lib").is_dir():
         raise RocmTreeError(
             f"{tree} is no ROCm tree (no lib/ or .info/version): pass the tree's top folder"
         )
-    if not re.fullmatch(r"[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*", family):
-        raise RocmTreeError(f"bad target family '{family}': use letters, digits, - and _ only")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    tempfiles.check_folder(output_dir)
-    tempfiles.sweep(output_dir)  # what a killed run left
-    packages = tree_packages(tree, family)
+    check_family(family)
+    guard = TreeGuard.of(tree, allow_outside)
+    _make_output_dir(output_dir)
+    packages = tree_packages(tree, family, guard)
     env = dict(os.environ)
     core = packages[CORE_DIST]
     core = core + _system_deps(core, env)
@@ -334,18 +387,23 @@ def build_wheels(
     libraries_libs = packages[libraries]
     libraries_libs = libraries_libs + _system_deps([*core, *libraries_libs], env)
     libraries_libs = [lib for lib in libraries_libs if lib not in core]
-    data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree, targets)]
+    data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree, targets, guard)]
     core_data = [
-        (p, p.relative_to(tree).as_posix()) for rel in CORE_DATA for p in _files_under(tree / rel)
+        (p, p.relative_to(tree).as_posix())
+        for rel in CORE_DATA
+        for p in _files_under(tree / rel, guard)
     ]
+    # The libraries package requires core at its version: core's libraries are no external
+    # needs of it, so its tag is what its own files need (as `inspect` reads it).
+    on_core = _OnCore(f"{CORE_DIST}=={version}", frozenset(lib.name for lib in core), core_dirs)
     return [
         _write_platform_wheel(
             output_dir, CORE_DIST, version, "ROCm core runtime (HIP, HSA, comgr)", core,
-            core_data, (), level,
+            core_data, None, level,
         ),
         _write_platform_wheel(
             output_dir, libraries, version, f"ROCm libraries for {family}", libraries_libs,
-            data, core_dirs, level,
+            data, on_core, level,
         ),
         _write_meta_wheel(output_dir, version, family, level),
     ]  # fmt: skip

@@ -41,7 +41,7 @@ from packaging.utils import canonicalize_name
 
 from rocm_build import __version__, faults, locks, tempfiles, wheelfile
 from rocm_build.context import RunContext
-from rocm_build.errors import BundleError
+from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
 
@@ -82,16 +82,23 @@ class SplitResult:
         return asdict(self)
 
 
+#: The longest device wheel name: with its version and tags it must stay a file name.
+MAX_DEVICE_NAME = 100
+
+
 def device_name(pattern: str, project: str, target: str) -> str:
     """The device wheel's distribution name: ``pattern`` with {project} and {target}."""
     try:
         name = pattern.format(project=canonicalize_name(project), target=target)
     except (KeyError, IndexError, ValueError):
         name = ""
-    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name) or target not in name:
-        raise BundleError(
-            f"bundle.device_name '{pattern}' does not make a distribution name for {target}: "
-            "use {project} and {target}, as in " + DEFAULT_DEVICE_NAME
+    valid = re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name)
+    if not valid or target not in name or len(name) > MAX_DEVICE_NAME:
+        shown = pattern if len(pattern) <= MAX_DEVICE_NAME else pattern[:MAX_DEVICE_NAME] + "..."
+        raise ConfigError(
+            f"bundle.device_name '{shown}' does not make a distribution name for {target} "
+            f"(letters, digits, . _ -; at most {MAX_DEVICE_NAME} characters): use {{project}} and "
+            "{target}, as in " + DEFAULT_DEVICE_NAME
         )
     return name
 

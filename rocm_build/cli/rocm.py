@@ -61,6 +61,15 @@ def debian(state: State, dest: Path, cache: Path | None, release: str, mirror: s
 @click.option(
     "-z", "--compression-level", type=click.IntRange(0, 9), default=6, help="Deflate level."
 )
+@click.option(
+    "--allow-outside",
+    "allow_outside",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="A folder outside the tree that symlinks in the tree may lead to (repeatable), "
+    "as for bundle.",
+)
 @o.global_options(on_group=False)
 @pass_state
 def wheels(
@@ -70,6 +79,7 @@ def wheels(
     target_family: str,
     arch: str | None,
     compression_level: int,
+    allow_outside: tuple[Path, ...],
 ) -> None:
     """Package TREE as ROCm's Python packages: rocm-sdk-core, rocm-sdk-libraries-FAMILY, rocm.
 
@@ -83,7 +93,12 @@ def wheels(
         ctx = context.resolve(config.from_environment(config_file=state.config_file))
         targets = ctx.parse_targets(arch)
     made = rocmwheels.build_wheels(
-        tree, output_dir, family=target_family, level=compression_level, targets=targets
+        tree,
+        output_dir,
+        family=target_family,
+        level=compression_level,
+        targets=targets,
+        allow_outside=allow_outside,
     )
     if state.json:
         state.emit([str(p) for p in made])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocm_build.bundle import split as splitarch
-from rocm_build.errors import BundleError
+from rocm_build.errors import ConfigError
 
 
 def test_device_name_from_the_pattern() -> None:
@@ -17,9 +17,12 @@ def test_device_name_from_the_pattern() -> None:
     )
 
 
-@pytest.mark.parametrize("pattern", ["{project}-device", "{project} {target}", "{nope}-{target}"])
+@pytest.mark.parametrize(
+    "pattern",
+    ["{project}-device", "{project} {target}", "{nope}-{target}", "x" * 300 + "-{target}"],
+)
 def test_device_name_that_is_no_distribution_name_is_refused(pattern: str) -> None:
-    with pytest.raises(BundleError, match=r"bundle\.device_name"):
+    with pytest.raises(ConfigError, match=r"bundle\.device_name"):
         splitarch.device_name(pattern, "torch", "gfx942")
 
 
