@@ -90,6 +90,8 @@ class Resolver(Protocol):
 
     def in_tree(self, name: str) -> bool: ...
 
+    def dangling(self, name: str) -> tuple[Path, str] | None: ...
+
     def dlopen_candidates(self, patterns: Sequence[str], like: elf.ElfInfo) -> list[Candidate]: ...
 
     def other_names(self, library: Path) -> tuple[str, ...]: ...
@@ -142,6 +144,15 @@ class LibraryIndex:
 
     def in_tree(self, name: str) -> bool:
         return any((d / name).is_file() for d in self.rocm_dirs)
+
+    def dangling(self, name: str) -> tuple[Path, str] | None:
+        """The tree's link named ``name`` that leads nowhere, and its target, if there is one
+        (so a "missing" library is reported as the broken link it is)."""
+        for d in self.rocm_dirs:
+            path = d / name
+            if path.is_symlink() and not path.exists():
+                return path, str(path.readlink())
+        return None
 
     def dlopen_candidates(self, patterns: Sequence[str], like: elf.ElfInfo) -> list[Candidate]:
         """One candidate per real file matching ``patterns`` in the ROCm tree."""

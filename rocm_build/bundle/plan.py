@@ -157,6 +157,7 @@ class _Closure:
                     continue
                 self.add(cand, name, "dlopen", "")
             self.walk()
+        self._broken_links()
         if self.refused:
             raise BundleError(_refusal_message(self.refused, tree))
         if self.missing:
@@ -169,6 +170,20 @@ class _Closure:
                 "build machine's library folders, or install the wheel that provides it and pass "
                 "it with --with"
             )
+
+    def _broken_links(self) -> None:
+        """A name the tree has only as a link to nothing: say so, naming the link and target."""
+        for name, who in sorted(
+            {**self.missing, **{n: r[2] for n, r in self.refused.items()}}.items()
+        ):
+            broken = self.index.dangling(name)
+            if broken is not None:
+                link, target = broken
+                needers = f" (needed by {', '.join(sorted(set(who)))})" if who else ""
+                raise BundleError(
+                    f"{name}{needers}: the ROCm tree's {link} is a symlink to {target}, which "
+                    "does not exist; repair the tree (unpack or install it again) or fix the link"
+                )
 
     def _known(self, name: str) -> bool:
         return name in self.provided or name in self.grafted or name in self.same

@@ -46,6 +46,9 @@ class TreeIndex:
     def in_tree(self, name: str) -> bool:
         return name in self.rocm
 
+    def dangling(self, name: str) -> tuple[Path, str] | None:
+        return None  # the fake tree has no links
+
     def dlopen_candidates(self, patterns: Sequence[str], like: ElfInfo) -> list[bundle.Candidate]:
         import fnmatch
 

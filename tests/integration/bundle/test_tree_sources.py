@@ -422,3 +422,22 @@ def test_unreadable_input_wheel_is_a_permission_error(
     )  # fmt: skip
     assert out.stdout.startswith("14 "), out.stdout + out.stderr
     assert "permission denied" in out.stdout
+
+
+def test_a_dangling_link_in_the_tree_is_named_with_its_target(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A broken tree (the real file gone, the link left) is reported as the broken link it is,
+    also when the build machine has a copy of the library."""
+    system = tmp_path / "system-lib"
+    system.mkdir()
+    real = (tree_copy / "lib" / "libhsa-runtime64.so.1").resolve()
+    os.link(real, system / "libhsa-runtime64.so.1")
+    real.unlink()
+    for env in ({}, {"LD_LIBRARY_PATH": str(system)}):
+        res = _bundle(run_cli, hip_ext_wheel, tree_copy, tmp_path / "out", "--dry-run", env=env)
+        assert res.returncode == 10, res.stdout + res.stderr
+        line = res.stderr.strip().splitlines()[-1]
+        assert "missing from the ROCm tree" not in line
+        link = tree_copy / "lib" / "libhsa-runtime64.so.1"
+        assert f"the ROCm tree's {link} is a symlink to {real.name}, which does not exist" in line
