@@ -118,6 +118,8 @@ class AptIndex:
             "Dir::State::status": str(self.dir / "status"),
             "Dir::Cache": str(self.dir / "cache"),
             "Debug::NoLocking": "1",
+            # apt's own retries (with back-off) for a mirror's transient failures
+            "Acquire::Retries": "3",
         }
         if os.geteuid() == 0:
             # apt's download user cannot enter root's home, where the cache usually lives.

@@ -82,7 +82,10 @@ def download(packages: Iterable[str], dest: Path) -> list[Path]:
         )
         try:
             proc.run(
-                ["apt-get", "download", *missing], cwd=dest, capture=True, what="apt-get download"
+                ["apt-get", "-o", "Acquire::Retries=3", "download", *missing],
+                cwd=dest,
+                capture=True,
+                what="apt-get download",
             )
         except CommandFailed as exc:
             msg = (

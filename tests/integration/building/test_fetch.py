@@ -24,12 +24,20 @@ class Server:
         self.files: dict[str, bytes] = {}
         self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
         self.cut_after: int | None = None  # stop a full download after this many bytes
+        self.fail_next = 0  # answer this many requests with 503 (a busy mirror)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 rng = self.headers.get("Range")
                 server.requests.append((self.path, rng))
+                if server.fail_next > 0:
+                    server.fail_next -= 1
+                    self.send_response(503)
+                    self.send_header("Retry-After", "1")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 data = server.files.get(self.path)
                 if data is None:
                     self.send_error(404)
@@ -163,6 +171,27 @@ def test_member_escaping_the_target_is_refused(server: Server, tmp_path: Path) -
         dist.fetch(server.url("/evil.tar.gz"), cache_dir=cache)
     assert not list(tmp_path.rglob("escaped.txt"))
     assert not list(cache.rglob("tree"))
+
+
+def test_a_busy_server_is_asked_again_with_back_off(server: Server, tmp_path: Path) -> None:
+    data = small_tree_tarball()
+    server.files["/rocm.tar.gz"] = data
+    server.fail_next = 2
+    tree = dist.fetch(
+        server.url("/rocm.tar.gz"),
+        cache_dir=tmp_path / "cache",
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+    assert (tree / ".info" / "version").read_text() == "6.4.1\n"
+    assert [path for path, _ in server.requests] == ["/rocm.tar.gz"] * 3
+
+
+def test_a_server_that_stays_busy_fails_after_the_retries(server: Server, tmp_path: Path) -> None:
+    server.files["/rocm.tar.gz"] = small_tree_tarball()
+    server.fail_next = 100
+    with pytest.raises(FetchError, match=r"HTTP 503 after 5 attempts.*run again later"):
+        dist.fetch(server.url("/rocm.tar.gz"), cache_dir=tmp_path / "cache")
+    assert len(server.requests) == dist.DOWNLOAD_RETRIES + 1
 
 
 def test_missing_url_is_a_fetch_error(server: Server, tmp_path: Path) -> None:
