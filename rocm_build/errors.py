@@ -125,7 +125,7 @@ class FileAccessError(RocmBuildError):
 
 
 class UnsafeInput(RocmBuildError):
-    """A wheel or archive is unsafe or malformed: member names, symlink members, RECORD."""
+    """A wheel, archive or package is unsafe or malformed: member names, symlinks, RECORD."""
 
     exit_code = 15
 
@@ -162,7 +162,7 @@ EXIT_CODES: dict[int, str] = {
         "a file or folder cannot be read or written (permission, not a folder, disk full)"
     ),
     UnsafeInput.exit_code: (
-        "an input wheel or archive is unsafe or malformed (member names, symlinks, RECORD)"
+        "an input wheel, archive or package is unsafe or malformed (member names, symlinks, RECORD)"
     ),
     70: "internal error: a bug in rocm-build, please report it with the traceback",
     Interrupted.exit_code: "interrupted (Ctrl-C or SIGTERM); run the same command again to resume",
