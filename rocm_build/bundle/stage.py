@@ -206,6 +206,8 @@ def _bundle_linux(
         env=plan_.env,
         no_wait=plan_.no_wait,
         thin=plan_.thin,
+        allow_rocm_mismatch=s.allow_rocm_mismatch,
+        keep_other_rocm=s.keep_other_rocm,
     )
 
 
