@@ -18,13 +18,14 @@ from typing import Any
 
 from . import arch, elf, pe
 from .bundle import split as splitarch
-from .bundle.analyze import WheelAnalysis, analyze_path
+from .bundle.analyze import WheelAnalysis, analyze
 from .bundle.data import gfx_tokens
 from .bundle.plan import inside
 from .bundle.policy import is_loader, platform_tag, policy_whitelist
 from .context import RunContext
-from .errors import RequirementNotMet
+from .errors import RequirementNotMet, UnsafeInput
 from .sizes import human_size
+from .wheelread import WheelReader
 
 __all__ = ["PYPI_LIMIT", "InspectResult", "human_size", "inspect_wheel", "render"]
 
@@ -37,6 +38,11 @@ class InspectResult:
     missing: tuple[str, ...]
 
     def check(self) -> None:
+        """Exit codes after the report: a member that does not match RECORD (15), a required
+        target missing (11)."""
+        if problems := self.data.get("record_problems"):
+            more = f" (and {len(problems) - 1} more, listed above)" if len(problems) > 1 else ""
+            raise UnsafeInput(problems[0] + more)
         if self.missing:
             raise RequirementNotMet(
                 f"device code for {', '.join(self.missing)} is missing from libraries in "
@@ -65,7 +71,10 @@ def _component(name: str, lib_dir: str, libs: set[str]) -> str:
 
 def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = None) -> InspectResult:
     requested = ctx.parse_targets(require_arch or "")
-    analysis = analyze_path(path, pe_files=True)
+    with WheelReader(path) as reader:
+        analysis = analyze(reader, pe_files=True)
+        # what the pass did not read (all but ELF and PE files) is checked too
+        record_problems = reader.record_problems()
     prov = analysis.bundle_record()
     rows, external = _elf_rows(analysis, prov)
     pe_rows = _pe_rows(analysis)
@@ -95,6 +104,7 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         "coverage": coverage,
         "sizes": dict(sorted(_sizes(analysis, lib_dir).items(), key=lambda kv: -kv[1])),
         "device_wheels": splitarch.device_requirements(analysis.metadata),
+        "record_problems": record_problems,
     }
     gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
     missing = tuple(t for t in requested if t in gaps)
@@ -326,6 +336,8 @@ def render(data: dict[str, Any]) -> Iterator[str]:
         else (f"  (file name says {data['file_platform_tag']})")
     )
     yield f"platform tag satisfied: {data['platform_tag']}{tag_note}"
+    for problem in data.get("record_problems", []):
+        yield f"RECORD MISMATCH: {problem}"
     if data["over_pypi_limit"]:
         yield (
             f"note: larger than PyPI's default {human_size(PYPI_LIMIT)} per-file limit: ask PyPI "
