@@ -47,7 +47,8 @@ def test_another_rocm_tree_is_refused(  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     res = _bundle(run_cli, tmp_path, str(wheel), "--rocm", str(sid_tree), "--output-dir", str(out))
     assert res.returncode == 8, res.stderr
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in res.stderr
+    lines = [line for line in res.stderr.splitlines() if "rocm-build: error:" in line]
     assert len(lines) == 1, res.stderr
     assert "built with ROCm 5.2.3" in lines[0]
     assert "ROCm 6.4.3" in lines[0]
