@@ -191,6 +191,7 @@ def _bundle_windows(plan_: BundlePlans, wheel: Path) -> BundleResult:
         dlopen_patterns=list(s.dlopen_libs), data_trees=list(s.data_trees),
         level=s.compression_level, dry_run=plan_.dry_run,
         allow_outside=list(plan_.allow_outside), no_wait=plan_.no_wait,
+        allow_rocm_mismatch=s.allow_rocm_mismatch,
     )  # fmt: skip
 
 
