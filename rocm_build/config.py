@@ -36,6 +36,7 @@ from .configschema import (
     flag_name,
 )
 from .errors import ConfigError
+from .treepath import denied
 
 #: config's own names, and the schema's (read through config too).
 __all__ = [
@@ -290,11 +291,21 @@ def _shown_path(path: Path, cwd: Path) -> str:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """A config file's TOML. A UTF-8 byte order mark (what some Windows editors write) is
+    accepted; anything that is not UTF-8 text is a one-line error."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         msg = f"{path}: not valid TOML ({exc}); fix the file or pass another --config"
         raise ConfigError(msg) from None
+    except UnicodeDecodeError as exc:
+        msg = (
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "a config file is TOML in UTF-8: fix the file or pass another --config"
+        )
+        raise ConfigError(msg) from None
+    except PermissionError as exc:
+        raise denied(exc, "the config file") from None
 
 
 def _check_keys(where: str, given: Mapping[str, Any], allowed: Sequence[str]) -> None:

@@ -137,6 +137,12 @@ class BundleSettings:
     system_libs: tuple[str, ...] = _setting(list, "libraries that may come from the build machine")
     rocm_libs: tuple[str, ...] = _setting(list, "ROCm's libraries: never from the build machine")
     device_name: str = _setting(str, "--split-arch: device wheel name, from {project} and {target}")
+    allow_rocm_mismatch: bool = _setting(
+        bool, "bundle a wheel built with another ROCm than the tree's, relabelled +rocm<tree's>"
+    )
+    keep_other_rocm: bool = _setting(
+        bool, "keep unused copies of another ROCm's libraries the wheel carries"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

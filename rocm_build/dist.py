@@ -38,6 +38,7 @@ __all__ = [
     "is_url",
     "local_version_label",
     "open_tree",
+    "read_tree_version",
     "require_valid",
     "validate",
 ]
@@ -176,6 +177,11 @@ def _read_version(root: Path) -> tuple[str, str]:
             # HIP_VERSION_PATCH is a build number, not the release's patch level.
             return f"{found['MAJOR']}.{found['MINOR']}", "include/hip/hip_version.h"
     return "", ""
+
+
+def read_tree_version(root: Path) -> str:
+    """The ROCm version of the tree at ``root`` ("" when nothing in it says)."""
+    return _read_version(root)[0]
 
 
 def _defines(text: str, prefix: str) -> dict[str, str]:

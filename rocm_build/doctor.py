@@ -22,8 +22,9 @@ from . import build as build_mod
 from . import dist, proc
 from .config import Config, ProjectSpec
 from .context import RunContext
-from .errors import ConfigError, RocmBuildError, RocmTreeError, ToolMissing
+from .errors import ConfigError, FileAccessError, RocmBuildError, RocmTreeError, ToolMissing
 from .sizes import human_size
+from .treepath import denied
 
 __all__ = ["TOOLS", "Blocker", "DoctorReport", "Row", "check"]
 
@@ -160,13 +161,40 @@ def _check_tree(
         "warnings": list(check.warnings),
     }
     if tree.clang_dir is not None:
-        _, rocm["clang_version"] = tool_version(str(tree.clang_dir / "clang"), cfg.env)
+        if found := _clang_problem(tree.clang_dir, cfg.env):
+            blockers.append(Blocker(*found))
+            rocm["problems"].append(found[1])
+        else:
+            _, rocm["clang_version"] = tool_version(str(tree.clang_dir / "clang"), cfg.env)
     if tree.hipcc is not None:
         # hipcc picks the NVIDIA platform when it finds CUDA, unless told otherwise.
         _, rocm["hipcc_version"] = tool_version(
             str(tree.hipcc), {**cfg.env, "HIP_PLATFORM": "amd", "ROCM_PATH": str(tree.root)}
         )
     return rocm
+
+
+def _clang_problem(
+    clang_dir: Path, env: Mapping[str, str]
+) -> tuple[type[RocmBuildError], str] | None:
+    """Why the tree's clang cannot run, if it cannot: its folder or its libraries' folder
+    (``lib/llvm/lib``) unreadable to this user, or ``clang --version`` failing."""
+    for folder in (clang_dir, clang_dir.parent / "lib"):
+        if folder.is_dir() and not os.access(folder, os.R_OK | os.X_OK):
+            err = denied(PermissionError(13, "Permission denied", str(folder)), "the tree's clang")
+            return FileAccessError, str(err)
+    clang = clang_dir / "clang"
+    try:
+        result = proc.run([str(clang), "--version"], env=env, capture=True, check=False)
+    except (OSError, RocmBuildError) as err:
+        return RocmTreeError, f"the tree's {clang} cannot run ({err}): use a complete tree"
+    if result.returncode != 0 or "version" not in result.stdout:
+        last = next((line for line in reversed(result.tail) if line.strip()), "no output")
+        return RocmTreeError, (
+            f"the tree's {clang} --version fails (exit {result.returncode}: {last.strip()[:200]}):"
+            " its libraries (lib/llvm/lib) may be missing or unreadable; use a complete tree"
+        )
+    return None
 
 
 def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
@@ -183,7 +211,7 @@ def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
             Row("ROCm", f"{rocm['version'] or '?'} at {rocm['root']} ({rocm['layout']})", ok)
         )
         clang = rocm.get("clang_version") or str(rocm["clang"])
-        rows.append(Row("clang", clang, bool(rocm["clang"])))
+        rows.append(Row("clang", clang, bool(rocm["clang"] and rocm.get("clang_version"))))
         hipcc = rocm.get("hipcc_version") or rocm["hipcc"] or "not found"
         rows.append(Row("hipcc", str(hipcc), True if rocm["hipcc"] else None))
         rows.append(Row("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"])))

@@ -18,13 +18,14 @@ from typing import Any
 
 from . import arch, elf, pe
 from .bundle import split as splitarch
-from .bundle.analyze import WheelAnalysis, analyze_path
+from .bundle.analyze import WheelAnalysis, analyze
 from .bundle.data import gfx_tokens
 from .bundle.plan import inside
 from .bundle.policy import is_loader, platform_tag, policy_whitelist
 from .context import RunContext
-from .errors import RequirementNotMet
+from .errors import RequirementNotMet, UnsafeInput
 from .sizes import human_size
+from .wheelread import WheelReader
 
 __all__ = ["PYPI_LIMIT", "InspectResult", "human_size", "inspect_wheel", "render"]
 
@@ -37,6 +38,11 @@ class InspectResult:
     missing: tuple[str, ...]
 
     def check(self) -> None:
+        """Exit codes after the report: a member that does not match RECORD (15), a required
+        target missing (11)."""
+        if problems := self.data.get("record_problems"):
+            more = f" (and {len(problems) - 1} more, listed above)" if len(problems) > 1 else ""
+            raise UnsafeInput(problems[0] + more)
         if self.missing:
             raise RequirementNotMet(
                 f"device code for {', '.join(self.missing)} is missing from libraries in "
@@ -65,9 +71,12 @@ def _component(name: str, lib_dir: str, libs: set[str]) -> str:
 
 def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = None) -> InspectResult:
     requested = ctx.parse_targets(require_arch or "")
-    analysis = analyze_path(path, pe_files=True)
+    with WheelReader(path) as reader:
+        analysis = analyze(reader, pe_files=True)
+        # what the pass did not read (all but ELF and PE files) is checked too
+        record_problems = reader.record_problems()
     prov = analysis.bundle_record()
-    rows, external = _elf_rows(analysis, prov)
+    rows, external = _elf_rows(analysis, prov, ctx.settings.bundle.rocm_libs)
     pe_rows = _pe_rows(analysis)
     code_targets = sorted({t for r in [*rows, *pe_rows] for t in r["targets"]})
     wanted = list(requested) or list(prov.get("targets", []))
@@ -95,6 +104,7 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         "coverage": coverage,
         "sizes": dict(sorted(_sizes(analysis, lib_dir).items(), key=lambda kv: -kv[1])),
         "device_wheels": splitarch.device_requirements(analysis.metadata),
+        "record_problems": record_problems,
     }
     gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
     missing = tuple(t for t in requested if t in gaps)
@@ -102,11 +112,13 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
 
 
 def _elf_rows(
-    analysis: WheelAnalysis, prov: Mapping[str, Any]
+    analysis: WheelAnalysis, prov: Mapping[str, Any], rocm_names: tuple[str, ...] = ()
 ) -> tuple[list[dict[str, Any]], set[str]]:
     """One row per host ELF file (search path, what it needs and where that is), and the
-    libraries the wheel takes from outside it."""
+    libraries the wheel takes from outside it (``rocm_names``: ROCm's, by pattern)."""
     elves = analysis.infos
+    own = {posixpath.dirname(m.rstrip("/")) for m in analysis.members}
+    own |= {"/".join(f.split("/")[:n]) for f in own for n in range(1, f.count("/") + 1)}
     requires = _requires_dist(analysis.metadata)
     # by file name, as the loader looks NEEDED names up (a SONAME alone provides nothing)
     provided = {posixpath.basename(a) for a in elves}
@@ -129,7 +141,7 @@ def _elf_rows(
             for n in info.needed
             if n not in provided and n not in whitelist and not is_loader(n) and n not in from_torch
         ]
-        expected = _from_packages(arc, info, unresolved, requires)
+        expected = _from_packages(arc, info, unresolved, requires, own, rocm_names)
         unresolved = [n for n in unresolved if n not in expected]
         external |= {
             n for n in info.needed if n not in provided and n not in from_torch | set(expected)
@@ -213,8 +225,9 @@ def _sizes(analysis: WheelAnalysis, lib_dir: str) -> dict[str, int]:
 
 
 def _requires_dist(metadata: str) -> dict[str, str]:
-    """The wheel's requirements by the site-packages folder their distribution installs (ROCm's
-    platform packages: ``rocm-sdk-core`` installs ``_rocm_sdk_core``)."""
+    """The wheel's requirements by their distribution's name as a folder name (``rocm-sdk-core``
+    installs ``_rocm_sdk_core``, ``torch`` installs ``torch``), lower case, without the
+    leading ``_``."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     out: dict[str, str] = {}
@@ -224,19 +237,13 @@ def _requires_dist(metadata: str) -> dict[str, str]:
                 req = Requirement(line.partition(":")[2].strip())
             except InvalidRequirement:
                 continue
-            folder = "_" + re.sub(r"[-_.]+", "_", req.name).lower()
-            out[folder] = f"{req.name}{req.specifier}"
+            out[re.sub(r"[-_.]+", "_", req.name).lower()] = f"{req.name}{req.specifier}"
     return out
 
 
-def _from_packages(
-    arc: str, info: elf.ElfInfo, names: list[str], requires: dict[str, str]
-) -> dict[str, list[dict[str, str]]]:
-    """Per NEEDED name the wheel lacks, the ROCm Python package folders (``_rocm_sdk_*``) its
-    search path points into, each with the requirement that installs it ("" if none does).
-    A name of ROCm's core runtime is expected from the core package's folders only."""
-    from .rocmwheels import CORE_LIBS
-
+def _package_folders(arc: str, info: elf.ElfInfo, own: set[str]) -> list[str]:
+    """The folders outside this wheel that ``arc``'s ``$ORIGIN`` search path names, in the
+    order the loader tries them (site-packages relative: ``torch/lib``, ``_rocm_sdk_core/lib``)."""
     here = posixpath.dirname(arc)
     folders: list[str] = []
     for entry in info.search_path:
@@ -244,21 +251,51 @@ def _from_packages(
             if entry == prefix or entry.startswith(prefix + "/"):
                 rest = entry[len(prefix) :].lstrip("/")
                 target = posixpath.normpath(posixpath.join(here or ".", rest))
-                if target.startswith("_rocm_sdk_") and target not in folders:
+                if not target.startswith(".") and target not in own and target not in folders:
                     folders.append(target)
                 break
+    return folders
+
+
+def _from_packages(
+    arc: str,
+    info: elf.ElfInfo,
+    names: list[str],
+    requires: dict[str, str],
+    own: set[str],
+    rocm_names: tuple[str, ...] = (),
+) -> dict[str, list[dict[str, str]]]:
+    """Per NEEDED name the wheel lacks, the folder of another distribution it is expected from:
+    the first folder of the search path (in the loader's order) that may hold it, with the
+    distribution that installs that folder and the requirement that installs it ("" if none
+    does). ROCm's core runtime comes from the core package's folder, ROCm's other libraries
+    (``rocm_names`` patterns) from ROCm's other packages' folders, every other library (torch's
+    ``libtorch.so``, ``libc10.so``) from the first folder of another distribution (``torch/lib``).
+    """
+    from .rocmwheels import CORE_LIBS
+
+    folders = _package_folders(arc, info, own)
     out: dict[str, list[dict[str, str]]] = {}
     for name in names:
         core = any(fnmatch.fnmatchcase(name, p) for p in CORE_LIBS)
-        fits = [f for f in folders if f.startswith("_rocm_sdk_core") == core] or folders
-        if not fits:
+        rocm = core or any(fnmatch.fnmatchcase(name, p) for p in rocm_names)
+        sdk = [f for f in folders if f.startswith("_rocm_sdk_")]
+        others = [f for f in folders if f not in sdk]
+        fits = [f for f in sdk if f.startswith("_rocm_sdk_core") == core]
+        order = [*fits, *others, *sdk] if rocm else [*others, *fits, *sdk]
+        if not order:
             continue
-        out[name] = []
-        for folder in fits:
-            top = folder.split("/", 1)[0]
-            match = [f for f in requires if top.lower().startswith(f)]
-            req = requires[max(match, key=len)] if match else ""
-            out[name].append({"folder": folder, "requirement": req})
+        folder = order[0]
+        top = folder.split("/", 1)[0]
+        key = top.lstrip("_").lower()
+        match = [r for r in requires if key == r or key.startswith(r + "_")]
+        out[name] = [
+            {
+                "folder": folder,
+                "distribution": top.lstrip("_").replace("_", "-"),
+                "requirement": requires[max(match, key=len)] if match else "",
+            }
+        ]
     return out
 
 
@@ -326,6 +363,8 @@ def render(data: dict[str, Any]) -> Iterator[str]:
         else (f"  (file name says {data['file_platform_tag']})")
     )
     yield f"platform tag satisfied: {data['platform_tag']}{tag_note}"
+    for problem in data.get("record_problems", []):
+        yield f"RECORD MISMATCH: {problem}"
     if data["over_pypi_limit"]:
         yield (
             f"note: larger than PyPI's default {human_size(PYPI_LIMIT)} per-file limit: ask PyPI "
@@ -365,7 +404,7 @@ def _file_lines(data: dict[str, Any]) -> Iterator[str]:
             yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
         for lib, where in row.get("from_packages", {}).items():
             places = ", ".join(
-                f"{w['folder']} ({w['requirement'] or 'NO Requires-Dist installs it'})"
+                f"{w['folder']} ({w['requirement'] or _no_requirement(w['distribution'])})"
                 for w in where
             )
             yield f"    {lib}: from {places}"
@@ -382,6 +421,10 @@ def _file_lines(data: dict[str, Any]) -> Iterator[str]:
             if row["unresolved"]:
                 yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
             yield from _device_code_line(row)
+
+
+def _no_requirement(distribution: str) -> str:
+    return f"{distribution}: NO Requires-Dist installs it"
 
 
 def _bundled_lines(bundled: list[dict[str, Any]]) -> Iterator[str]:

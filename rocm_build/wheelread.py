@@ -326,17 +326,36 @@ class WheelReader:
 
     def verify_all(self) -> None:
         """Check every member not checked yet against RECORD (one streaming read each)."""
-        for m in self.members:
-            if m.is_dir or m.name in self.verified or m.name not in self.record:
-                continue
-            check = self.checker(m.name)
+        for m in self._unverified():
+            self._verify(m.name)
+
+    def record_problems(self) -> list[str]:
+        """:meth:`verify_all` that goes on past a bad member: one line per member whose bytes
+        do not match RECORD or the zip directory."""
+        problems = []
+        for m in self._unverified():
             try:
-                with self._zip.open(m.name) as fh:
-                    while block := fh.read(CHUNK):
-                        check.update(block)
-            except (zipfile.BadZipFile, zlib.error, EOFError) as err:
-                raise self._unsafe(m.name, f"cannot be read ({err})") from None
-            check.finish()
+                self._verify(m.name)
+            except UnsafeInput as err:
+                problems.append(str(err))
+        return problems
+
+    def _unverified(self) -> list[Member]:
+        return [
+            m
+            for m in self.members
+            if not (m.is_dir or m.name in self.verified or m.name not in self.record)
+        ]
+
+    def _verify(self, name: str) -> None:
+        check = self.checker(name)
+        try:
+            with self._zip.open(name) as fh:
+                while block := fh.read(CHUNK):
+                    check.update(block)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+            raise self._unsafe(name, f"cannot be read ({err})") from None
+        check.finish()
 
     def data_offset(self, member: Member, fh: BinaryIO) -> int:
         """Where the member's compressed bytes start (after its local header)."""

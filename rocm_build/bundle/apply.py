@@ -8,10 +8,12 @@ import json
 import logging
 import posixpath
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 from rocm_build import elfpatch, faults, proc, tempfiles, wheelfile
 from rocm_build.errors import BundleError, RocmBuildError
@@ -47,6 +49,7 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
     total = _total(plan, reader, extracted)
     progress.start(task, total)
     writers: list[WheelWriter] = []
+    rename = _renamed(plan, reader)
 
     def needed() -> int:
         """About the new wheel's size (for a full disk's message): the bytes still to come
@@ -56,10 +59,10 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
 
     with tempfiles.writing(out, needed=needed), \
             tempfiles.folder(out.parent, f"{out.name}.scratch") as scratch, \
-            WheelWriter(out, reader.dist_info, level=level) as writer:  # fmt: skip
+            WheelWriter(out, rename(reader.dist_info), level=level) as writer:  # fmt: skip
         writers.append(writer)
         faults.point("bundle.writer-open")
-        pass_ = _Pass(plan, reader, writer, Path(scratch), progress, task)
+        pass_ = _Pass(plan, reader, writer, Path(scratch), progress, task, rename)
         later = pass_.members(extracted)
         pass_.libraries(linkers)
         pass_.data_files()
@@ -73,8 +76,35 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
 
 
 def _skipped(plan: BundlePlan, reader: WheelReader, name: str) -> bool:
-    """Members the pass does not copy: folders, RECORD (written anew), the old provenance."""
-    return name.endswith("/") or name in (f"{reader.dist_info}/RECORD", plan.provenance_arcname)
+    """Members the pass does not copy: folders, RECORD (written anew), the old provenance,
+    the ones the plan leaves out."""
+    return (
+        name.endswith("/")
+        or name in (f"{reader.dist_info}/RECORD", plan.provenance_arcname)
+        or name in plan.left_out
+    )
+
+
+def _renamed(plan: BundlePlan, reader: WheelReader) -> Callable[[str], str]:
+    """Member names in the output: a wheel relabelled with another version
+    (``--allow-rocm-mismatch``) gets its ``.dist-info`` and ``.data`` folders renamed to match."""
+    stem = reader.dist_info.removesuffix(".dist-info")
+    name, _, old = stem.rpartition("-")
+    try:
+        same = Version(old) == Version(plan.version)
+    except InvalidVersion:
+        same = False
+    if same or not name:
+        return lambda member: member
+    new = f"{name}-{plan.version}"
+
+    def rename(member: str) -> str:
+        for suffix in (".dist-info", ".data"):
+            if member == stem + suffix or member.startswith(f"{stem}{suffix}/"):
+                return new + member[len(stem) :]
+        return member
+
+    return rename
 
 
 def _total(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path]) -> int:
@@ -104,6 +134,8 @@ class _Pass:
     scratch: Path
     progress: Progress
     task: str
+    #: a member's name in the output (see :func:`_renamed`)
+    rename: Callable[[str], str]
     #: how each ELF file's search path was set (arcname -> method)
     methods: dict[str, str] = field(default_factory=dict)
 
@@ -120,14 +152,15 @@ class _Pass:
                 later.append(m.name)
             elif m.name in changes:
                 self.methods[m.name] = stream_elf(
-                    self.writer, m.name, extracted[m.name], changes[m.name].new, self.scratch,
+                    self.writer, self.rename(m.name), extracted[m.name], changes[m.name].new,
+                    self.scratch,
                     m.mode or 0o755, content=self.reader.verified.get(m.name, ""),
                     runpath=changes[m.name].runpath,
                 )  # fmt: skip
                 self.progress.advance(self.task, extracted[m.name].stat().st_size)
                 faults.point("bundle.member-patched")
             else:
-                self.writer.copy_member(self.reader, m.name)
+                self.writer.copy_member(self.reader, m.name, self.rename(m.name))
                 self.progress.advance(self.task, m.compress_size)
                 faults.point("bundle.member-copied")
         return later
@@ -174,13 +207,13 @@ class _Pass:
                     meta = wheelfile.set_metadata_version(meta, self.plan.version)
                 for req in self.plan.requires:
                     meta = wheelfile.add_requirement(meta, req)
-                self.writer.add_bytes(name, meta.encode())
+                self.writer.add_bytes(self.rename(name), meta.encode())
             elif base == "WHEEL":
                 tags = WheelName.parse(out.name).tags
                 text = wheelfile.set_wheel_tags(self.reader.read_text(name), tags)
-                self.writer.add_bytes(name, text.encode())
+                self.writer.add_bytes(self.rename(name), text.encode())
             else:
-                self.writer.copy_member(self.reader, name)
+                self.writer.copy_member(self.reader, name, self.rename(name))
                 self.progress.advance(self.task, self.reader.member(name).compress_size)
             faults.point("bundle.dist-info")
 

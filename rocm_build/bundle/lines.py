@@ -53,9 +53,23 @@ def missing_data_line(tree: str, missing: Sequence[str]) -> str:
 
 
 def warning_lines(result: BundleResult) -> Iterator[str]:
-    """Data trees without files for some requested targets; where the wheel needs ZIP64."""
-    for tree, missing in (result.plan or {}).get("data_missing", {}).items():
+    """Data trees without files for some requested targets; another ROCm's libraries left
+    out or kept; where the wheel needs ZIP64."""
+    plan = result.plan or {}
+    for tree, missing in plan.get("data_missing", {}).items():
         yield missing_data_line(tree, missing)
+    if plan.get("left_out"):
+        yield (
+            f"note: left out {', '.join(plan['left_out'])}: another ROCm's copy of a library "
+            "this bundle adds from the tree, which nothing in the wheel needs "
+            "(--keep-other-rocm keeps it)"
+        )
+    if plan.get("other_rocm"):
+        yield (
+            f"warning: kept {', '.join(plan['other_rocm'])} (bundle.keep_other_rocm): another "
+            "ROCm's copy of a library this bundle adds from the tree; nothing in the wheel needs "
+            "it, and whatever opens it by name loads a second ROCm runtime"
+        )
     if result.zip64:
         yield f"note: {Path(result.output).name} needs ZIP64: " + "; ".join(result.zip64)
 

@@ -36,6 +36,7 @@ from .libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from .model import BundlePlan, BundleResult, DataFile, ThinSource, TorchWheel
 from .plan import make_plan
 from .policy import policy_whitelist
+from .rocmlabel import built_with, checked_version, other_rocm
 
 __all__ = ["bundle_wheel", "check_tree", "project_lib_dir"]
 
@@ -60,6 +61,10 @@ class _Job:
     system_libs: tuple[str, ...]
     rocm_libs: tuple[str, ...]
     thin: ThinSource | None
+    #: a tree of another ROCm than the wheel's is allowed (relabelled); another ROCm's unused
+    #: copies of added libraries are kept (see :mod:`.rocmlabel`)
+    allow_rocm_mismatch: bool = False
+    keep_other_rocm: bool = False
 
     @property
     def provenance_arcname(self) -> str:
@@ -84,6 +89,8 @@ class _Job:
         }
         if self.thin is not None:  # fat wheels keep the fingerprint they had
             settings = {**settings, "thin": [self.thin.family, self.thin.version]}
+        if self.allow_rocm_mismatch or self.keep_other_rocm:  # the same: only when set
+            settings = {**settings, "mismatch": [self.allow_rocm_mismatch, self.keep_other_rocm]}
         return fingerprint(settings)
 
 
@@ -108,6 +115,8 @@ def bundle_wheel(
     env: Mapping[str, str] | None = None,
     no_wait: bool = False,
     thin: ThinSource | None = None,
+    allow_rocm_mismatch: bool = False,
+    keep_other_rocm: bool = False,
 ) -> BundleResult:
     """Bundle one wheel (see the package docstring); a no-op when its output is up to date.
 
@@ -116,8 +125,7 @@ def bundle_wheel(
     (patterns): libraries that may come from the build machine's folders (``LD_LIBRARY_PATH``
     of ``env``, ld.so.conf, the defaults) when the tree lacks them; ``rocm_libs`` (patterns),
     the ``dlopen_patterns`` and the names of the tree's own libraries never may.
-    The output wheel is written under its lock (``no_wait``: ``Locked`` if another run has it).
-    """
+    Written under the output's lock (``no_wait``: ``Locked`` if another run has it)."""
     start = time.monotonic()
     faults.point("bundle.start")
     wheel = wheel.resolve()
@@ -126,7 +134,7 @@ def bundle_wheel(
     job = _Job(
         wheel, rocm, output_dir, tuple(targets), lib_dir, tuple(dlopen_patterns),
         tuple(data_trees), level, policy, torch, tuple(allow_outside), tuple(system_libs),
-        tuple(rocm_libs), thin,
+        tuple(rocm_libs), thin, allow_rocm_mismatch, keep_other_rocm,
     )  # fmt: skip
     fp = job.fingerprint()
     if existing := up_to_date(wheel, output_dir, job.provenance_arcname, fp):
@@ -177,6 +185,14 @@ def _plan(
 ) -> BundlePlan:
     """The plan for ``job``: libraries from the tree (then the build machine), data for the
     targets, the output named by the version and the platform tag it satisfies."""
+    current = wheelfile.consistent_version(analysis.name.version, analysis.metadata)
+    version = checked_version(
+        current,
+        built_with(current, analysis.bundle_record()),
+        job.rocm,
+        allow=job.allow_rocm_mismatch,
+        wheel=job.wheel.name,
+    )
     guard = TreeGuard.of(job.rocm, job.allow_outside)
     with reading("the ROCm tree's library folders"):
         lib_dirs = tree_lib_dirs(job.rocm)
@@ -190,32 +206,46 @@ def _plan(
 
     so_patterns = [p for p in job.dlopen_patterns if ".so" in p]
     stems = [f"{stem}.so*" for stem in sorted(index.stems())]
-    provisional = make_plan(
-        input_path=job.wheel,
-        output_path=job.output_dir / job.wheel.name,
-        wheel_name=analysis.name,
-        metadata=analysis.metadata,
-        members=analysis.members,
-        elves=analysis.infos,
-        index=index,
-        lib_dir=job.lib_dir,
-        targets=job.targets,
-        dlopen_patterns=job.dlopen_patterns,
-        data_selector=selector,
-        whitelist=policy_whitelist(job.policy),
-        torch=job.torch,
-        fingerprint=fp,
-        policy=job.policy,
-        rocm_only=[*job.rocm_libs, *so_patterns, *stems],
-        system_allowed=job.system_libs,
-        tree=str(job.rocm),
-        thin=job.thin,
-    )
-    version = wheelfile.consistent_version(analysis.name.version, analysis.metadata)
+
+    def planned(left_out: Sequence[str]) -> BundlePlan:
+        return make_plan(
+            input_path=job.wheel,
+            output_path=job.output_dir / job.wheel.name,
+            wheel_name=analysis.name,
+            metadata=analysis.metadata,
+            members=[m for m in analysis.members if m not in left_out],
+            elves={a: i for a, i in analysis.infos.items() if a not in left_out},
+            index=index,
+            lib_dir=job.lib_dir,
+            targets=job.targets,
+            dlopen_patterns=job.dlopen_patterns,
+            data_selector=selector,
+            whitelist=policy_whitelist(job.policy),
+            torch=job.torch,
+            fingerprint=fp,
+            policy=job.policy,
+            rocm_only=[*job.rocm_libs, *so_patterns, *stems],
+            system_allowed=job.system_libs,
+            tree=str(job.rocm),
+            thin=job.thin,
+        )
+
+    provisional = planned(())
+    others = tuple(other_rocm(analysis.infos, provisional.libraries, provisional.lib_dir))
+    if others and not job.keep_other_rocm:
+        # planned again without them: what only they needed is not added either
+        provisional = replace(planned(others), left_out=others)
+    elif others:
+        provisional = replace(provisional, other_rocm=others)
     out_name = analysis.name.with_version(version).with_platform(provisional.platform_tag)
     names = [lib.name for lib in provisional.libraries]
     gaps = data_target_gaps(job.rocm, job.data_trees, names, job.targets)
-    return replace(provisional, output=str(job.output_dir / str(out_name)), data_missing=gaps)
+    return replace(
+        provisional,
+        version=version,
+        output=str(job.output_dir / str(out_name)),
+        data_missing=gaps,
+    )
 
 
 def _already_done(

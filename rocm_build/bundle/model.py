@@ -97,10 +97,14 @@ class BundlePlan:
     fingerprint: str
     #: data trees with gfx-named files but none for some requested targets: (tree, targets)
     data_missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: members not copied: another ROCm's copies of libraries the bundle adds, unused
+    left_out: tuple[str, ...] = ()
+    #: such copies kept (``bundle.keep_other_rocm``)
+    other_rocm: tuple[str, ...] = ()
 
     @property
     def changes_content(self) -> bool:
-        return bool(self.libraries or self.rpaths or self.data or self.requires)
+        return bool(self.libraries or self.rpaths or self.data or self.requires or self.left_out)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -132,6 +136,9 @@ class BundlePlan:
             "from_torch": [name for name, _ in self.from_torch],
             "requires": list(self.requires),
             "system_libs": list(self.system_libs),
+            "version": self.version,
+            "left_out": list(self.left_out),
+            "other_rocm": list(self.other_rocm),
         }
 
 

@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from rocm_build import deflatecache, faults, tempfiles
 from rocm_build.config import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
-from rocm_build.errors import BundleError
+from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheelfile import WheelName, WheelReader
 
@@ -160,6 +160,7 @@ def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResul
 
 def _windows(plan_: BundlePlans, wheel: Path) -> bool:
     platform = plan_.settings.platform
+    _check_platform(wheel, platform)
     windows = platform == "windows" or (platform == "auto" and is_windows_wheel(wheel))
     if windows and plan_.thin is not None:
         raise BundleError(
@@ -169,6 +170,20 @@ def _windows(plan_: BundlePlans, wheel: Path) -> bool:
     return windows
 
 
+def _check_platform(wheel: Path, platform: str) -> None:
+    """A platform asked for that the wheel's tag contradicts is a mistake, not a no-op: a Linux
+    wheel through delvewheel would come out unbundled."""
+    tags = WheelName.parse(wheel.name).tags
+    linux = any(t.split("-")[2].startswith(("linux", "manylinux", "musllinux")) for t in tags)
+    windows = is_windows_wheel(wheel)
+    if (platform == "windows" and linux) or (platform == "linux" and windows):
+        other = "Linux" if linux else "Windows"
+        raise ConfigError(
+            f"{wheel.name} is a {other} wheel but --platform (bundle.platform) is {platform}: "
+            "leave it at auto, which goes by the wheel's tag"
+        )
+
+
 def _bundle_windows(plan_: BundlePlans, wheel: Path) -> BundleResult:
     s = plan_.settings
     return bundle_windows(
@@ -176,6 +191,7 @@ def _bundle_windows(plan_: BundlePlans, wheel: Path) -> BundleResult:
         dlopen_patterns=list(s.dlopen_libs), data_trees=list(s.data_trees),
         level=s.compression_level, dry_run=plan_.dry_run,
         allow_outside=list(plan_.allow_outside), no_wait=plan_.no_wait,
+        allow_rocm_mismatch=s.allow_rocm_mismatch,
     )  # fmt: skip
 
 
@@ -206,6 +222,8 @@ def _bundle_linux(
         env=plan_.env,
         no_wait=plan_.no_wait,
         thin=plan_.thin,
+        allow_rocm_mismatch=s.allow_rocm_mismatch,
+        keep_other_rocm=s.keep_other_rocm,
     )
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, locks, pe, proc, tempfiles
+from rocm_build import __version__, locks, pe, proc, tempfiles, wheelfile
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.treepath import TreeGuard
 from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
@@ -25,6 +25,7 @@ from .apply import fingerprint, rocm_version, stat_entry, up_to_date
 from .data import select_data
 from .linux import project_lib_dir
 from .model import BundleResult, DataFile
+from .rocmlabel import built_with, checked_version
 
 __all__ = ["bundle_windows", "is_windows_wheel"]
 
@@ -61,6 +62,7 @@ def bundle_windows(
     dry_run: bool = False,
     allow_outside: Sequence[Path] = (),
     no_wait: bool = False,
+    allow_rocm_mismatch: bool = False,
 ) -> BundleResult:
     """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
     names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
@@ -76,6 +78,7 @@ def bundle_windows(
     with WheelReader(wheel) as reader:
         members = [m.name for m in reader.members]
         top = project_lib_dir(reader.name.distribution, {}, members, None).split("/", 1)[0]
+        _check_rocm(reader, wheel, rocm, allow_rocm_mismatch)
         if not dry_run:  # delvewheel rewrites RECORD: a corrupt input must not pass unnoticed
             reader.verify_all()
     arcname = f"{top}/{PROVENANCE}"
@@ -122,6 +125,18 @@ def bundle_windows(
         wheel.name, len(added), ", ".join(sorted(added)), len(data), skipped,
     )  # fmt: skip
     return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
+
+
+def _check_rocm(reader: WheelReader, wheel: Path, rocm: Path, allow: bool) -> None:
+    """A tree of another ROCm than the wheel's stops the bundle, as on Linux; delvewheel's
+    output is not relabelled, so ``--allow-rocm-mismatch`` cannot help here."""
+    version = wheelfile.consistent_version(reader.name.version, reader.metadata())
+    new = checked_version(version, built_with(version, {}), rocm, allow=allow, wheel=wheel.name)
+    if new != version:
+        raise RocmTreeError(
+            f"{wheel.name}: --allow-rocm-mismatch relabels Linux wheels only; bundle this Windows "
+            "wheel from a tree of the ROCm it was built with"
+        )
 
 
 def _what_to_add(

@@ -69,6 +69,19 @@ from .render import State, close_bars, err_console, out_console, pass_state
     help="Write a host wheel (libraries, target-neutral data) and one device wheel per target "
     "(its data files; name from bundle.device_name); the host gets an extra device-GFX per target.",
 )
+@click.option(
+    "--allow-rocm-mismatch",
+    is_flag=True,
+    default=None,
+    help="Bundle a wheel built with another ROCm than the tree's; it is relabelled "
+    "+rocm<the tree's version>.",
+)
+@click.option(
+    "--keep-other-rocm",
+    is_flag=True,
+    default=None,
+    help="Keep unused copies of another ROCm's libraries the wheel carries (left out by default).",
+)
 @pass_state
 def command(
     state: State,
@@ -86,6 +99,8 @@ def command(
     mode: Literal["fat", "thin"],
     target_family: str,
     split_arch: bool,
+    allow_rocm_mismatch: bool | None,
+    keep_other_rocm: bool | None,
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from rocm_build import bundle as bundle_stage
@@ -100,6 +115,8 @@ def command(
             "bundle.compression_level": compression_level,
             "bundle.dry_run": dry_run,
             "bundle.allow_outside": list(allow_outside) or None,
+            "bundle.allow_rocm_mismatch": allow_rocm_mismatch,
+            "bundle.keep_other_rocm": keep_other_rocm,
         }
     )
     dry_run = ctx.settings.bundle.dry_run

@@ -22,7 +22,7 @@ def test_only_the_analysis_looks_for_elf_magic() -> None:
 def test_the_three_callers_use_the_analysis() -> None:
     text = sources()
     assert "analyze_path(wheel)" in text["build.py"]
-    assert "analyze_path(path, pe_files=True)" in text["report.py"]
+    assert "analyze(reader, pe_files=True)" in text["report.py"]
     assert "analyze(\n" in text["bundle/linux.py"]
 
 

@@ -285,3 +285,28 @@ def test_bundle_prints_size_and_notes_pypi_limit(
     second = CliRunner().invoke(cli.cli, args)  # up to date, and still too big for PyPI
     assert "up to date: " in second.output
     assert "larger than PyPI's default" in second.output
+
+
+@pytest.mark.parametrize("platform", ["windows", "linux"])
+def test_platform_that_the_wheel_tag_contradicts_is_refused(  # type: ignore[no-untyped-def]
+    run_cli, hip_ext_so: Path, rocm_tree: Path, tmp_path: Path, platform: str
+) -> None:
+    """--platform windows on a Linux wheel (and linux on a Windows one) is a mistake: exit 2
+    with one line, instead of an unbundled wheel and exit 0."""
+    tag = "cp311-cp311-linux_x86_64" if platform == "windows" else "cp311-cp311-win_amd64"
+    wheel = make_wheel(
+        tmp_path / "dist", "hipext", "1.0.0", {"hipext/_kern.so": hip_ext_so}, tag=tag
+    )
+    out = tmp_path / "out"
+    res = run_cli(
+        ["bundle", str(wheel), "--rocm", str(rocm_tree), "--output-dir", str(out),
+         "--platform", platform],
+        cwd=tmp_path, env=SMALL,
+    )  # fmt: skip
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "rocm-build: error:" in ln]
+    assert len(lines) == 1, res.stderr
+    assert f"is {platform}" in lines[0]
+    assert "auto" in lines[0]
+    assert not out.exists() or not list(out.glob("*.whl"))

@@ -167,7 +167,11 @@ def test_inspect_thin_wheel_names_the_package_of_each_library(
     data, text = _inspect(run_cli, thin)
     (row,) = data["elf_files"]
     assert row["from_packages"]["libamdhip64.so.5"] == [
-        {"folder": "_rocm_sdk_core/lib", "requirement": "rocm-sdk-core==5.2.3"}
+        {
+            "folder": "_rocm_sdk_core/lib",
+            "distribution": "rocm-sdk-core",
+            "requirement": "rocm-sdk-core==5.2.3",
+        }
     ]
     assert "libamdhip64.so.5" not in row["unresolved"]
     assert "libamdhip64.so.5: from _rocm_sdk_core/lib (rocm-sdk-core==5.2.3)" in text
@@ -195,9 +199,81 @@ def test_inspect_third_party_thin_wheel(hip_ext_so: Path, run_cli, tmp_path: Pat
     data, text = _inspect(run_cli, wheel)
     (row,) = data["elf_files"]
     assert row["from_packages"]["libamdhip64.so.5"] == [
-        {"folder": "_rocm_sdk_core/lib", "requirement": "rocm-sdk-core==7.0.0"}
+        {
+            "folder": "_rocm_sdk_core/lib",
+            "distribution": "rocm-sdk-core",
+            "requirement": "rocm-sdk-core==7.0.0",
+        }
     ]
     assert "libamdhip64.so.5: from _rocm_sdk_core/lib (rocm-sdk-core==7.0.0)" in text
+
+
+def test_inspect_resolves_needed_through_the_search_path_in_order(
+    run_cli, rocm_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Shaped as pyg-lib-rocm: RUNPATH torch's lib folder first, then ROCm's two packages'. torch's
+    libraries come from torch/lib (installed by torch), HIP from rocm-sdk-core's folder, rocRAND
+    from the libraries package's; nothing is attributed to a folder that cannot hold it."""
+    from .helpers import cc_shared, make_wheel
+
+    build = tmp_path / "build"
+    c10 = cc_shared(build / "libc10.so", "int c10_x(void){return 1;}\n", soname="libc10.so")
+    libtorch = cc_shared(
+        build / "libtorch.so", "int torch_x(void){return 2;}\n", soname="libtorch.so"
+    )
+    search = (
+        "$ORIGIN/../torch/lib:$ORIGIN/../_rocm_sdk_core/lib"
+        ":$ORIGIN/../_rocm_sdk_libraries_gfx94X_dcgpu/lib"
+    )
+    pyg = cc_shared(
+        build / "libpyg.so",
+        "int c10_x(void); int torch_x(void); int hipGetDeviceCount(int*);\n"
+        "int rocrand_create_generator(void*, int);\n"
+        "int pyg(void){int n; rocrand_create_generator(0, 0);"
+        " return c10_x() + torch_x() + hipGetDeviceCount(&n);}\n",
+        libs=[
+            libtorch,
+            c10,
+            rocm_tree / "lib" / "libamdhip64.so.5",
+            rocm_tree / "lib" / "librocrand.so.1",
+        ],
+        rpath=search,
+        runpath=True,
+    )
+    wheel = make_wheel(
+        tmp_path / "dist",
+        "pyg_lib",
+        "0.4.0",
+        {"pyg_lib/__init__.py": b"", "pyg_lib/libpyg.so": pyg},
+        requires=["torch==2.9.0", "rocm-sdk-core==7.0.0"],
+    )
+    data, text = _inspect(run_cli, wheel)
+    (row,) = data["elf_files"]
+    assert row["runpath"] == search.split(":")
+    found = row["from_packages"]
+    torch = [{"folder": "torch/lib", "distribution": "torch", "requirement": "torch==2.9.0"}]
+    assert found["libtorch.so"] == torch
+    assert found["libc10.so"] == torch
+    assert found["libamdhip64.so.5"] == [
+        {
+            "folder": "_rocm_sdk_core/lib",
+            "distribution": "rocm-sdk-core",
+            "requirement": "rocm-sdk-core==7.0.0",
+        }
+    ]
+    assert found["librocrand.so.1"] == [
+        {
+            "folder": "_rocm_sdk_libraries_gfx94X_dcgpu/lib",
+            "distribution": "rocm-sdk-libraries-gfx94X-dcgpu",
+            "requirement": "",
+        }
+    ]
+    assert row["unresolved"] == []
+    assert "libtorch.so: from torch/lib (torch==2.9.0)" in text
+    assert (
+        "librocrand.so.1: from _rocm_sdk_libraries_gfx94X_dcgpu/lib "
+        "(rocm-sdk-libraries-gfx94X-dcgpu: NO Requires-Dist installs it)" in text
+    )
 
 
 TORCH_CHECK = r"""

@@ -441,3 +441,36 @@ def test_a_dangling_link_in_the_tree_is_named_with_its_target(
         assert "missing from the ROCm tree" not in line
         link = tree_copy / "lib" / "libhsa-runtime64.so.1"
         assert f"the ROCm tree's {link} is a symlink to {real.name}, which does not exist" in line
+
+
+def test_doctor_names_an_unreadable_clang_library_folder(shared_tree: Path) -> None:
+    """The tree's clang is there but cannot load its libraries (lib/llvm/lib unreadable to this
+    user): doctor says so instead of "ok clang"."""
+    tree = shared_tree / "rocm"
+    llvm_lib = tree / "lib" / "llvm" / "lib"
+    llvm_lib.chmod(0)
+    res = _run_as_nobody(["doctor", "--rocm", str(tree), "--arch", "gfx90a"], shared_tree)
+    # this Debian tree lacks torch's CMake packages too: the first blocker (exit 8) sets the code
+    assert res.returncode in (8, 14), res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"cannot read {llvm_lib} (the tree's clang): permission denied" in res.stderr
+    clang_rows = [ln for ln in res.stdout.splitlines() if " clang " in f" {ln} "]
+    assert clang_rows, res.stdout
+    assert not any(ln.lstrip().startswith("ok") for ln in clang_rows), res.stdout
+
+
+def test_doctor_says_when_the_trees_clang_does_not_run(run_cli, tree_copy: Path) -> None:  # type: ignore[no-untyped-def]
+    """A tree whose clang is damaged (cut short, as by a broken download): doctor names it
+    instead of "ok clang"."""
+    clang = tree_copy / "lib" / "llvm" / "bin" / "clang"
+    head = clang.read_bytes()[:4096]
+    clang.unlink()  # a hard link into the cached tree: replace it, do not write through it
+    clang.write_bytes(head)
+    clang.chmod(0o755)
+    res = run_cli(["doctor", "--rocm", str(tree_copy), "--arch", "gfx90a"], cwd=tree_copy.parent)
+    assert res.returncode == 8, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"the tree's {clang}" in res.stderr
+    clang_rows = [ln for ln in res.stdout.splitlines() if " clang " in f" {ln} "]
+    assert clang_rows, res.stdout
+    assert not any(ln.lstrip().startswith("ok") for ln in clang_rows), res.stdout

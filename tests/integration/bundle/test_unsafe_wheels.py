@@ -203,3 +203,35 @@ def test_record_size_that_does_not_match_is_refused_before_reading(
         res = run_cli(args, cwd=tmp_path, env=SMALL)
         assert res.returncode == 15, (args, res.stdout, res.stderr)
         _error_line(res, "evil/__init__.py", "RECORD")
+
+
+def test_inspect_reports_members_that_do_not_match_record(
+    run_cli, tmp_path: Path, elf_so: bytes
+) -> None:  # type: ignore[no-untyped-def]
+    """inspect reads only ELF and PE files for its report; the other members are checked too,
+    each mismatch listed, and the exit is 15 after the report."""
+    members = [
+        ("evil/__init__.py", b"VALUE = 1\n", 0o100644),
+        ("evil/data.txt", b"hello\n", 0o100644),
+        ("evil/_x.so", elf_so, 0o100755),
+    ]
+    wheel = raw_wheel(
+        tmp_path / "dist",
+        members,
+        record_override={"evil/__init__.py": b"VALUE = 2\n", "evil/data.txt": b"HELLO\n"},
+    )
+    res = run_cli(["inspect", str(wheel)], cwd=tmp_path)
+    assert res.returncode == 15, (res.stdout, res.stderr)
+    line = _error_line(res, "evil/__init__.py", "RECORD")
+    assert "1 more" in line
+    assert "RECORD MISMATCH" in res.stdout
+    assert "evil/data.txt" in res.stdout
+    assert "evil/_x.so" in res.stdout  # the report is still there
+
+    res = run_cli(["--json", "inspect", str(wheel)], cwd=tmp_path)
+    assert res.returncode == 15, res.stderr
+    import json
+
+    problems = json.loads(res.stdout)["record_problems"]
+    assert len(problems) == 2
+    assert "evil/data.txt" in problems[1]

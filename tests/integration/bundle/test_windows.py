@@ -240,3 +240,38 @@ def test_inspect_reads_device_code_in_a_dll(run_cli, hip_ext_so: Path, tmp_path:
         # rocblas is imported by a DLL the wheel already had (as torch_hip.dll is in torch)
         assert any(n.endswith("/rocblas.dll") for n in zf.namelist())
     assert data == ["TensileLibrary_gfx1030.dat", "TensileLibrary_gfx90a.dat"]
+
+
+def test_windows_wheel_of_another_rocm_is_refused(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """As on Linux: a wheel labelled +rocm5.2.3 is not bundled from a ROCm 6.4 tree; delvewheel's
+    output is not relabelled, so --allow-rocm-mismatch says it cannot help."""
+    tree = tmp_path / "rocm"
+    hip = _dll(
+        tree / "bin" / "amdhip64_6.dll", "__declspec(dllexport) int hipInit(int f){return f;}\n"
+    )
+    (tree / "lib").mkdir()
+    (tree / ".info").mkdir()
+    (tree / ".info" / "version").write_text("6.4.0\n")
+    ext = _dll(
+        tmp_path / "build" / "_k.pyd",
+        "int hipInit(int);\n__declspec(dllexport) int start(void){ return hipInit(0); }\n",
+        f"-L{hip.parent}",
+        "-lamdhip64_6",
+    )
+    wheel = make_wheel(
+        tmp_path / "dist",
+        "winext",
+        "1.0+rocm5.2.3",
+        {"winext/__init__.py": b"", "winext/_k.pyd": ext},
+        tag="cp311-cp311-win_amd64",
+    )
+    out = tmp_path / "out"
+    args = ["bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out)]
+    res = run_cli(args, cwd=tmp_path)
+    assert res.returncode == 8, res.stderr
+    assert "built with ROCm 5.2.3" in res.stderr
+    res = run_cli([*args, "--allow-rocm-mismatch"], cwd=tmp_path)
+    assert res.returncode == 8, res.stderr
+    assert "Linux wheels only" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not out.exists() or not list(out.glob("*.whl"))

@@ -295,3 +295,32 @@ def test_log_lines_are_not_wrapped_when_stderr_is_not_a_terminal(
     assert f"settings from {deep / 'rocm-build.toml'}" in result.stderr
     assert re.search(rf"^\+ .*{re.escape(str(deep))}", result.stderr, flags=re.M), result.stderr
     assert "file:///nonexistent/proj.git" in _one_line_error(result.stderr)
+
+
+def test_binary_config_files_are_one_line_errors(run_cli: CliRunner, tmp_path: Path) -> None:
+    """A binary file where the config belongs (rocm-build.toml, pyproject.toml): exit 2 naming
+    the file, not a traceback."""
+    binary = bytes(range(256)) * 4
+    for name in ("rocm-build.toml", "pyproject.toml"):
+        folder = tmp_path / name.split(".")[0]
+        folder.mkdir()
+        (folder / name).write_bytes(binary)
+        result = run_cli(["config"], cwd=folder)
+        assert result.returncode == 2, result.stderr
+        line = _one_line_error(result.stderr)
+        assert name in line
+        assert "not UTF-8 text" in line
+
+
+def test_config_with_a_byte_order_mark_is_read(run_cli: CliRunner, tmp_path: Path) -> None:
+    """A UTF-8 byte order mark (Notepad writes one) is accepted, in both config files."""
+    (tmp_path / "rocm-build.toml").write_bytes(b"\xef\xbb\xbf[checkout]\ndepth = 3\n")
+    result = run_cli(["config"], cwd=tmp_path, check=True)
+    assert "  checkout.depth = 3  (file)" in result.stdout.splitlines(), result.stdout
+    other = tmp_path / "project"
+    other.mkdir()
+    (other / "pyproject.toml").write_bytes(
+        b'\xef\xbb\xbf[project]\nname = "x"\n[tool.rocm-build.checkout]\ndepth = 4\n'
+    )
+    result = run_cli(["config"], cwd=other, check=True)
+    assert "  checkout.depth = 4  (file)" in result.stdout.splitlines(), result.stdout

@@ -1,0 +1,110 @@
+"""The ROCm a wheel was built with against the tree it is bundled from, and the copies of another
+ROCm's libraries a wheel carries beside the ones the bundle adds.
+
+A wheel says which ROCm it was built with in its local version label (``2.9.0+rocm5.2.3``, what
+``build`` writes by default, also inside a longer label such as ``+rocm7.0.gfx942``); a wheel
+bundled before says it in its provenance record (``rocm_version``). Bundling it from a tree of
+another ROCm would give a wheel named for one ROCm that loads another's runtime.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from rocm_build import dist, elf
+from rocm_build.errors import RocmTreeError
+
+from .model import Library
+
+__all__ = ["built_with", "checked_version", "other_rocm", "relabel", "same_release"]
+
+#: ``rocm5.2.3`` in a local label (after ``+`` or a ``.``); ``rocm-5.2`` and ``rocm_5.2`` too
+_LABEL = re.compile(r"(?<![A-Za-z0-9])rocm[-_.]?(\d+(?:\.\d+)*)", re.IGNORECASE)
+_NUMBERS = re.compile(r"\d+(?:\.\d+)*")
+
+
+def built_with(version: str, record: Mapping[str, Any]) -> str:
+    """The ROCm version the wheel was built with: its local label's ``rocmX.Y[.Z]``, else the
+    tree an earlier bundle took its libraries from; "" when neither says."""
+    _, plus, local = version.partition("+")
+    if plus and (match := _LABEL.search(local)):
+        return match.group(1)
+    found = _NUMBERS.search(str(record.get("rocm_version", "") or ""))
+    return found.group(0) if found else ""
+
+
+def same_release(a: str, b: str) -> bool:
+    """Whether two ROCm versions agree as far as both go (``5.2`` and ``5.2.3`` do)."""
+    pa, pb = a.split("."), b.split(".")
+    n = min(len(pa), len(pb))
+    return [int(x) for x in pa[:n]] == [int(x) for x in pb[:n]]
+
+
+def relabel(version: str, tree_version: str) -> str:
+    """``version`` with the ROCm of its local label replaced by ``tree_version`` (added when
+    the label names none)."""
+    base, plus, local = version.partition("+")
+    if plus and _LABEL.search(local):
+        local = _LABEL.sub(f"rocm{tree_version}", local, count=1)
+    elif plus:
+        local = f"{local}.rocm{tree_version}"
+    else:
+        local = f"rocm{tree_version}"
+    new = f"{base}+{local}"
+    try:
+        Version(new)
+    except InvalidVersion as err:  # a label rocm-build did not write
+        raise RocmTreeError(
+            f"cannot relabel version {version} with ROCm {tree_version}: give the wheel a "
+            "plain local label (build --version-suffix) and bundle it again"
+        ) from err
+    return new
+
+
+def checked_version(version: str, built: str, tree: Path, *, allow: bool, wheel: str) -> str:
+    """The version the bundled wheel carries. A wheel built with another ROCm than the tree's
+    is refused, or with ``allow`` relabelled with the tree's version."""
+    tree_version = dist.read_tree_version(tree)
+    if not built or not tree_version or same_release(built, tree_version):
+        return version
+    if not allow:
+        raise RocmTreeError(
+            f"{wheel} was built with ROCm {built} but the tree {tree} is ROCm {tree_version}: "
+            f"bundle it from a ROCm {built} tree (--rocm), rebuild it against this one, or "
+            f"pass --allow-rocm-mismatch to bundle it anyway as +rocm{tree_version}"
+        )
+    return relabel(version, tree_version)
+
+
+def _stem(name: str) -> str:
+    return name.split(".so", 1)[0]
+
+
+def other_rocm(
+    host: Mapping[str, elf.ElfInfo], libraries: Sequence[Library], lib_dir: str
+) -> list[str]:
+    """Members of ``lib_dir`` that are another version of a ROCm library the bundle adds there
+    (``libamdhip64.so.5`` beside the tree's ``libamdhip64.so.6``) and that no other ELF file of
+    the wheel or the bundle needs: left there, they are dead weight at best, and a second
+    runtime for whatever opens them by name."""
+    adds = {_stem(lib.name) for lib in libraries if lib.origin == "rocm"}
+    names = {n for lib in libraries for n in (lib.name, *lib.aliases)}
+    found: list[str] = []
+    for arc in host:
+        base = posixpath.basename(arc)
+        if posixpath.dirname(arc) != lib_dir or _stem(base) not in adds or base in names:
+            continue
+        users = [
+            other
+            for other, i in [*host.items(), *((lib.arcname, lib.info) for lib in libraries)]
+            if other != arc and base in i.needed
+        ]
+        if not users:
+            found.append(arc)
+    return sorted(found)
