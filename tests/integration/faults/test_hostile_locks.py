@@ -18,6 +18,8 @@ from rocm_build.errors import FileAccessError, Locked
 from tests import hostile
 from tests.conftest import REPO
 
+from .conftest import Bundler
+
 
 @pytest.fixture
 def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -158,3 +160,30 @@ def test_no_home_folder_is_one_line(tmp_path: Path) -> None:
     assert len(lines) == 2, res.stdout
     assert all(line.startswith("14 no folder for") for line in lines), lines
     assert all("set HOME" in line for line in lines)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("state", "attack"),
+    [
+        ("lock folder", "wrong-type"),
+        ("lock folder", "symlink"),
+        ("deflate cache", "world-writable"),
+    ],
+)
+def test_bundle_refuses_planted_state_in_one_line(
+    bundler: Bundler, tmp_path: Path, state: str, attack: str
+) -> None:
+    if state == "lock folder":
+        path, env = bundler.home / "rocm-build-locks", {}
+    else:
+        path = tmp_path / "deflate"
+        env = {"ROCM_BUILD_BUNDLE_DEFLATE_CACHE": str(path)}
+    planted = hostile.plant(path, attack, elsewhere=tmp_path / "elsewhere", folder=True)
+    res = bundler.run(**env)
+    assert res.returncode == 14, res.stderr
+    assert "Traceback" not in res.stderr
+    [line] = [x for x in res.stderr.splitlines() if "error" in x]
+    assert f"the {state} {path}" in line
+    planted.assert_untouched()
+    assert not list(bundler.out.glob("*.whl"))
