@@ -266,9 +266,8 @@ def _one_wheel(step: ProjectStep) -> Path:
 def _place(wheel: Path, output_dir: Path, *, no_wait: bool = False) -> Path:
     """Copy the built wheel into the output folder, under the wheel's lock, atomically."""
     tempfiles.check_folder(output_dir)
-    tempfiles.sweep(output_dir)
     dest = output_dir / wheel.name
-    with locks.hold(dest, f"the wheel {dest}", no_wait=no_wait):
+    with tempfiles.swept(output_dir), locks.hold(dest, f"the wheel {dest}", no_wait=no_wait):
         tempfiles.atomic_copy(wheel, dest)
     return dest
 

@@ -121,7 +121,9 @@ class BundleSettings:
         int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9
     )
     deflate_cache: str = _setting(str, "deflated members kept for the next bundle; none = off")
-    deflate_cache_gb: float = _setting(float, "size bound of the deflate cache, in GB", min=0)
+    deflate_cache_gb: float = _setting(
+        float, "size bound of the deflate cache, in GB", min=0, max=1_000_000
+    )
     dry_run: bool = _setting(bool, "print the plan, write nothing")
     platform: str = _setting(
         str, "auto (from the wheel tag), linux or windows", choices=("auto", "linux", "windows")

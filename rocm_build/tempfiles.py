@@ -2,10 +2,14 @@
 
 Every temporary file or folder rocm-build writes beside an output (a wheel being written, an
 extract or scratch folder) is named ``.<name>.rocm-build-<pid>-<random>.tmp`` and holds an
-``flock`` lock for as long as its process lives. A run killed at any instant (SIGKILL, OOM,
-power cut) leaves it behind, and the next run that writes to the folder removes it: ``sweep``
-removes those whose lock is free and whose pid is not alive, so it never touches the temporary
-output of a run still going (in another terminal, or in a container sharing the folder).
+``flock`` lock for as long as its process lives: it is made under a ``.new`` name, locked, and
+only then renamed to its ``.tmp`` name. A run killed at any instant (SIGKILL, OOM, power cut)
+leaves it behind, and the runs that write to the folder remove it, when they start and again
+when they end (a killed run may still be going away when the next one starts): ``sweep``
+removes the entries of this user whose lock is free, whatever their pid now names (a reused
+pid, another pid namespace, a zombie). So it never touches the temporary output of a run still
+going (in another terminal, or in a container sharing the folder), nor a link or another
+user's file that merely looks like one.
 
 ``writing`` turns what the kernel says when an output cannot be written (disk full, file too
 large, permission, read-only file system, not a folder) into a one-line ``FileAccessError``.
@@ -20,6 +24,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,12 +42,13 @@ __all__ = [
     "folder",
     "is_full",
     "sweep",
+    "swept",
     "writing",
 ]
 
 log = logging.getLogger(__name__)
 
-PATTERN = re.compile(r"^\.(?P<name>.+)\.rocm-build-(?P<pid>\d+)-[^./]+\.tmp$")
+PATTERN = re.compile(r"^\.(?P<name>.+)\.rocm-build-(?P<pid>\d{1,10})-[^./]+\.(?P<state>tmp|new)$")
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _DENIED = {errno.EACCES, errno.EPERM, errno.EROFS}
 _NOT_A_FOLDER = {errno.ENOTDIR, errno.EEXIST}
@@ -52,73 +58,126 @@ def _prefix(name: str) -> str:
     return f".{name}.rocm-build-{os.getpid()}-"
 
 
+def _claim(made: str, fd: int) -> Path:
+    """Lock ``new`` (a ``.new`` name, just made) and rename it to its ``.tmp`` name: a ``.tmp``
+    name is locked from the instant it exists, so the sweep may take a free lock for a gone
+    writer (whatever its pid says: reused, another pid namespace, a zombie)."""
+    new = Path(made)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return new.rename(new.with_suffix(".tmp"))
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            if new.is_dir():
+                new.rmdir()
+            else:
+                new.unlink()
+        raise
+
+
 def create_file(final: Path) -> tuple[int, Path]:
     """A locked temporary file beside ``final`` (same folder, so a rename puts it in place).
 
     Returns the open descriptor (the lock lasts until it is closed) and the path."""
-    fd, tmp = tempfile.mkstemp(prefix=_prefix(final.name), suffix=".tmp", dir=final.parent)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd, Path(tmp)
+    fd, new = tempfile.mkstemp(prefix=_prefix(final.name), suffix=".new", dir=final.parent)
+    return fd, _claim(new, fd)
 
 
 @contextlib.contextmanager
 def folder(parent: Path, name: str) -> Iterator[Path]:
     """A locked temporary folder in ``parent``, removed on the way out."""
-    path = Path(tempfile.mkdtemp(prefix=_prefix(name), suffix=".tmp", dir=parent))
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    new = tempfile.mkdtemp(prefix=_prefix(name), suffix=".new", dir=parent)
+    fd = os.open(new, os.O_RDONLY | os.O_DIRECTORY)
+    path = _claim(new, fd)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
         os.close(fd)
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_gone(pid: int) -> bool:
+    """Whether no process ``pid`` runs here: none, or a zombie (dead, not yet reaped)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    except (ProcessLookupError, OverflowError):
         return True
-    return True
+    except PermissionError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return state[state.rfind(")") + 2 : state.rfind(")") + 3] in ("Z", "X")
+
+
+def _removable(entry: os.DirEntry[str], match: re.Match[str]) -> bool:
+    """A name of ours that this user owns; a ``.new`` name also needs its writer gone (its lock
+    is taken an instant after it is made)."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return False
+    if st.st_uid != os.geteuid() or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return False
+    return match["state"] == "tmp" or _pid_gone(int(match["pid"]))
 
 
 def sweep(where: Path) -> list[Path]:
-    """Remove the temporary files and folders that killed runs left in ``where``: only those
-    with rocm-build's name format, owned by this user, whose pid is gone and whose lock is free."""
+    """Remove the temporary files and folders that killed runs left in ``where``: those of
+    this user whose lock is free (their writer is gone: killed, a zombie, or done)."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(where))
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
+    except OSError:
         return removed
     for entry in entries:
         match = PATTERN.match(entry.name)
-        if match is None or _pid_alive(int(match.group("pid"))):
+        if match is None or not _removable(entry, match):
             continue
-        path = Path(entry.path)
-        try:
-            flags = os.O_RDONLY | os.O_NOFOLLOW
-            fd = os.open(path, flags | (os.O_DIRECTORY if entry.is_dir() else 0))
-        except OSError:
-            continue
-        try:
-            if os.fstat(fd).st_uid != os.getuid():
-                continue  # another user's, whatever its name says
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # its writer is alive (in another pid namespace)
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-            removed.append(path)
-        finally:
-            os.close(fd)
+        if _remove_unlocked(Path(entry.path), entry.is_dir(follow_symlinks=False)):
+            removed.append(Path(entry.path))
     for path in removed:
         log.info("removed %s (left by an interrupted run)", path)
     return removed
+
+
+def _remove_unlocked(path: Path, is_dir: bool) -> bool:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_DIRECTORY if is_dir else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # its writer is alive (perhaps in another pid namespace)
+        # The name must still be what was locked (not swapped for a link since).
+        st, now = os.fstat(fd), path.lstat()
+        if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+            return False
+        if is_dir:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def swept(where: Path) -> Iterator[None]:
+    """Sweep ``where`` before and after the block: a run killed just before this one may still
+    be going away (holding its lock, or a zombie) when the first sweep looks."""
+    sweep(where)
+    try:
+        yield
+    finally:
+        sweep(where)
 
 
 def is_full(exc: OSError) -> bool:

@@ -429,7 +429,7 @@ class WheelWriter:
             crc = rawdeflate.crc32(block, crc)
 
         try:
-            with hit.path.open("rb") as src:
+            with hit.open() as src:
                 copy_range(src, deflatecache.HEAD.size, self._fh, hit.compress_size, seen)
         except (OSError, BundleError):
             crc = ~hit.stream_crc

@@ -401,13 +401,13 @@ def split_many(
             ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=True)]  # fmt: skip
     output_dir = ctx.output_dir
     tempfiles.check_folder(output_dir)
-    tempfiles.sweep(output_dir)
+    tempfiles.sweep(output_dir)  # again when the split ends (swept): see tempfiles.swept
     prints = {w: _settings_fingerprint(ctx, w, with_wheels, lib_dir, pattern) for w in wheels}
     done = {w: _up_to_date(w.resolve(), output_dir, fp) for w, fp in prints.items()}
     if all(done.values()):
         return [r for r in done.values() if r is not None]
     results: list[SplitResult] = []
-    with tempfiles.folder(output_dir, "split-arch") as scratch:
+    with tempfiles.swept(output_dir), tempfiles.folder(output_dir, "split-arch") as scratch:
         fat_ctx = replace(ctx, output_dir=scratch)
         fats = bundle_many(
             fat_ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=progress

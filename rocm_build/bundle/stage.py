@@ -4,6 +4,7 @@ libraries from the torch fat wheel just made)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,9 +135,15 @@ def plan(
 def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResults:
     """Bundle each wheel of the plan (``dry_run``: plan each and write nothing; a torchvision
     wheel given with an unbundled torch is then planned against that torch's libraries)."""
-    if not plan_.dry_run:
-        tempfiles.sweep(plan_.output_dir)
-        faults.point("bundle.swept")
+    with contextlib.ExitStack() as stack:
+        if not plan_.dry_run:
+            # Again at the end: a run killed just before this one may still be going away.
+            stack.enter_context(tempfiles.swept(plan_.output_dir))
+            faults.point("bundle.swept")
+        return _execute(plan_, progress)
+
+
+def _execute(plan_: BundlePlans, progress: Progress) -> BundleResults:
     s = plan_.settings
     deflatecache.configure(s.deflate_cache, s.deflate_cache_gb, plan_.env)
     torch = plan_.torch

@@ -23,7 +23,7 @@ RANGED: dict[str, tuple[tuple[Any, ...], Any]] = {
     "checkout.retry_delay": ((-0.5, -1), 0.0),
     "build.cache": (("redis", "CCACHE"), "sccache"),
     "bundle.compression_level": ((42, -1, 10), 9),
-    "bundle.deflate_cache_gb": ((-1, -0.5), 0.5),
+    "bundle.deflate_cache_gb": ((-1, -0.5, 1e300, 2e6), 0.5),
     "bundle.platform": (("macos",), "windows"),
 }
 

@@ -3,6 +3,7 @@ the temporary files that killed runs left there (never those of a live run)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -23,13 +24,15 @@ def test_build_output_is_locked_and_stale_temporaries_go(
     assert first.returncode == 0, first.stderr
     wheel = workspace.wheel("torch")
     before = wheel.read_bytes()
-    # A partial copy of a run that was killed (no process has that pid), and one of a live run.
+    # A partial copy of a run that was killed (no process has that pid), and one of a live run
+    # (which holds its lock, as every writer does).
     stale = wheel.with_name(f".{wheel.name}.rocm-build-{2**22 + 1}-abc123.tmp")
     stale.write_bytes(b"partial")
     live = wheel.with_name(f".{wheel.name}.rocm-build-{os.getpid()}-def456.tmp")
     live.write_bytes(b"partial")
 
-    with locks.hold(wheel, "the wheel"):  # another run is writing this wheel
+    with live.open("rb") as held, locks.hold(wheel, "the wheel"):  # another run writes it
+        fcntl.flock(held, fcntl.LOCK_EX)
         res = workspace.build("torch", "--force", env={"ROCM_BUILD_NO_WAIT": "1"})
     assert res.returncode == 13, res.stderr
     assert f"the wheel {wheel} is in use by rocm-build pid {os.getpid()}" in res.stderr

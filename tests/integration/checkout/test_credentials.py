@@ -151,3 +151,25 @@ def server() -> Iterator[Server]:
     s = Server()
     yield s
     s.close()
+
+
+def test_lock_files_hold_no_token_and_go_when_the_run_ends(
+    rb: Runner, work: Path, http_root: str, tmp_path: Path
+) -> None:
+    origin = f"http://builder:{TOKEN}@{http_root}/proj/.git"
+    run = tmp_path / "run"
+    run.mkdir()
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    # Killed while it holds its locks: their files stay (the kernel drops the locks only).
+    killed = rb("checkout", f"--origin=proj={origin}", "proj", ok=False,
+                env={**env, "RB_FAULT_POINT": "checkout.locked"})  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    held = sorted((run / "rocm-build-locks").iterdir())
+    assert len(held) == 2  # the checkout and the patch folder
+    for lock in held:
+        assert f"http://builder:***@{http_root}" in lock.read_text()
+        assert lock.stat().st_mode & 0o077 == 0
+    assert not _files_with(run, TOKEN)
+    done = rb("checkout", "proj", f"--origin=proj={origin}", env=env)
+    assert "proj: checked out" in done.stdout
+    assert list((run / "rocm-build-locks").iterdir()) == []  # a finished run removes its own

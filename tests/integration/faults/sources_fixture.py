@@ -1,16 +1,17 @@
 """A tiny real project for the source-side fault and lock tests.
 
 ``proj`` (served over file://) has one submodule ``sub`` and its own hipify script, which
-rewrites a CUDA file into a HIP one in the root and in the submodule (and sleeps
-``$HIPIFY_SLEEP`` seconds first, so a lock test can hold a checkout). Its patch series (a base
-patch in the root, hipified patches in the root and the submodule) is made by rocm-build itself:
-checkout, commit, save-patches, as a developer would.
+rewrites a CUDA file into a HIP one in the root and in the submodule (and first sleeps
+``$HIPIFY_SLEEP`` seconds, or waits at a ``Gate``, so a lock test can hold a checkout). Its
+patch series (a base patch in the root, hipified patches in the root and the submodule) is made
+by rocm-build itself: checkout, commit, save-patches, as a developer would.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -28,11 +29,59 @@ HIPIFY = textwrap.dedent(
     """\
     import os, pathlib, time
     time.sleep(float(os.environ.get("HIPIFY_SLEEP") or 0))
+    if os.environ.get("HIPIFY_STARTED"):  # a Gate: say so, then wait until it opens
+        with open(os.environ["HIPIFY_STARTED"], "w") as fifo:
+            fifo.write("started\\n")
+        with open(os.environ["HIPIFY_GO"], "rb") as fifo:
+            fifo.read(1)
     root = pathlib.Path.cwd()
     for cu in [root / "src" / "k.cu", root / "sub" / "s.cu"]:
         cu.with_suffix(".hip").write_text(cu.read_text().replace("cuda", "hip"))
     """
 )
+
+
+class Gate:
+    """A handshake with the project's hipify step through two FIFOs, with no sleeps: the run
+    says when its hipify started (it holds the checkout's lock then), and hipify waits until
+    the test opens the gate. The test holds both FIFOs open for reading and writing, so neither
+    side's open blocks."""
+
+    def __init__(self, folder: Path) -> None:
+        self.started, self.go = folder / "hipify.started", folder / "hipify.go"
+        folder.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(self.started)
+        os.mkfifo(self.go)
+        self._started = os.open(self.started, os.O_RDWR)
+        self._go = os.open(self.go, os.O_RDWR)
+
+    def env(self) -> dict[str, str]:
+        return {"HIPIFY_STARTED": str(self.started), "HIPIFY_GO": str(self.go)}
+
+    def wait_started(self, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+        """Return once ``proc``'s hipify started (the timeout only turns a hang into a failure)."""
+        ready, _, _ = select.select([self._started], [], [], timeout)
+        assert ready, f"hipify never started (rocm-build: {proc.poll()})"
+        os.read(self._started, 64)
+
+    def open(self) -> None:
+        os.write(self._go, b"go")
+
+    def close(self) -> None:
+        os.close(self._started)
+        os.close(self._go)
+
+
+def read_until(proc: subprocess.Popen[str], text: str) -> list[str]:
+    """The lines ``proc`` writes to stderr up to the first that holds ``text``: a run says it
+    waits for a lock before it blocks on it."""
+    assert proc.stderr is not None
+    lines: list[str] = []
+    while line := proc.stderr.readline():
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"never said {text!r}:\n{''.join(lines)}")
 
 
 def commit(repo: Path, files: dict[str, str], message: str) -> None:

@@ -3,6 +3,7 @@ file, is read-only, or fills up while the wheel is written; inspect with a full 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -166,3 +167,63 @@ def test_inspect_with_a_full_temporary_folder(
     assert f"no space left in {scratch} to unpack the wheel's libraries" in line
     assert "point TMPDIR at a folder with room" in line
     assert os.listdir(scratch) == ["filler"]  # its scratch folder removed again
+
+
+KINDS = (".whl.rocm-build-", ".whl.scratch.rocm-build-", ".whl.extract.rocm-build-")
+
+
+def _killed_inside_the_write(bundler: Bundler) -> tuple[subprocess.Popen[str], list[str]]:
+    """A bundle that SIGKILLs itself while it writes the wheel (a library member half way),
+    left dead but not reaped: a zombie, as a killed process is until its parent waits for it.
+    Returns it and its temporary files and folders (one of each kind)."""
+    first = bundler.start(RB_FAULT_POINT="bundle.library")
+    os.waitid(os.P_PID, first.pid, os.WEXITED | os.WNOWAIT)
+    left = strays(bundler.out)
+    for kind in KINDS:
+        assert [n for n in left if f"{kind}{first.pid}-" in n], (kind, left)
+    return first, left
+
+
+def test_next_run_at_once_removes_a_zombie_writers_temporaries(bundler: Bundler) -> None:
+    first, _ = _killed_inside_the_write(bundler)
+    try:
+        again = bundler.run()  # at once: the killed run is still a process (a zombie)
+        assert again.returncode == 0, again.stderr
+        assert strays(bundler.out) == []
+    finally:
+        first.communicate()
+    [wheel] = sorted(bundler.out.glob("*.whl"))
+    check_wheel(wheel)
+
+
+def test_temporaries_whose_lock_goes_during_the_next_run_go_at_its_end(
+    bundler: Bundler, tmp_path: Path
+) -> None:
+    first, left = _killed_inside_the_write(bundler)
+    first.communicate()
+    # The killed run is still going away when the next one starts: its locks are held (here by
+    # this test, for it) and are released only while the next run works.
+    held = [os.open(bundler.out / name, os.O_RDONLY) for name in left]
+    for fd in held:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    stepper = Stepper(tmp_path / "points")
+    second = bundler.start(RB_FAULT_LOG=str(stepper.fifo))
+    try:
+        stepper.until("bundle.swept")
+        assert set(left) <= set(strays(bundler.out))  # locked: not swept at the start
+        for fd in held:
+            os.close(fd)
+        held.clear()
+        stepper.release()
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 0, err
+    finally:
+        stepper.close()
+        for fd in held:
+            os.close(fd)
+        if second.poll() is None:
+            second.kill()
+            second.communicate()
+    assert strays(bundler.out) == []
+    [wheel] = sorted(bundler.out.glob("*.whl"))
+    check_wheel(wheel)

@@ -5,11 +5,11 @@ command, or whose git (through a git hook), runs long."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +23,8 @@ SLOW_HIPIFY = textwrap.dedent(
     """\
     import os, pathlib, signal, time
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    pathlib.Path(os.environ["RB_TEST_PIDFILE"]).write_text(str(os.getpid()))
-    time.sleep(60)
+    pathlib.Path(os.environ["RB_TEST_PIDFILE"]).write_text(str(os.getpid()) + "\\n")
+    time.sleep(3600)
     """
 )
 # A post-checkout hook: notes the pid of the git process running it (its parent) and its own.
@@ -32,7 +32,7 @@ SLOW_HOOK = textwrap.dedent(
     """\
     #!/bin/sh
     echo "$PPID $$" > "$RB_TEST_PIDFILE"
-    exec sleep 60
+    exec sleep 3600
     """
 )
 
@@ -86,6 +86,16 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture
+def pidfile(tmp_path: Path) -> Iterator[int]:
+    """The FIFO the slow child writes its pid(s) to, held open for reading and writing (so the
+    child's open never blocks): a handshake without sleeps."""
+    os.mkfifo(tmp_path / "child.pid")
+    fd = os.open(tmp_path / "child.pid", os.O_RDWR)
+    yield fd
+    os.close(fd)
+
+
 def _start(work: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     # A session of its own, as a shell job is: a terminal's Ctrl-C goes to that whole group.
     return subprocess.Popen(
@@ -99,17 +109,18 @@ def _start(work: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]
     )
 
 
-def _pids_when_started(pidfile: Path, parent: subprocess.Popen[str]) -> list[int]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if pidfile.is_file() and pidfile.read_text().strip():
-            time.sleep(0.2)  # the child is past writing the file
-            return [int(p) for p in pidfile.read_text().split()]
-        if parent.poll() is not None:
-            out, err = parent.communicate()
-            raise AssertionError(f"rocm-build ended early ({parent.returncode}):\n{out}\n{err}")
-        time.sleep(0.05)
-    raise AssertionError("the slow child never started")
+def _pids_when_started(pidfile: int, parent: subprocess.Popen[str]) -> list[int]:
+    """The pids the slow child wrote, once it has: it then sleeps. Fails at once if rocm-build
+    ends first (its pidfd becomes readable); the deadline only turns a hang into a failure."""
+    exited = os.pidfd_open(parent.pid)
+    try:
+        ready, _, _ = select.select([pidfile, exited], [], [], 120)
+    finally:
+        os.close(exited)
+    if pidfile not in ready:
+        out, err = parent.communicate()
+        raise AssertionError(f"rocm-build ended early ({parent.returncode}):\n{out}\n{err}")
+    return [int(p) for p in os.read(pidfile, 100).split()]
 
 
 def _alive(pid: int) -> bool:
@@ -120,13 +131,18 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 
-def _gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+def _dies(pid: int) -> bool:
+    """Whether ``pid`` ends (it would sleep an hour on its own). Waits on its pidfd, which
+    becomes readable when it exits; the deadline only turns a hang into a failure."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([fd], [], [], 120)
+    finally:
+        os.close(fd)
+    return bool(ready) or not _alive(pid)
 
 
 @pytest.fixture
@@ -140,18 +156,18 @@ def reap() -> Iterator[list[int]]:
 
 
 def test_sigkill_of_rocm_build_kills_the_hipify_child(
-    project: Path, tmp_path: Path, reap: list[int]
+    project: Path, tmp_path: Path, reap: list[int], pidfile: int
 ) -> None:
     parent = _start(project, _env(tmp_path), "checkout", "proj")
-    [child] = _pids_when_started(tmp_path / "child.pid", parent)
+    [child] = _pids_when_started(pidfile, parent)
     reap.append(child)
     os.kill(parent.pid, signal.SIGKILL)  # the parent alone, as the OOM killer does
     parent.communicate()
-    assert _gone_within(child, 2.0), "the hipify command outlived a SIGKILLed rocm-build"
+    assert _dies(child), "the hipify command outlived a SIGKILLed rocm-build"
 
 
 def test_sigkill_of_rocm_build_kills_its_git(
-    project: Path, tmp_path: Path, reap: list[int]
+    project: Path, tmp_path: Path, reap: list[int], pidfile: int
 ) -> None:
     hooks = tmp_path / "hooks"
     hooks.mkdir()
@@ -165,21 +181,21 @@ def test_sigkill_of_rocm_build_kills_its_git(
         GIT_CONFIG_VALUE_0=str(hooks),
     )
     parent = _start(project, env, "checkout", "proj", "--no-hipify")
-    git_pid, hook_pid = _pids_when_started(tmp_path / "child.pid", parent)
+    git_pid, hook_pid = _pids_when_started(pidfile, parent)
     reap.extend([git_pid, hook_pid])
     os.kill(parent.pid, signal.SIGKILL)
     parent.communicate()
-    assert _gone_within(git_pid, 2.0), "git outlived a SIGKILLed rocm-build"
+    assert _dies(git_pid), "git outlived a SIGKILLed rocm-build"
 
 
 @pytest.mark.parametrize(
     ("how", "shown"), [(signal.SIGINT, "interrupted (Ctrl-C)"), (signal.SIGTERM, "(SIGTERM)")]
 )
 def test_ctrl_c_and_sigterm_stop_children_and_exit_130(
-    project: Path, tmp_path: Path, reap: list[int], how: int, shown: str
+    project: Path, tmp_path: Path, reap: list[int], pidfile: int, how: int, shown: str
 ) -> None:
     parent = _start(project, _env(tmp_path), "checkout", "proj")
-    [child] = _pids_when_started(tmp_path / "child.pid", parent)
+    [child] = _pids_when_started(pidfile, parent)
     reap.append(child)
     if how == signal.SIGINT:
         os.killpg(parent.pid, how)  # what a terminal's Ctrl-C does: the foreground group
@@ -192,4 +208,4 @@ def test_ctrl_c_and_sigterm_stop_children_and_exit_130(
     assert errors == [err.strip().splitlines()[-1]], err  # one line, the last
     assert shown in errors[0]
     assert "run the same command again" in errors[0]
-    assert _gone_within(child, 1.0), "the hipify command outlived the interrupted run"
+    assert _dies(child), "the hipify command outlived the interrupted run"

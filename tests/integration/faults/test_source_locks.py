@@ -4,14 +4,21 @@
 from __future__ import annotations
 
 import shutil
-import time
-from pathlib import Path
+import subprocess
 
 import pytest
 
 from rocm_build import locks
 
-from .sources_fixture import Project, checkout_state, commit, make_project, tree_bytes
+from .sources_fixture import (
+    Gate,
+    Project,
+    checkout_state,
+    commit,
+    make_project,
+    read_until,
+    tree_bytes,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -21,19 +28,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     return make_project(tmp_path_factory.mktemp("locks"))
 
 
-def _wait_for(path: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-
-
 def test_second_checkout_waits_or_stops_with_no_wait(project: Project) -> None:
     shutil.rmtree(project.work / "src", ignore_errors=True)
-    # The first run holds the checkout for a while: its hipify step sleeps.
-    first = project.popen("checkout", HIPIFY_SLEEP="4")
+    # The first run holds the checkout until the test lets its hipify step go on.
+    gate = Gate(project.base / "gate")
+    first = project.popen("checkout", **gate.env())
+    second: subprocess.Popen[str] | None = None
     try:
-        _wait_for(project.work / "src" / ".rocm-build-journal" / "proj.json")
+        gate.wait_started(first)
         stopped = project.rb("--no-wait", "checkout", check=False)
         assert stopped.returncode == 13, stopped.stderr
         assert f"the checkout {project.src} is in use by rocm-build pid {first.pid}" in (
@@ -45,15 +47,19 @@ def test_second_checkout_waits_or_stops_with_no_wait(project: Project) -> None:
         assert env_stopped.returncode == 13, env_stopped.stderr
 
         second = project.popen("checkout")
+        read_until(second, f"waiting for the checkout {project.src}")
+        gate.open()
         _, err2 = second.communicate(timeout=120)
         assert second.returncode == 0, err2
-        assert f"waiting for the checkout {project.src}" in err2
         _, err1 = first.communicate(timeout=60)
         assert first.returncode == 0, err1
     finally:
-        if first.poll() is None:
-            first.kill()
-        first.communicate()
+        gate.close()
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+            if proc is not None:
+                proc.communicate()
     # The second found the first's finished work: nothing redone, nothing interleaved.
     state = checkout_state(project)
     assert project.rb("checkout").returncode == 0
@@ -73,11 +79,10 @@ def test_two_save_patches_at_once_never_traceback(
         assert stopped.returncode == 13, stopped.stderr
         assert f"the patch folder {project.series} is in use by rocm-build pid" in stopped.stderr
         waiting = project.popen("save-patches")
-        time.sleep(1.5)
+        read_until(waiting, f"waiting for the patch folder {project.series}")
         assert waiting.poll() is None  # it waits
     _, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, err
-    assert f"waiting for the patch folder {project.series}" in err
     for _ in range(3):
         runs = [project.popen("save-patches") for _ in range(2)]
         results = [(r.communicate(timeout=120), r.returncode) for r in runs]
