@@ -41,7 +41,11 @@ def save_patches(ctx: RunContext, names: Sequence[str] = ()) -> tuple[SavedProje
     manifest_path = src_dir / manifest.MANIFEST_NAME
     recorded = manifest.read_manifest(manifest_path)
     entries: dict[str, Any] = recorded["projects"]
-    chosen = list(names) or [n for n in entries if n in cfg.projects]
+    # A project whose first checkout was interrupted has a journal and no entry yet: it is
+    # named too, so the answer is to finish that checkout, not that there is none.
+    journals = src_dir / journal.JOURNAL_DIR
+    pending = [n for n in cfg.projects if (journals / f"{n}.json").exists() and n not in entries]
+    chosen = list(names) or [n for n in entries if n in cfg.projects] + pending
     if not chosen:
         msg = f"no checkouts in {src_dir}; run `rocm-build checkout` first or pass --src-dir"
         raise ConfigError(msg)
@@ -67,15 +71,15 @@ def _save_one(
     cfg = ctx.settings
     src_dir = ctx.src_dir
     src = src_dir / name
-    if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
-        msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {name}`"
-        raise ConfigError(msg)
     if journal.CheckoutJournal.read(src_dir, name) is not None:
         msg = (
             f"the checkout {src} was interrupted and is not finished; run `rocm-build checkout "
             f"{name}` to finish it, then save-patches"
         )
         raise RocmBuildError(msg)
+    if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
+        msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {name}`"
+        raise ConfigError(msg)
     dirty = manifest.uncommitted(src)
     if dirty:
         msg = (
