@@ -20,6 +20,9 @@ from .masking import is_masked, mask_url, strip_masked
 
 __all__ = ["CheckoutPlan", "CheckoutResult", "ProjectPlan", "ProjectResult", "plan"]
 
+#: What ``checkout --manifest`` needs of each project it replays.
+REPLAY_KEYS = ("origin", "ref", "commit", "patchset", "hipify")
+
 
 @dataclass(frozen=True)
 class ProjectPlan:
@@ -131,6 +134,13 @@ def plan(
                 raise ConfigError(config_mod._unknown("project in the manifest", name, entries))
         for spec in cfg.selected_projects(chosen):
             entry = entries[spec.name]
+            missing = [k for k in REPLAY_KEYS if k not in entry]
+            if missing:
+                msg = (
+                    f"project '{spec.name}' in the manifest has no {', '.join(missing)}; "
+                    "replay a manifest rocm-build wrote"
+                )
+                raise ConfigError(msg)
             projects.append(
                 ProjectPlan(
                     name=spec.name,
@@ -150,7 +160,7 @@ def plan(
                         (str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])
                     ),
                     # Shallow stays shallow, full stays full; only --depth overrides it.
-                    depth=None if depth_flag or "depth" not in entry else int(entry["depth"]),
+                    depth=None if depth_flag or entry.get("depth") is None else int(entry["depth"]),
                 )
             )
     else:
