@@ -172,12 +172,18 @@ def _am_result(repo: Path) -> str:
         return git.run(repo, "write-tree", env=env, check=False).stdout.strip()
 
 
+def scratch_prefix(name: str) -> str:
+    """The name start of the scratch copies hipify is checked in (beside the checkout; under
+    the checkout's lock, so any the next run finds are left by a killed run)."""
+    return f".rocm-build-hipify-check-{name}-"
+
+
 def _hipify_output(
     src: Path, starts: Mapping[str, str], cmd: Sequence[str], log_file: Path
 ) -> Path | None:
     """Run the hipify command in a scratch copy of the commits it started from; the folder
     (the caller removes it), or None if that cannot be done."""
-    scratch = Path(tempfile.mkdtemp(prefix=".rocm-build-hipify-check-", dir=src.parent))
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(src.name), dir=src.parent))
     try:
         for rel, commit in starts.items():
             repo = src / rel

@@ -307,6 +307,7 @@ def _resume(
         return False
     log.info("%s: finishing the checkout a killed run left at step '%s'", p.name, jr.last_step)
     trust = resumecheck.Trust(ref.commit, recorded_heads(entry) if entry is not None else {})
+    journal.remove_stale(p.src.parent, resumecheck.scratch_prefix(p.src.name))
     journal.clear_git_leftovers(p.src, [(".", p.src)], am=False)
     if jr.last_step in resumecheck.GIT_WRITING_STEPS:
         _repair_store(p, plan_, [(".", p.src)], trust)

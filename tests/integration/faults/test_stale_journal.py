@@ -173,3 +173,16 @@ def test_a_journal_of_the_wrong_types_is_one_line(project: Project, data: object
         res = project.rb(command, check=False)
         assert res.returncode == 6, res.stderr
         assert "journal" in _one_line(res.stderr)
+
+
+def test_a_kill_while_hipify_is_checked_leaves_nothing_behind(project: Project) -> None:
+    _kill_at(project, "checkout.after-hipify")
+    (project.src / "README.md").write_text("my own edit\n")
+    killed = project.rb("checkout", check=False, RB_FAULT_POINT="checkout.hipify-check")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    scratch = ".rocm-build-hipify-check-proj-"
+    assert any(f.name.startswith(scratch) for f in project.src.parent.iterdir())
+    again = project.rb("checkout", check=False)
+    assert again.returncode == 6, again.stderr
+    assert (project.src / "README.md").read_text() == "my own edit\n"
+    assert not any(f.name.startswith(scratch) for f in project.src.parent.iterdir())
