@@ -203,13 +203,15 @@ def fetch(
     delay: float = 2.0,
     progress: Progress = NO_PROGRESS,
     task: str = "fetch objects",
+    refetch: bool = False,
 ) -> str:
     """Fetch exactly ``ref`` (and no other branches or tags); return its commit.
 
-    A tag or SHA whose commit is already here is not fetched again. Objects received are
-    reported to ``progress`` as ``task`` (see ``_FetchMeter``)."""
+    A tag or SHA whose commit is already here is not fetched again, unless ``refetch`` (the
+    store lacks some of its objects: everything is fetched as a fresh clone would). Objects
+    received are reported to ``progress`` as ``task`` (see ``_FetchMeter``)."""
     have = run(repo, "cat-file", "-e", f"{ref.commit}^{{commit}}", check=False).status == 0
-    if have and ref.kind in ("tag", "commit"):
+    if have and ref.kind in ("tag", "commit") and not refetch:
         return ref.commit
     meter = None if progress is NO_PROGRESS else _FetchMeter(progress, task)
     args = [
@@ -220,6 +222,8 @@ def fetch(
     ]
     if depth > 0:
         args.append(f"--depth={depth}")
+    if refetch:
+        args.append("--refetch")
     args += ["--", "origin", ref.refspec]
     if ref.kind == "branch":
         args[-1] = f"+{ref.refspec}:refs/remotes/origin/{ref.refspec.removeprefix('refs/heads/')}"

@@ -2,10 +2,10 @@
 
 Before each step of a checkout, the step's name and the HEADs it starts from are written to
 ``<src-dir>/.rocm-build-journal/<project>.json`` (temp file, fsync, rename, fsync of the folder).
-The next run that finds the record knows the checkout holds its own unfinished work: what the
-recorded steps could have made (uncommitted changes on a recorded HEAD, commits rocm-build made on
-top of one, a ``.git/rebase-apply`` and lock files of its own ``git am``) may be discarded and the
-checkout redone; any other HEAD is the user's and is never touched.
+The next run that finds the record knows that a step of its own was interrupted there. The
+record is a file anyone can write, so it proves nothing by itself: what may be discarded is
+decided by content (``resumecheck``), and a record that is not of the types this version writes
+stops the run with one line (exit 6).
 
 ``exchange`` swaps two folders in one step (``renameat2(RENAME_EXCHANGE)``, Linux), which is how
 save-patches replaces a series so that the folder is always the old or the new series. Python's
@@ -37,7 +37,6 @@ __all__ = [
     "JOURNAL_DIR",
     "CheckoutJournal",
     "exchange",
-    "foreign_repos",
     "remove_stale",
     "write_json",
 ]
@@ -151,6 +150,41 @@ def exchange(a: Path, b: Path) -> bool:
 # --- the checkout journal -------------------------------------------------------------------------
 
 
+def _journal_problem(data: Any) -> str:
+    """What makes ``data`` not a journal this version wrote ("" when nothing does)."""
+    if not isinstance(data, dict):
+        return "not an object"
+    if data.get("format") != FORMAT:
+        return f"format {data.get('format')!r}, not {FORMAT}"
+    if not isinstance(data.get("created", False), bool):
+        return "'created' is not true or false"
+    target = data.get("target", "")
+    if not isinstance(target, str) or (target and not git.SHA_RE.match(target)):
+        return "'target' is not a commit id"
+    steps = data.get("steps")
+    if not isinstance(steps, list) or not steps:
+        return "'steps' is not a list of steps"
+    for step in steps:
+        if not isinstance(step, dict) or not isinstance(step.get("step"), str):
+            return "a step has no name"
+        heads = step.get("heads", {})
+        if not isinstance(heads, dict) or not all(
+            isinstance(rel, str) and isinstance(c, str) and (not c or git.SHA_RE.match(c))
+            for rel, c in heads.items()
+        ):
+            return f"the heads of step {step['step']!r} are not commit ids"
+    return ""
+
+
+def _bad_journal(path: Path, project: str, problem: str) -> DirtyCheckout:
+    msg = (
+        f"{path} is not a checkout journal rocm-build wrote ({problem}), so nothing in "
+        f"{path.parent.parent / project} is taken for rocm-build's own unfinished work; "
+        f"remove that file and run `rocm-build checkout {project}` again"
+    )
+    return DirtyCheckout(msg)
+
+
 @dataclass
 class CheckoutJournal:
     """The intent record of one project's checkout (see the module's docstring)."""
@@ -169,12 +203,12 @@ class CheckoutJournal:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):
-            # Written atomically, so this is not ours half-written: say so, treat as absent.
-            log.warning("ignoring unreadable checkout journal %s", path)
-            return None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return None
+        except (OSError, ValueError) as exc:
+            # Written atomically, so this is not ours half-written: someone else's, or damaged.
+            raise _bad_journal(path, project, type(exc).__name__) from None
+        problem = _journal_problem(data)
+        if problem:
+            raise _bad_journal(path, project, problem)
         return cls(path, data)
 
     @classmethod
@@ -200,6 +234,11 @@ class CheckoutJournal:
         self.data["steps"].append({"step": name, "heads": dict(heads or {})})
         write_json(self.path, self.data)
 
+    def step_heads(self, index: int = -1) -> dict[str, str]:
+        """The HEADs recorded with step ``index`` (the last one by default)."""
+        steps = self.data.get("steps") or [{}]
+        return {rel: c for rel, c in dict(steps[index].get("heads", {})).items() if c}
+
     @property
     def last_step(self) -> str:
         steps = self.data.get("steps") or [{}]
@@ -221,53 +260,6 @@ class CheckoutJournal:
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
         _fsync_dir(self.path.parent)
-
-
-def _tool_commits_only(repo: Path, base: str, head: str) -> bool:
-    """``head`` is ``base`` plus commits rocm-build made (its committer identity)."""
-    if git.run(repo, "merge-base", "--is-ancestor", base, head, check=False).status != 0:
-        return False
-    committers = git.run(repo, "log", "--format=%ce", f"{base}..{head}", check=False).stdout
-    mine = git.IDENTITY["GIT_COMMITTER_EMAIL"]
-    return all(line.strip() == mine for line in committers.splitlines() if line.strip())
-
-
-def _gitlink(parent: Path, rel: str) -> str:
-    out = git.run(parent, "ls-tree", "HEAD", "--", rel, check=False).stdout.split()
-    return out[2] if len(out) >= 3 and out[1] == "commit" else ""
-
-
-def _parent(rel: str, rels: Sequence[str]) -> str:
-    best = "."
-    for other in rels:
-        if other != "." and rel.startswith(other + "/") and len(other) > len(best):
-            best = other
-    return best
-
-
-def foreign_repos(
-    src: Path, journal: CheckoutJournal, repos: Sequence[tuple[str, Path]]
-) -> list[str]:
-    """The repos of ``src`` whose HEAD the journaled steps cannot have made: the user's."""
-    seen, last = journal.heads()
-    rels = [rel for rel, _ in repos]
-    foreign: list[str] = []
-    for rel, path in repos:
-        if git.run(path, "rev-parse", "-q", "--verify", "HEAD", check=False).status != 0:
-            continue  # no commit yet: the interrupted first checkout
-        cur = git.head(path)
-        if cur in seen.get(rel, set()):
-            continue
-        if rel != ".":
-            parent = _parent(rel, rels)
-            inner = rel if parent == "." else rel[len(parent) + 1 :]
-            if rel not in seen or cur == _gitlink(src / parent if parent != "." else src, inner):
-                continue  # cloned or moved by the interrupted submodule update
-        base = last.get(rel)
-        if base and _tool_commits_only(path, base, cur):
-            continue
-        foreign.append(rel)
-    return foreign
 
 
 def _git_dirs(repos: Sequence[tuple[str, Path]]) -> list[Path]:
@@ -305,10 +297,14 @@ def live_git(src: Path) -> list[int]:
     return found
 
 
-def clear_git_leftovers(src: Path, repos: Sequence[tuple[str, Path]], *, wait: float = 5.0) -> None:
+def clear_git_leftovers(
+    src: Path, repos: Sequence[tuple[str, Path]], *, wait: float = 5.0, am: bool = True
+) -> None:
     """Remove what a killed git step of ours left: lock files and an ``am`` in progress.
 
-    Only called when the journal says our own git step was running; the checkout lock means no
+    ``am``: the ``am`` in progress too (kept until its patch was read: it proves what the killed
+    ``git am`` was writing). Only called when the journal says our own git step was running;
+    the checkout lock means no
     other rocm-build runs here, and no git process may still work in the checkout (a child of
     the killed run that has not died yet is given ``wait`` seconds)."""
     deadline = time.monotonic() + wait
@@ -324,7 +320,7 @@ def clear_git_leftovers(src: Path, repos: Sequence[tuple[str, Path]], *, wait: f
         for lock in [*gdir.glob("*.lock"), *gdir.glob("refs/**/*.lock")]:
             log.info("removing %s (left by an interrupted rocm-build git step)", lock)
             lock.unlink(missing_ok=True)
-        for leftover in ("rebase-apply", "rebase-merge"):
+        for leftover in ("rebase-apply", "rebase-merge") if am else ():
             if (gdir / leftover).is_dir():
                 log.info("removing %s (an interrupted git am of rocm-build)", gdir / leftover)
                 shutil.rmtree(gdir / leftover, ignore_errors=True)

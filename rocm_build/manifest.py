@@ -29,6 +29,7 @@ __all__ = [
     "RELATED_COMMITS",
     "RelatedCommit",
     "all_repos",
+    "entry_problem",
     "has_commit",
     "heads_now",
     "parse_related_commits",
@@ -111,7 +112,52 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("projects"), dict):
         msg = f"{path} is not a rocm-build source manifest; fix or remove it"
         raise ConfigError(msg)
+    for name, entry in data["projects"].items():
+        problem = entry_problem(entry)
+        if problem:
+            msg = f"{path}: project '{name}': {problem}; fix the file or remove it"
+            raise ConfigError(msg)
     return data
+
+
+_STRINGS = ("origin", "ref", "ref_kind", "commit", "head", "patchset", "patches_dir", "stamp")
+_FLAGS = ("apply_patches", "hipify", "complete")
+
+
+def _str_list(value: Any, keys: Sequence[str]) -> bool:
+    """``value`` is a list of objects whose ``keys`` (those present) are strings."""
+    return isinstance(value, list) and all(
+        isinstance(item, dict) and all(isinstance(item.get(k, ""), str) for k in keys)
+        for item in value
+    )
+
+
+def entry_problem(entry: Any) -> str:
+    """What makes ``entry`` not a project entry of a source manifest ("" when nothing does):
+    every value a run reads back has the type rocm-build writes."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    for key in _STRINGS:
+        if not isinstance(entry.get(key, ""), str):
+            return f"'{key}' is not a string"
+    for key in _FLAGS:
+        if not isinstance(entry.get(key, False), bool):
+            return f"'{key}' is not true or false"
+    depth = entry.get("depth")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        return "'depth' is not a whole number"
+    command = entry.get("hipify_command", [])
+    if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
+        return "'hipify_command' is not a list of strings"
+    if not _str_list(entry.get("submodules", []), ("path", "commit", "head")):
+        return "'submodules' is not a list of {path, commit, head}"
+    if not _str_list(entry.get("patches", []), ("repo", "stage", "file", "sha256")):
+        return "'patches' is not a list of {file, sha256}"
+    if any("path" not in sub for sub in entry.get("submodules", [])):
+        return "'submodules': one has no path"
+    if any("file" not in p or "sha256" not in p for p in entry.get("patches", [])):
+        return "'patches': one has no file or sha256"
+    return ""
 
 
 def write_manifest(path: Path, data: Mapping[str, Any]) -> None:

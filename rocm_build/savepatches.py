@@ -11,7 +11,7 @@ from typing import Any
 from . import config as config_mod
 from . import faults, git, journal, locks, manifest, patches
 from .context import RunContext
-from .errors import ConfigError, DirtyCheckout, RocmBuildError
+from .errors import ConfigError, DirtyCheckout, FileAccessError, RocmBuildError
 
 __all__ = ["SavedProject", "save_patches"]
 
@@ -41,7 +41,11 @@ def save_patches(ctx: RunContext, names: Sequence[str] = ()) -> tuple[SavedProje
     manifest_path = src_dir / manifest.MANIFEST_NAME
     recorded = manifest.read_manifest(manifest_path)
     entries: dict[str, Any] = recorded["projects"]
-    chosen = list(names) or [n for n in entries if n in cfg.projects]
+    # A project whose first checkout was interrupted has a journal and no entry yet: it is
+    # named too, so the answer is to finish that checkout, not that there is none.
+    journals = src_dir / journal.JOURNAL_DIR
+    pending = [n for n in cfg.projects if (journals / f"{n}.json").exists() and n not in entries]
+    chosen = list(names) or [n for n in entries if n in cfg.projects] + pending
     if not chosen:
         msg = f"no checkouts in {src_dir}; run `rocm-build checkout` first or pass --src-dir"
         raise ConfigError(msg)
@@ -67,16 +71,16 @@ def _save_one(
     cfg = ctx.settings
     src_dir = ctx.src_dir
     src = src_dir / name
-    if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
-        msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {name}`"
-        raise ConfigError(msg)
     if journal.CheckoutJournal.read(src_dir, name) is not None:
         msg = (
             f"the checkout {src} was interrupted and is not finished; run `rocm-build checkout "
             f"{name}` to finish it, then save-patches"
         )
         raise RocmBuildError(msg)
-    dirty = manifest.uncommitted(src)
+    if not git.is_repo(src) or git.tag_commit(src, patches.UPSTREAM_TAG) is None:
+        msg = f"{src} is not a rocm-build checkout; run `rocm-build checkout {name}`"
+        raise ConfigError(msg)
+    dirty = [f for f in manifest.uncommitted(src) if not _build_output(src, f)]
     if dirty:
         msg = (
             f"{src} has uncommitted changes ({', '.join(dirty[:3])}); commit them "
@@ -93,13 +97,40 @@ def _save_one(
     repos = [rel for rel, _ in manifest.all_repos(src)]
     with locks.hold(root, f"the patch folder {root}", no_wait=cfg.general.no_wait):
         faults.point("save-patches.patch-folder-locked")
-        result = patches.save(src, repos, root)
+        try:
+            result = patches.save(src, repos, root)
+        except OSError as exc:
+            msg = (
+                f"cannot write the patch folder {root} ({exc.strerror or exc}); the series there "
+                "is as it was: make the folder writable, or pass --patches-dir"
+            )
+            raise FileAccessError(msg) from exc
     if entry is not None:
         _after_save(entry, src, root, patchset)
         faults.point("save-patches.before-manifest")
         manifest.update_manifest(src_dir / manifest.MANIFEST_NAME, name, entry)
         faults.point("save-patches.after-manifest")
     return SavedProject(name, root, result.changed, result.removed, result.counts)
+
+
+#: Folders a build writes into a source tree (setuptools, CMake, pip): never part of a patch, so
+#: save-patches does not ask for them to be committed when the project's .gitignore lacks them.
+BUILD_OUTPUT = ("build", "dist", ".eggs", "__pycache__")
+
+
+def _build_output(src: Path, rel: str) -> bool:
+    """``rel`` (from ``manifest.uncommitted``) is an untracked file in a build output folder."""
+    parts = rel.split("/")[:-1]
+    if not any(part in BUILD_OUTPUT or part.endswith(".egg-info") for part in parts):
+        return False
+    repo, inner = src, rel
+    for sub, path in reversed(manifest.all_repos(src)[1:]):
+        if rel.startswith(sub + "/"):
+            repo, inner = path, rel[len(sub) + 1 :]
+            break
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    res = git.run(repo, "ls-files", "--error-unmatch", "--", inner, env=literal, check=False)
+    return res.status != 0  # tracked: an edit to it is work to save
 
 
 def _after_save(entry: dict[str, Any], src: Path, root: Path, patchset: str) -> None:

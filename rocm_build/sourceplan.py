@@ -21,6 +21,9 @@ from .masking import is_masked, mask_url, strip_masked
 
 __all__ = ["CheckoutPlan", "CheckoutResult", "ProjectPlan", "ProjectResult", "plan"]
 
+#: What ``checkout --manifest`` needs of each project it replays.
+REPLAY_KEYS = ("origin", "ref", "commit", "patchset", "hipify")
+
 
 @dataclass(frozen=True)
 class ProjectPlan:
@@ -131,28 +134,8 @@ def plan(
             if name not in entries:
                 raise ConfigError(config_mod._unknown("project in the manifest", name, entries))
         for spec in cfg.selected_projects(chosen):
-            entry = entries[spec.name]
             projects.append(
-                ProjectPlan(
-                    name=spec.name,
-                    origin=_replay_origin(str(entry["origin"]), spec.origin),
-                    ref=str(entry["ref"]),
-                    src=src_dir / spec.name,
-                    patches_root=patches.series_root(
-                        patches_dir, str(entry["patchset"]), spec.patches
-                    ),
-                    patchset=str(entry["patchset"]),
-                    hipify=tuple(entry.get("hipify_command") or ()) if entry["hipify"] else (),
-                    apply_patches=bool(entry.get("apply_patches", True)),
-                    ref_given=True,
-                    origin_given=True,
-                    pin_commit=str(entry["commit"]),
-                    expect_patches=tuple(
-                        (str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])
-                    ),
-                    # Shallow stays shallow, full stays full; only --depth overrides it.
-                    depth=None if depth_flag or "depth" not in entry else int(entry["depth"]),
-                )
+                _replay_project(spec, entries[spec.name], src_dir, patches_dir, depth_flag)
             )
     else:
         specs = cfg.selected_projects(names)
@@ -192,6 +175,39 @@ def _checked(p: ProjectPlan, cwd: Path, replay: bool) -> ProjectPlan:
     transport (see ``cmdargs``), wherever they came from (flags, files, a manifest)."""
     where = f"the manifest's project {p.name}" if replay else f"project {p.name}"
     return replace(p, origin=check_origin(p.origin, where, cwd), ref=check_ref(p.ref, where))
+
+
+def _replay_project(
+    spec: config_mod.ProjectSpec,
+    entry: Mapping[str, Any],
+    src_dir: Path,
+    patches_dir: Path,
+    depth_flag: bool,
+) -> ProjectPlan:
+    """The plan that replays one project of a manifest (its types checked when it was read)."""
+    missing = [k for k in REPLAY_KEYS if k not in entry]
+    if missing:
+        msg = (
+            f"project '{spec.name}' in the manifest has no {', '.join(missing)}; "
+            "replay a manifest rocm-build wrote"
+        )
+        raise ConfigError(msg)
+    return ProjectPlan(
+        name=spec.name,
+        origin=_replay_origin(str(entry["origin"]), spec.origin),
+        ref=str(entry["ref"]),
+        src=src_dir / spec.name,
+        patches_root=patches.series_root(patches_dir, str(entry["patchset"]), spec.patches),
+        patchset=str(entry["patchset"]),
+        hipify=tuple(entry.get("hipify_command") or ()) if entry["hipify"] else (),
+        apply_patches=bool(entry.get("apply_patches", True)),
+        ref_given=True,
+        origin_given=True,
+        pin_commit=str(entry["commit"]),
+        expect_patches=tuple((str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])),
+        # Shallow stays shallow, full stays full; only --depth overrides it.
+        depth=None if depth_flag or entry.get("depth") is None else int(entry["depth"]),
+    )
 
 
 def _replay_origin(recorded: str, configured: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import checkoutsteps, faults, git, gitremote, journal, locks, patches
+from . import checkoutsteps, faults, git, gitremote, journal, locks, patches, resumecheck
 from .errors import ConfigError, DirtyCheckout, RocmBuildError
 from .manifest import (
     MANIFEST_FORMAT,
@@ -243,7 +243,7 @@ def _checkout_locked(
                 submodules=len(heads) - 1,
                 uncommitted=tuple(uncommitted(p.src, list(heads))),
             )
-    if jr is not None and not _resume(p, jr):
+    if jr is not None and not _resume(p, plan_, jr, ref, entry):
         jr = None  # nothing of the interrupted run is left
     if p.src.exists() and any(p.src.iterdir()) and not git.is_repo(p.src):
         # Not even --force: this is not a checkout, it may be anything.
@@ -290,30 +290,73 @@ def _record_failure(
             log.debug("could not record the interrupted checkout of %s", p.name)
 
 
-def _resume(p: ProjectPlan, jr: journal.CheckoutJournal) -> bool:
-    """An interrupted checkout of ours: check that nothing in it is the user's, then clear what
-    the killed git steps left. Returns False if there is nothing to resume."""
+def _resume(
+    p: ProjectPlan,
+    plan_: CheckoutPlan,
+    jr: journal.CheckoutJournal,
+    ref: git.Ref,
+    entry: Mapping[str, Any] | None,
+) -> bool:
+    """An interrupted checkout of ours: repair what the killed git steps damaged, check that
+    nothing in it is the user's (by content, not on the journal's word), then clear what the
+    killed steps left. Returns False if there is nothing to resume."""
     if not git.is_repo(p.src):
         if p.src.exists() and not any(p.src.iterdir()):
             p.src.rmdir()
         jr.clear()
         return False
     log.info("%s: finishing the checkout a killed run left at step '%s'", p.name, jr.last_step)
-    journal.clear_git_leftovers(p.src, [(".", p.src)])
+    trust = resumecheck.Trust(ref.commit, recorded_heads(entry) if entry is not None else {})
+    journal.remove_stale(p.src.parent, resumecheck.scratch_prefix(p.src.name))
+    journal.clear_git_leftovers(p.src, [(".", p.src)], am=False)
+    if jr.last_step in resumecheck.GIT_WRITING_STEPS:
+        _repair_store(p, plan_, [(".", p.src)], trust)
     if has_commit(p.src):
         journal.drop_half_cloned(p.src)
     repos = all_repos(p.src) if has_commit(p.src) else [(".", p.src)]
-    journal.clear_git_leftovers(p.src, repos)
-    foreign = journal.foreign_repos(p.src, jr, repos)
-    if foreign:
-        where = ", ".join(p.name if rel == "." else rel for rel in foreign)
-        msg = (
-            f"{p.src} has commits that rocm-build did not make since its interrupted checkout "
-            f"(in {where}); run `rocm-build save-patches {p.name}` to keep them, or pass "
-            "--force to discard"
+    journal.clear_git_leftovers(p.src, repos, am=False)
+    if jr.last_step in resumecheck.GIT_WRITING_STEPS:
+        _repair_store(p, plan_, repos[1:], trust)
+    if not plan_.force:
+        foreign = resumecheck.foreign_repos(p.src, repos, trust)
+        if foreign:
+            where = ", ".join(p.name if rel == "." else rel for rel in foreign)
+            raise DirtyCheckout(resumecheck.stale_commit_advice(p.src, p.name, where))
+        resumecheck.check_changes(
+            p.src,
+            p.name,
+            repos,
+            step=jr.last_step,
+            heads=jr.heads()[0],
+            begin_heads=jr.step_heads(0),
+            step_heads=jr.step_heads(),
+            trust=trust,
+            hipify=p.hipify,
+            log_file=plan_.log_dir / f"checkout-{p.name}-hipify-check.log",
         )
-        raise DirtyCheckout(msg)
+    journal.clear_git_leftovers(p.src, repos)
     return True
+
+
+def _repair_store(
+    p: ProjectPlan, plan_: CheckoutPlan, repos: list[tuple[str, Path]], trust: resumecheck.Trust
+) -> None:
+    """A kill inside git's fetch can leave a commit without all its objects: fetch it again,
+    as a fresh clone would (only the object store changes; no commit or file is touched)."""
+    for rel, commit in resumecheck.damaged(p.src, repos, trust):
+        path = p.src if rel == "." else p.src / rel
+        url = p.origin if rel == "." else git.run(path, "remote", "get-url", "origin").stdout
+        log.info("%s: %s lacks objects of %s (a killed fetch): fetching again", p.name, rel, commit)
+        faults.point("checkout.before-refetch")
+        gitremote.fetch(
+            path,
+            url.strip(),
+            git.Ref(commit, "commit", commit, commit),
+            depth=plan_.depth,
+            retries=plan_.retries,
+            delay=plan_.retry_delay,
+            refetch=True,
+        )
 
 
 def _refuse_stale_git(p: ProjectPlan, *, force: bool) -> None:
