@@ -48,6 +48,19 @@ def readable_folder(prefix: str) -> Path:
     return path
 
 
+def link_copy(source: Path, dest: Path) -> None:
+    """A hard-link copy of the folder ``source`` at ``dest``: cheap, and reachable through
+    ``dest``'s parents whatever the folders above ``source`` allow."""
+    done = subprocess.run(
+        ["cp", "-al", str(source), str(dest)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(
+            f"cannot hard-link {source} into {dest.parent} ({done.stderr.strip()[-60:]}): "
+            "set TMPDIR to a folder on the test cache's file system"
+        )
+
+
 def _requirement_closure(name: str) -> list[metadata.Distribution]:
     """The installed distributions ``name`` needs to run (its extras left out), itself first."""
     seen: dict[str, metadata.Distribution] = {}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.otheruser import NOBODY_UID, as_nobody, readable_folder
+from tests.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel
@@ -313,7 +313,7 @@ def shared_tree(rocm_tree: Path) -> Iterator[Path]:
     as_nobody()  # skips, saying why, where no other user can be had
     base = readable_folder("rb-perm-")
     try:
-        subprocess.run(["cp", "-al", str(rocm_tree), str(base / "rocm")], check=True)
+        link_copy(rocm_tree, base / "rocm")
         work = base / "work"
         work.mkdir()
         os.chown(work, NOBODY_UID, NOBODY_UID)
