@@ -85,14 +85,22 @@ def test_run_by_another_user_enters_through_a_user_namespace(
     from tests.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
 
     env = {"PATH": os.environ["PATH"]}
-    userns = subprocess.run(
-        [*as_nobody(), "unshare", "--user", "--map-root-user", "true"],
-        env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if userns.returncode != 0:
+    userns = [*as_nobody(), "unshare", "--user", "--map-root-user"]
+    probe = subprocess.run([*userns, "true"], env=env, capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
         pytest.skip(
             "the kernel refuses user namespaces to other users: allow them "
-            f"(sysctl kernel.unprivileged_userns_clone=1): {userns.stderr.strip()[-60:]}"
+            f"(sysctl kernel.unprivileged_userns_clone=1): {probe.stderr.strip()[-60:]}"
+        )
+    # What `rocm run` does as that user: start its Python again in a user namespace.
+    probe = subprocess.run(
+        [*userns, str(nobody_python), "-c", "import rocm_build"],
+        cwd="/", env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(
+            f"nobody cannot start {nobody_python.resolve()} in a user namespace: make the venv "
+            f"with a Python installed outside a private folder ({probe.stderr.strip()[-60:]})"
         )
     base = readable_folder("rb-userns-")
     try:
