@@ -185,15 +185,19 @@ def workflow_env(workflow: dict[str, Any], inputs: dict[str, str]) -> dict[str, 
     return env
 
 
+TREE_URL = "https://dist.example/therock-{group}.tar.gz"
+
+
 @pytest.mark.parametrize(
     "inputs",
     [
-        {},
-        {"pythons": "3.12,3.13", "trains": "2.9", "arch_groups": "gfx94X,mi=gfx90a+gfx942"},
-        {"rocm": "https://dist.example/therock-{group}.tar.gz", "gpu_labels": "gpu,{group}"},
+        {"rocm": TREE_URL},
+        {"pythons": "3.12,3.13", "trains": "2.9", "arch_groups": "gfx94X,mi=gfx90a+gfx942",
+         "rocm": TREE_URL},
+        {"rocm": TREE_URL, "gpu_labels": "gpu,{group}"},
     ],
-    ids=["defaults", "inputs", "rocm-and-labels"],
-)
+    ids=["tree-only", "inputs", "rocm-and-labels"],
+)  # fmt: skip
 def test_workflow_matrix_keys_exist_in_rocm_build_matrix_output(
     run_cli: CliRunner, tmp_path: Path, inputs: dict[str, str]
 ) -> None:
@@ -229,12 +233,30 @@ def test_workflow_matrix_keys_exist_in_rocm_build_matrix_output(
                 assert entry["gpu_runs_on"] == ["gpu", entry["arch_group"]]
             if "rocm" in inputs:
                 assert entry["rocm"] == f"https://dist.example/therock-{entry['arch_group']}.tar.gz"
-    # Every job's artifact name is unique, so the publish job can collect them all.
+    # Every job's artifact name is unique, so the publish job can collect them all, and the
+    # wheels in them have distinct names: one local version label per group.
     assert len({e["artifact"] for e in include}) == len(include)
+    assert len({(e["python"], e["train"], e["version_suffix"]) for e in include}) == len(include)
+    build_steps = workflow["jobs"]["build"]["steps"]
+    assert any('--version-suffix "$VERSION_SUFFIX"' in s.get("run", "") for s in build_steps)
     publish = workflow["jobs"]["publish"]
     (download,) = [s for s in publish["steps"] if "download-artifact" in s.get("uses", "")]
     prefix = download["with"]["pattern"].rstrip("*")
     assert all(e["artifact"].startswith(prefix) for e in include)
+
+
+def test_workflow_without_a_tree_stops_the_plan_job_saying_what_to_give(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    """Hosted runners have no /opt/rocm: no default tree that every build job would fail on."""
+    workflow = load_workflow()
+    assert workflow["env"]["ROCM_BUILD_MATRIX_ROCM"] == "${{ inputs.rocm || vars.ROCM_BUILD_ROCM }}"
+    env = workflow_env(workflow, {})
+    result = run_cli(["matrix", "--format", "github"], cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert "names no ROCm tree" in result.stderr
+    assert "`rocm` input or ROCM_BUILD_ROCM variable" in result.stderr
+    assert result.stdout == ""
 
 
 def test_workflow_matrix_input_errors_fail_the_plan_job(run_cli: CliRunner, tmp_path: Path) -> None:
