@@ -8,7 +8,6 @@ cache; ``make_plan`` is pure: from those values it makes the frozen ``BuildPlan`
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import dist
+from . import cpus, dist
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import ProjectSpec
 from .context import RunContext
@@ -31,7 +30,6 @@ __all__ = [
     "REPORT_NAME",
     "BuildPlan",
     "ProjectStep",
-    "cpu_count",
     "default_jobs",
     "make_plan",
     "memory_available",
@@ -45,13 +43,6 @@ log = logging.getLogger(__name__)
 
 REPORT_NAME = "build-report.json"
 GIB = 1 << 30
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def memory_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -245,7 +236,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
         base_python=Path(sys.executable),
         venv_setting=venv_setting,
         jobs=cfg.general.jobs,
-        cores=cpu_count(),
+        cores=cpus.available(),
         memory=memory_available(),
         version_suffix=cfg.build.version_suffix,
         cache=compiler_cache.kind,

@@ -103,7 +103,9 @@ class BuildSettings:
 
     cache: str = _setting(str, "compiler cache", choices=("auto", "ccache", "sccache", "none"))
     cache_url: str = _setting(str, "remote compiler cache storage")
-    version_suffix: str = _setting(str, "local version label; '' = +rocm<ROCm version>")
+    version_suffix: str = _setting(
+        str, "local version label ({rocm}: the tree's ROCm version); '' = +rocm<ROCm version>"
+    )
     venv: str = _setting(str, "create, current, or a venv folder")
     index_url: str = _setting(str, "index for build requirements")
     find_links: tuple[str, ...] = _setting(list, "local folders of wheels for build requirements")
@@ -167,9 +169,9 @@ class MatrixSettings:
         list, "release trains of the CI jobs; [] = the train setting"
     )
     arch_groups: tuple[str, ...] = _setting(list, "gfx target groups of the CI jobs")
-    rocm: str = _setting(str, "the ROCm tree (folder or URL) each job builds against")
+    rocm: str = _setting(str, "the ROCm tree (folder or URL) each job builds against; required")
     gpu_labels: tuple[str, ...] = _setting(list, "runs-on labels of the GPU smoke job")
-    version_suffix: str = _setting(str, "build --version-suffix per job")
+    version_suffix: str = _setting(str, "build --version-suffix per job, distinct per group")
 
 
 #: Each section of scalar settings and its dataclass; "" holds the top-level keys. A new setting

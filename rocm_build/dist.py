@@ -341,8 +341,10 @@ def require_valid(check: TreeCheck) -> None:
 
 
 def local_version_label(tree_version: str, suffix: str) -> str:
-    """The ``+...`` part added to project versions: ``suffix`` if given, else ``+rocm<ver>``."""
+    """The ``+...`` part added to project versions: ``suffix`` if given (``{rocm}`` in it: the
+    tree's ROCm version), else ``+rocm<ver>``."""
     if suffix:
+        suffix = suffix.replace("{rocm}", tree_version)
         return suffix if suffix.startswith("+") else "+" + suffix
     return f"+rocm{tree_version}" if tree_version else "+rocm"
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import arch as arch_mod
 from . import build as build_mod
-from . import dist, proc
+from . import cpus, dist, proc
 from .config import Config, ProjectSpec
 from .context import RunContext
 from .errors import ConfigError, FileAccessError, RocmBuildError, RocmTreeError, ToolMissing
@@ -119,7 +119,7 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
         report["rocm"] = _check_tree(cfg, tree, specs, targets, blockers)
 
     memory = build_mod.memory_available()
-    cores = build_mod.cpu_count()
+    cores = cpus.available()
     work = ctx.work_dir
     probe = next((p for p in (work, *work.parents) if p.exists()), cfg.cwd)
     free = shutil.disk_usage(probe).free

@@ -30,9 +30,6 @@ __all__ = [
     "split_list",
 ]
 
-#: The tree a job uses when neither matrix.rocm nor rocm (ROCM_PATH, ROCM_HOME) names one.
-DEFAULT_ROCM = "/opt/rocm"
-
 #: GitHub Actions refuses a matrix with more jobs than this.
 MAX_JOBS = 256
 
@@ -58,7 +55,7 @@ class Job:
     rocm: str  # ROCm tree folder or tarball URL, never empty (a job names its tree)
     artifact: str
     gpu_runs_on: tuple[str, ...]
-    version_suffix: str  # build --version-suffix; "" = the build's default (+rocm<version>)
+    version_suffix: str  # build --version-suffix ({rocm}: the tree's version); "" = +rocm<version>
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -166,7 +163,15 @@ def plan_matrix(cfg: Config) -> tuple[Job, ...]:
         msg = f"the matrix has {count} jobs, more than GitHub's {MAX_JOBS}; split it up"
         raise ConfigError(msg)
     # Never empty: an empty --rocm would hide the build machine's ROCM_PATH from some stages.
-    rocm_template = settings.rocm or cfg.general.rocm or DEFAULT_ROCM
+    # No default: a hosted runner has no /opt/rocm, and every build job would fail on it.
+    rocm_template = settings.rocm or cfg.general.rocm
+    if not rocm_template:
+        msg = (
+            "the matrix names no ROCm tree for its jobs: give --rocm URL (a tarball, "
+            "{group} replaced per job; the workflow's `rocm` input or ROCM_BUILD_ROCM variable), "
+            "matrix.rocm in rocm-build.toml, or a folder every build machine has"
+        )
+        raise ConfigError(msg)
     labels = split_list(settings.gpu_labels)
     suffix_template = settings.version_suffix
     jobs: list[Job] = []
@@ -193,7 +198,25 @@ def plan_matrix(cfg: Config) -> tuple[Job, ...]:
                         version_suffix=_fill(suffix_template, values),
                     )
                 )
+    _check_wheel_names(jobs)
     return tuple(jobs)
+
+
+def _check_wheel_names(jobs: Sequence[Job]) -> None:
+    """Jobs of one Python and train build wheels of the same versions: only their local version
+    labels (build --version-suffix) keep the file names apart, for artifacts and the index."""
+    seen: dict[tuple[str, str, str], Job] = {}
+    for job in jobs:
+        label = re.sub(r"[-_.]+", ".", job.version_suffix.lstrip("+").lower())
+        other = seen.setdefault((job.python, job.train, label), job)
+        if other is not job:
+            msg = (
+                f"jobs {other.name} and {job.name} would build wheels with the same names "
+                f"(version suffix {job.version_suffix or 'the default'!r}); put {{group}} in "
+                "matrix.version_suffix (ROCM_BUILD_MATRIX_VERSION_SUFFIX), e.g. "
+                "'+rocm{rocm}.{group}'"
+            )
+            raise ConfigError(msg)
 
 
 def as_json(jobs: Sequence[Job]) -> dict[str, Any]:

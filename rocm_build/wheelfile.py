@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from . import deflatecache, faults, rawdeflate, tempfiles
+from . import cpus, deflatecache, faults, rawdeflate, tempfiles
 from .errors import BundleError
 from .wheelmeta import (
     add_requirement,
@@ -148,7 +148,7 @@ class WheelWriter:
     final_path: Path
     dist_info: str
     level: int = 6
-    workers: int = 0  # 0 = os.cpu_count()
+    workers: int = 0  # deflate threads; 0 = the CPUs this process may use (cpus.available)
     date_time: tuple[int, int, int, int, int, int] = _DOS_EPOCH
     _entries: list[_Central] = field(default_factory=list)
     _records: list[RecordEntry] = field(default_factory=list)
@@ -161,7 +161,8 @@ class WheelWriter:
         # Named and locked so that the next run removes it if this one is killed (tempfiles).
         fd, self._tmp = tempfiles.create_file(self.final_path)
         self._fh: BinaryIO = os.fdopen(fd, "w+b")
-        self._pool = ThreadPoolExecutor(max_workers=self.workers or os.cpu_count() or 1)
+        self.workers = self.workers or cpus.available()
+        self._pool = ThreadPoolExecutor(max_workers=self.workers)
         self._done = False
         self._queue: deque[_Job] = deque()  # members and pieces not written yet, in order
         self._jobs = 0  # deflate jobs in the queue
@@ -323,7 +324,7 @@ class WheelWriter:
             self._finish(new)
             return
         self._queue.append(("start", new, None, 0))
-        in_flight = 2 * (self.workers or os.cpu_count() or 1)
+        in_flight = 2 * self.workers
         prev = b""
         block = src.read(DEFLATE_CHUNK)
         if not block:  # an empty member is one empty final block

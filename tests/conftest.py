@@ -14,6 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# fixtures for tests that run rocm-build as another user (nobody_python)
+pytest_plugins = ["tests.otheruser"]
+
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "rocm-build tests",
     "GIT_AUTHOR_EMAIL": "tests@rocm-build.invalid",

@@ -172,6 +172,8 @@ def test_local_version_label() -> None:
     assert dist.local_version_label("6.4.1", "") == "+rocm6.4.1"
     assert dist.local_version_label("6.4.1", "rocm6.4.1.custom") == "+rocm6.4.1.custom"
     assert dist.local_version_label("6.4.1", "+mine") == "+mine"
+    # the matrix's default suffix: the tree's version filled in by build
+    assert dist.local_version_label("6.4.1", "+rocm{rocm}.gfx94X") == "+rocm6.4.1.gfx94X"
 
 
 def test_url_sha256_fragment() -> None:

@@ -11,12 +11,16 @@ import pytest
 from rocm_build import config, matrix
 from rocm_build.errors import ConfigError
 
+TREE = "https://dist.example/therock-{group}.tar.gz"
+
 
 def load(tmp_path: Path, env: dict[str, str] | None = None, **flags: Any) -> config.Config:
+    """Settings with the given [matrix] flags; a tree URL unless ``rocm`` is given."""
+    flags.setdefault("rocm", TREE)
     return config.load(
         cwd=tmp_path,
         env=env or {},
-        flags={f"matrix.{k}": v for k, v in flags.items()},
+        flags={f"matrix.{k}": v for k, v in flags.items() if v is not None},
     )
 
 
@@ -29,6 +33,9 @@ def test_defaults_make_one_job_per_python_train_and_group(tmp_path: Path) -> Non
     assert {j.train for j in jobs} == {cfg.general.train}
     assert len({j.name for j in jobs}) == len(jobs)
     assert len({j.artifact for j in jobs}) == len(jobs)
+    # each group its own local version label: the wheels' file names differ
+    assert len({(j.python, j.train, j.version_suffix) for j in jobs}) == len(jobs)
+    assert {j.version_suffix for j in jobs if j.arch_group == "gfx94X"} == {"+rocm{rocm}.gfx94X"}
 
 
 def test_families_expand_and_explicit_groups_keep_their_targets(tmp_path: Path) -> None:
@@ -75,13 +82,19 @@ def test_rocm_defaults_to_the_rocm_setting(tmp_path: Path) -> None:
     (job,) = matrix.plan_matrix(cfg)
     assert job.rocm == "/srv/rocm-7.0"
     assert job.arch == "gfx942"
-    bare = load(tmp_path, pythons=["3.12"], arch_groups=["gfx942"])
-    assert [j.rocm for j in matrix.plan_matrix(bare)] == ["/opt/rocm"]
+
+
+def test_no_tree_is_an_error_at_matrix_time(tmp_path: Path) -> None:
+    """No /opt/rocm default: a hosted runner has none, and every build job would fail on it."""
+    bare = load(tmp_path, pythons=["3.12"], arch_groups=["gfx942"], rocm=None)
+    with pytest.raises(ConfigError, match=r"names no ROCm tree.*--rocm URL"):
+        matrix.plan_matrix(bare)
 
 
 def test_settings_come_from_the_config_file_and_environment(tmp_path: Path) -> None:
     (tmp_path / "rocm-build.toml").write_text(
         '[matrix]\npythons = ["3.11"]\narch_groups = ["gfx90a;gfx942"]\ntrains = ["2.10"]\n'
+        f'rocm = "{TREE}"\n'
     )
     jobs = matrix.plan_matrix(config.load(cwd=tmp_path, env={}))
     assert [(j.python, j.train, j.arch) for j in jobs] == [("3.11", "2.10", "gfx90a;gfx942")]
@@ -156,4 +169,16 @@ def test_version_suffix_per_group_keeps_wheel_names_apart(tmp_path: Path) -> Non
         "+rocm7.0.gfx94X",
         "+rocm7.0.gfx110X",
     ]
-    assert {j.version_suffix for j in matrix.plan_matrix(load(tmp_path))} == {""}
+    one_group = load(tmp_path, arch_groups=["gfx94X"], version_suffix="")
+    assert {j.version_suffix for j in matrix.plan_matrix(one_group)} == {""}
+
+
+@pytest.mark.parametrize("suffix", ["", "+rocm7.0", "+rocm7.0.{python}"])
+def test_groups_that_would_share_wheel_names_are_an_error(tmp_path: Path, suffix: str) -> None:
+    cfg = load(tmp_path, arch_groups=["gfx94X", "gfx110X"], version_suffix=suffix)
+    with pytest.raises(ConfigError, match=r"same names .*put \{group\}"):
+        matrix.plan_matrix(cfg)
+    # labels that differ only as PEP 440 normalizes them are the same label
+    cfg = load(tmp_path, arch_groups=["a=gfx942", "A=gfx950"], version_suffix="+r.{group}")
+    with pytest.raises(ConfigError, match="same names"):
+        matrix.plan_matrix(cfg)

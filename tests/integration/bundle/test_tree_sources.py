@@ -9,14 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel
@@ -308,28 +307,16 @@ def test_comgr_needed_unversioned_is_planned_once(
 # --- 4. unreadable inputs -------------------------------------------------------------------------
 
 
-def _unprivileged() -> list[str]:
-    setpriv = shutil.which("setpriv")
-    if setpriv:
-        return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-    runuser = shutil.which("runuser")
-    if runuser:
-        return [runuser, "-u", "nobody", "--"]
-    pytest.skip("neither setpriv nor runuser (util-linux) is installed: cannot drop privileges")
-
-
 @pytest.fixture
 def shared_tree(rocm_tree: Path) -> Iterator[Path]:
     """A hard-link copy of the tree in a folder every user may enter (pytest's is private)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to run the CLI as another user")
-    base = Path(tempfile.mkdtemp(prefix="rb-perm-", dir=tempfile.gettempdir()))
+    as_nobody()  # skips, saying why, where no other user can be had
+    base = readable_folder("rb-perm-")
     try:
-        base.chmod(0o755)
-        subprocess.run(["cp", "-al", str(rocm_tree), str(base / "rocm")], check=True)
+        link_copy(rocm_tree, base / "rocm")
         work = base / "work"
         work.mkdir()
-        os.chown(work, 65534, 65534)
+        os.chown(work, NOBODY_UID, NOBODY_UID)
         yield base
     finally:
         shutil.rmtree(base)
@@ -344,28 +331,39 @@ def _private_copy(path: Path) -> None:
     path.chmod(0)
 
 
-def _run_as_nobody(args: list[str], base: Path) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base / "work"),
-           "PYTHONPATH": str(REPO), **SMALL}  # fmt: skip
-    return subprocess.run(
-        [*_unprivileged(), sys.executable, "-m", "rocm_build", *args],
-        cwd=base / "work",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+NobodyCli = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
 
 
-def test_unreadable_library_is_a_permission_error(shared_tree: Path, hip_ext_wheel: Path) -> None:
+@pytest.fixture
+def nobody_cli(nobody_python: Path, shared_tree: Path) -> NobodyCli:
+    """``rocm-build ARGS`` run by nobody, through an install nobody may read, in the shared tree's
+    work folder."""
+
+    def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(shared_tree / "work"),
+               **SMALL}  # fmt: skip
+        return subprocess.run(
+            [*as_nobody(), str(nobody_python), "-m", "rocm_build", *args],
+            cwd=shared_tree / "work",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    return run
+
+
+def test_unreadable_library_is_a_permission_error(
+    nobody_cli: NobodyCli, shared_tree: Path, hip_ext_wheel: Path
+) -> None:
     tree = shared_tree / "rocm"
     _private_copy(tree / "lib" / "libhsakmt.so.1.0.6")
     wheel = shared_tree / hip_ext_wheel.name
     shutil.copyfile(hip_ext_wheel, wheel)
     wheel.chmod(0o644)
-    res = _run_as_nobody(
-        ["bundle", str(wheel), "--rocm", str(tree), "--output-dir", "out", "--dry-run"], shared_tree
-    )
+    bundle = ["bundle", str(wheel), "--rocm", str(tree), "--output-dir", "out", "--dry-run"]
+    res = nobody_cli(bundle)
     assert res.returncode == 14, res.stdout + res.stderr
     line = res.stderr.strip().splitlines()[-1]
     assert "libhsakmt.so.1.0.6" in line, res.stderr
@@ -374,38 +372,38 @@ def test_unreadable_library_is_a_permission_error(shared_tree: Path, hip_ext_whe
     # a library folder that cannot be searched
     (tree / "lib" / "libhsakmt.so.1.0.6").chmod(0o644)
     (tree / "lib" / "rocm_sysdeps" / "lib").chmod(0)
-    res = _run_as_nobody(
-        ["bundle", str(wheel), "--rocm", str(tree), "--output-dir", "out", "--dry-run"], shared_tree
-    )
+    res = nobody_cli(bundle)
     assert res.returncode == 14, res.stdout + res.stderr
     assert "rocm_sysdeps/lib" in res.stderr
     assert "permission denied" in res.stderr
 
 
-def test_unreadable_tree_parts_fail_validation_as_permission_errors(shared_tree: Path) -> None:
+def test_unreadable_tree_parts_fail_validation_as_permission_errors(
+    nobody_cli: NobodyCli, shared_tree: Path
+) -> None:
     tree = shared_tree / "rocm"
     header = tree / ".info" / "version"
     _private_copy(header)
-    res = _run_as_nobody(["doctor", "--rocm", str(tree), "--arch", "gfx90a"], shared_tree)
+    res = nobody_cli(["doctor", "--rocm", str(tree), "--arch", "gfx90a"])
     assert res.returncode == 14, res.stdout + res.stderr
     assert f"cannot read {header}" in res.stderr
     assert "permission denied" in res.stderr
     header.chmod(0o644)
     (tree / "lib").chmod(0)  # its listing would look like "no HIP runtime"
-    res = _run_as_nobody(["doctor", "--rocm", str(tree), "--arch", "gfx90a"], shared_tree)
+    res = nobody_cli(["doctor", "--rocm", str(tree), "--arch", "gfx90a"])
     assert res.returncode == 14, res.stdout + res.stderr
     assert f"cannot read {tree / 'lib'}" in res.stderr
     assert "no HIP runtime" not in res.stderr
 
 
 def test_unreadable_input_wheel_is_a_permission_error(
-    shared_tree: Path, hip_ext_wheel: Path
+    nobody_cli: NobodyCli, nobody_python: Path, shared_tree: Path, hip_ext_wheel: Path
 ) -> None:
     wheel = shared_tree / hip_ext_wheel.name
     shutil.copyfile(hip_ext_wheel, wheel)
     wheel.chmod(0)
     # The command line refuses it while parsing (exit 2, "is not readable") ...
-    res = _run_as_nobody(["inspect", str(wheel)], shared_tree)
+    res = nobody_cli(["inspect", str(wheel)])
     assert res.returncode == 2, res.stdout + res.stderr
     assert "is not readable" in res.stderr
     # ... and the one wheel reader says it is a permission problem, for every other caller.
@@ -415,9 +413,9 @@ def test_unreadable_input_wheel_is_a_permission_error(
         "try:\n    WheelReader(Path(sys.argv[1]))\n"
         "except RocmBuildError as e:\n    print(e.exit_code, e)\n"
     )
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO)}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     out = subprocess.run(
-        [*_unprivileged(), sys.executable, "-c", probe, str(wheel)],
+        [*as_nobody(), str(nobody_python), "-c", probe, str(wheel)],
         env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert out.stdout.startswith("14 "), out.stdout + out.stderr

@@ -111,7 +111,7 @@ def test_dockerfile_base_is_pinned_by_digest() -> None:
     # No ROCm tree is baked in: only the package sources are copied, nothing is downloaded.
     for line in re.findall(r"^(?:COPY|ADD)\s+(.*)$", text, re.MULTILINE):
         *sources, _dest = line.split()
-        assert set(sources) <= {"pyproject.toml", "README.md", "rocm_build"}, line
+        assert set(sources) <= {"pyproject.toml", "README.md", "rocm_build", "smoke-tests"}, line
     instructions = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
     assert not re.search(r"rocm(-build)? (fetch|debian)|/opt/rocm\b(?!-build)", instructions)
 
@@ -185,15 +185,19 @@ def workflow_env(workflow: dict[str, Any], inputs: dict[str, str]) -> dict[str, 
     return env
 
 
+TREE_URL = "https://dist.example/therock-{group}.tar.gz"
+
+
 @pytest.mark.parametrize(
     "inputs",
     [
-        {},
-        {"pythons": "3.12,3.13", "trains": "2.9", "arch_groups": "gfx94X,mi=gfx90a+gfx942"},
-        {"rocm": "https://dist.example/therock-{group}.tar.gz", "gpu_labels": "gpu,{group}"},
+        {"rocm": TREE_URL},
+        {"pythons": "3.12,3.13", "trains": "2.9", "arch_groups": "gfx94X,mi=gfx90a+gfx942",
+         "rocm": TREE_URL},
+        {"rocm": TREE_URL, "gpu_labels": "gpu,{group}"},
     ],
-    ids=["defaults", "inputs", "rocm-and-labels"],
-)
+    ids=["tree-only", "inputs", "rocm-and-labels"],
+)  # fmt: skip
 def test_workflow_matrix_keys_exist_in_rocm_build_matrix_output(
     run_cli: CliRunner, tmp_path: Path, inputs: dict[str, str]
 ) -> None:
@@ -229,12 +233,30 @@ def test_workflow_matrix_keys_exist_in_rocm_build_matrix_output(
                 assert entry["gpu_runs_on"] == ["gpu", entry["arch_group"]]
             if "rocm" in inputs:
                 assert entry["rocm"] == f"https://dist.example/therock-{entry['arch_group']}.tar.gz"
-    # Every job's artifact name is unique, so the publish job can collect them all.
+    # Every job's artifact name is unique, so the publish job can collect them all, and the
+    # wheels in them have distinct names: one local version label per group.
     assert len({e["artifact"] for e in include}) == len(include)
+    assert len({(e["python"], e["train"], e["version_suffix"]) for e in include}) == len(include)
+    build_steps = workflow["jobs"]["build"]["steps"]
+    assert any('--version-suffix "$VERSION_SUFFIX"' in s.get("run", "") for s in build_steps)
     publish = workflow["jobs"]["publish"]
     (download,) = [s for s in publish["steps"] if "download-artifact" in s.get("uses", "")]
     prefix = download["with"]["pattern"].rstrip("*")
     assert all(e["artifact"].startswith(prefix) for e in include)
+
+
+def test_workflow_without_a_tree_stops_the_plan_job_saying_what_to_give(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    """Hosted runners have no /opt/rocm: no default tree that every build job would fail on."""
+    workflow = load_workflow()
+    assert workflow["env"]["ROCM_BUILD_MATRIX_ROCM"] == "${{ inputs.rocm || vars.ROCM_BUILD_ROCM }}"
+    env = workflow_env(workflow, {})
+    result = run_cli(["matrix", "--format", "github"], cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert "names no ROCm tree" in result.stderr
+    assert "`rocm` input or ROCM_BUILD_ROCM variable" in result.stderr
+    assert result.stdout == ""
 
 
 def test_workflow_matrix_input_errors_fail_the_plan_job(run_cli: CliRunner, tmp_path: Path) -> None:
@@ -256,37 +278,55 @@ def rocm_build_calls(workflow: dict[str, Any]) -> list[list[str]]:
     return calls
 
 
+def unknown_calls(
+    run_cli: CliRunner, calls: list[list[str]], cwd: Path
+) -> tuple[list[str], set[str]]:
+    """(what rocm-build does not have, the commands it has) among ``calls``: every command and
+    flag is looked up in the real CLI's help."""
+    top = run_cli(["--help"], cwd=cwd, check=True).stdout
+    unknown: list[str] = []
+    seen = set()
+    for words in calls:
+        global_flags = list(itertools.takewhile(lambda w: w.startswith("-"), words))
+        unknown += [f"global option {f}" for f in global_flags if f not in top]
+        command = words[len(global_flags) :]
+        path = command[:1]
+        helped = run_cli([*path, "--help"], cwd=cwd)
+        if "Commands:" in helped.stdout and len(command) > 1:  # a group: rocm fetch
+            path = command[:2]
+            helped = run_cli([*path, "--help"], cwd=cwd)
+        if helped.returncode != 0:
+            last = (helped.stderr.strip().splitlines() or [""])[-1]
+            unknown.append(f"command {' '.join(path)} ({last})")
+            continue
+        seen.add(" ".join(path))
+        flags = (w.split("=")[0] for w in command[len(path) :] if w.startswith("--"))
+        unknown += [f"{' '.join(path)} {f}" for f in flags if f not in helped.stdout]
+    return unknown, seen
+
+
 @pytest.mark.slow
 def test_workflow_calls_only_rocm_build_commands_and_flags_that_exist(
     run_cli: CliRunner, tmp_path: Path
 ) -> None:
-    """The workflow runs the README's commands with their documented flags. Commands other
-    branches add (checkout, build, bundle, smoke) are checked once they are on this branch."""
+    """The workflow runs the README's commands with their documented flags; a command the CLI
+    no longer has fails here (it would fail every CI run of the workflow)."""
     calls = rocm_build_calls(load_workflow())
-    top = run_cli(["--help"], cwd=tmp_path, check=True).stdout
-    missing = []
-    seen = set()
-    for words in calls:
-        global_flags = list(itertools.takewhile(lambda w: w.startswith("-"), words))
-        for flag in global_flags:
-            assert flag in top, f"rocm-build has no global option {flag}"
-        command = words[len(global_flags) :]
-        path = command[:1]
-        helped = run_cli([*path, "--help"], cwd=tmp_path)
-        if helped.returncode != 0 and "No such command" in helped.stderr:
-            missing.append(path[0])
-            continue
-        if "Commands:" in helped.stdout and len(command) > 1:  # a group: rocm fetch
-            path = command[:2]
-            helped = run_cli([*path, "--help"], cwd=tmp_path)
-            if helped.returncode != 0 and "No such command" in helped.stderr:
-                missing.append(" ".join(path))
-                continue
-        assert helped.returncode == 0, helped.stderr
-        seen.add(" ".join(path))
-        for flag in (w.split("=")[0] for w in command[len(path) :] if w.startswith("--")):
-            assert flag in helped.stdout, f"rocm-build {' '.join(path)} has no {flag}"
-    expected = {"matrix", "checkout", "build", "bundle", "smoke", "rocm fetch"}
-    assert expected <= seen | set(missing), calls
-    if missing:
-        pytest.skip(f"not on this branch yet: rocm-build {', '.join(sorted(set(missing)))}")
+    unknown, seen = unknown_calls(run_cli, calls, tmp_path)
+    assert not unknown, f"the workflow calls what rocm-build does not have: {unknown}"
+    assert {"matrix", "checkout", "build", "bundle", "smoke", "rocm fetch"} <= seen, calls
+
+
+def test_a_removed_command_or_flag_in_the_workflow_is_found(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    """The check can fail: a command and a flag that do not exist, as a workflow would call them."""
+    calls = [["-q", "rocm", "fetch", "$ROCM"], ["smoke-all", "--arch", "x"],
+             ["bundle", "w.whl", "--no-such-flag"], ["rocm", "unfetch", "$ROCM"]]  # fmt: skip
+    unknown, seen = unknown_calls(run_cli, calls, tmp_path)
+    assert seen == {"rocm fetch", "bundle"}
+    assert [u.split(" (")[0] for u in unknown] == [
+        "command smoke-all",
+        "bundle --no-such-flag",
+        "command rocm unfetch",
+    ]

@@ -9,7 +9,8 @@ from tests.conftest import CliRunner
 
 
 def test_json_by_default_and_github_on_request(run_cli: CliRunner, tmp_path: Path) -> None:
-    args = ["matrix", "--python", "3.12", "--train", "2.9,2.10", "--arch-groups", "gfx94X"]
+    args = ["matrix", "--python", "3.12", "--train", "2.9,2.10", "--arch-groups", "gfx94X",
+            "--rocm", "https://dist.example/therock-{group}.tar.gz"]  # fmt: skip
     as_json = run_cli(args, cwd=tmp_path, check=True)
     data = json.loads(as_json.stdout)
     assert [j["name"] for j in data["include"]] == ["py3.12-2.9-gfx94X", "py3.12-2.10-gfx94X"]
@@ -45,3 +46,11 @@ def test_error_messages_keep_their_brackets(run_cli: CliRunner, tmp_path: Path) 
     assert result.returncode == 2
     assert "[matrix]" in result.stderr
     assert "did you mean 'pythons'" in result.stderr
+
+
+def test_no_tree_exits_2_saying_what_to_give(run_cli: CliRunner, tmp_path: Path) -> None:
+    result = run_cli(["matrix", "--format", "github"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert "the matrix names no ROCm tree" in result.stderr
+    assert "--rocm URL" in result.stderr
+    assert result.stdout == ""

@@ -71,57 +71,59 @@ def test_hipcc_in_the_root_builds_for_three_targets_and_runs(
     assert failed.returncode == 7
 
 
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-
-
 def test_run_by_another_user_enters_through_a_user_namespace(
-    sid_root: Path, tmp_path: Path
+    sid_root: Path, nobody_python: Path
 ) -> None:
     """`rocm run` by a user other than root: mounting and chroot happen in a user namespace
     where that user is root; the root's own files stay read-only to it, the bound folder is
-    written as that user."""
+    written as that user. nobody runs rocm-build from an install it may read, on a hard-link
+    view of the cached root in a folder it may enter (the cache may lie in a private folder)."""
     import os
+    import shutil
     import subprocess
-    import sys
-    import tempfile
 
-    from tests.conftest import REPO
+    from tests.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
 
-    # What `rocm run` does as that user: start this Python in a user namespace, read the root.
-    check = f"import rocm_build, os; assert os.listdir({str(sid_root)!r})"
-    probe = subprocess.run(
-        [*NOBODY, "unshare", "--user", "--map-root-user", sys.executable, "-c", check],
-        cwd="/",
-        env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
-        capture_output=True,
-        check=False,
-    )
+    env = {"PATH": os.environ["PATH"]}
+    userns = [*as_nobody(), "unshare", "--user", "--map-root-user"]
+    probe = subprocess.run([*userns, "true"], env=env, capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         pytest.skip(
-            f"the checkout or the root is not readable by another user: {probe.stderr[-80:]!r}"
+            "the kernel refuses user namespaces to other users: allow them "
+            f"(sysctl kernel.unprivileged_userns_clone=1): {probe.stderr.strip()[-60:]}"
         )
-    work = Path(tempfile.mkdtemp(prefix="rb-userns-"))
+    # What `rocm run` does as that user: start its Python again in a user namespace.
+    probe = subprocess.run(
+        [*userns, str(nobody_python), "-c", "import rocm_build"],
+        cwd="/", env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(
+            f"nobody cannot start {nobody_python.resolve()} in a user namespace: make the venv "
+            f"with a Python installed outside a private folder ({probe.stderr.strip()[-60:]})"
+        )
+    base = readable_folder("rb-userns-")
     try:
+        root = base / "root"
+        link_copy(sid_root, root)
+        work = base / "work"
+        work.mkdir()
         work.chmod(0o777)
         script = (
             "id -u; test -r /proc/self/status && echo proc; "
             "touch /etc/x 2>/dev/null || echo ro; touch made"
         )
-        cli = [sys.executable, "-m", "rocm_build", "rocm", "run", str(sid_root)]
+        cli = [str(nobody_python), "-m", "rocm_build", "rocm", "run", str(root)]
         ran = subprocess.run(
-            [*NOBODY, *cli, "--", "sh", "-c", script],
-            cwd=work,
-            env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"], "HOME": str(work)},
-            capture_output=True,
-            text=True,
-            check=False,
+            [*as_nobody(), *cli, "--", "sh", "-c", script],
+            cwd=work, env={**env, "HOME": str(work)}, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.split() == ["0", "proc", "ro"]
-        assert (work / "made").stat().st_uid == 65534
-        assert not (sid_root / "etc/x").exists()
+        assert (work / "made").stat().st_uid == NOBODY_UID
+        assert not (root / "etc/x").exists()
     finally:
-        subprocess.run(["rm", "-rf", str(work)], check=False)
+        shutil.rmtree(base)
 
 
 def test_root_may_choose_the_user_namespace_too(sid_root: Path, tmp_path: Path) -> None:
