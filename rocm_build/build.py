@@ -88,11 +88,16 @@ def wheel_metadata(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
     )
 
 
-def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts:
+def check_wheel(
+    wheel: Path, targets: Sequence[str], project: str, *, device_code: bool = True
+) -> WheelFacts:
     """Refuse a wheel that would not run on the requested GPUs: no HIP code objects or no HIP
     runtime dependency ("built without ROCm"), or code objects that miss a requested target or
     carry one that was not requested. A single library covering only some of the targets is
-    reported (some sub-builds, such as aotriton, filter the list on purpose)."""
+    reported (some sub-builds, such as aotriton, filter the list on purpose).
+
+    A project not expected to carry device code (``device_code`` false: torchaudio's ROCm build
+    is host code only) may have none; code objects it does carry are checked all the same."""
     from .bundle.analyze import analyze_path
 
     name, version, requires = wheel_metadata(wheel)
@@ -107,6 +112,9 @@ def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts
     ]
     per_file = {arc: m.targets for arc, m in analysis.elves.items() if m.targets}
     found = set().union(*per_file.values()) if per_file else set()
+    if not found and not device_code:
+        log.info("%s: host code only, as expected (device_code = false)", project)
+        return WheelFacts(name, version, requires, ())
     if not found or not runtime:
         why = "no HIP code objects" if not found else "no dependency on libamdhip64"
         msg = (
@@ -208,6 +216,7 @@ class ProjectResult:
     pinned: tuple[str, ...] = ()
     inputs: str = ""  # fingerprint of what the wheel was built from ("" = not reusable)
     reused: bool = False  # inputs unchanged: the previous wheel was kept
+    device_code: bool = True  # the wheel was required to carry HIP code objects
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
@@ -222,6 +231,7 @@ class ProjectResult:
             "retried_with_jobs": self.retried_with,
             "pinned": list(self.pinned),
             "inputs": self.inputs,
+            "device_code": self.device_code,
         }
 
 
@@ -372,6 +382,7 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
         pinned=tuple(prev.get("pinned", ())),
         inputs=key,
         reused=True,
+        device_code=step.device_code,
     )
 
 
@@ -458,7 +469,7 @@ def _compile(
         step, retried = run_build(step, line)
         progress.advance(steps_task)
         wheel = _one_wheel(step)
-        facts = check_wheel(wheel, plan.targets, step.name)
+        facts = check_wheel(wheel, plan.targets, step.name, device_code=step.device_code)
         progress.advance(steps_task)
     finally:
         progress.done(lines_task)
@@ -511,4 +522,5 @@ def _build_one(
         retried_with=retried,
         pinned=tuple(pinned),
         inputs=key,
+        device_code=step.device_code,
     )

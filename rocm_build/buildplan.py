@@ -163,6 +163,7 @@ class ProjectStep:
     requirement_files: tuple[Path, ...]
     wheel_dir: Path
     install_after: bool  # a later project builds against this one
+    device_code: bool = True  # the wheel must carry HIP code objects (see ProjectSpec)
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,7 @@ class BuildPlan:
                     "removed_env": list(s.removed),
                     "jobs": s.jobs,
                     "version": s.version,
+                    "device_code": s.device_code,
                     "log": str(s.log),
                     "requires": list(s.requires),
                     "requirement_files": [str(p) for p in s.requirement_files],
@@ -414,4 +416,5 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         requirement_files=tuple(source / f for f in spec.requirements if (source / f).is_file()),
         wheel_dir=wheel_dir,
         install_after=any(spec.name in s.depends for s in shared.specs if s.name in later),
+        device_code=spec.device_code,
     )

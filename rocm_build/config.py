@@ -99,6 +99,9 @@ class ProjectSpec:
     version_file: str = "version.txt"  # base version, in the checkout; "" = the project's own
     build_env: tuple[str, ...] = ()  # "NAME=VALUE" set for this project's build
     pin_env: tuple[str, ...] = ()  # "NAME=PROJECT": NAME = the built version of PROJECT
+    #: The wheel must carry HIP code objects for the targets (a wheel without them fell back to
+    #: CPU); false for a project whose ROCm build has host code only (torchaudio >= 2.9).
+    device_code: bool = True
 
 
 PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")

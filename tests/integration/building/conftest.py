@@ -51,7 +51,7 @@ class Workspace:
     def wheels(self) -> Path:
         return self.root / "wheels"
 
-    def configure(self, torch: str = "", torchvision: str = "") -> None:
+    def configure(self, torch: str = "", torchvision: str = "", torchaudio: str = "") -> None:
         (self.root / "rocm-build.toml").write_text(
             f'[build]\nvenv = "{self.venv}"\n\n'
             # The Debian tree has only these CMake packages; the real torch list needs more.
@@ -60,6 +60,8 @@ class Workspace:
             + f"{torch}\n"
             '[projects.torchvision]\ncmake_packages = ["hip"]\n'
             f"{torchvision}\n"
+            '[projects.torchaudio]\ncmake_packages = ["hip"]\n'
+            f"{torchaudio}\n"
         )
 
     def build(
@@ -87,7 +89,7 @@ def workspace(
     tmp_path: Path, rocm_tree: Path, build_venv: Path, session_ccache: Path, run_cli: CliRunner
 ) -> Workspace:
     root = tmp_path / "ws"
-    for name in ("torch", "torchvision"):
+    for name in ("torch", "torchvision", "torchaudio"):
         _git_repo(PROJECTS / name, root / "src" / name)
     # Wide lines: messages are matched as text, not as rich wraps them at 80 columns.
     env = {"CCACHE_DIR": str(session_ccache), "COLUMNS": "300"}
