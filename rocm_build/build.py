@@ -217,6 +217,7 @@ class ProjectResult:
     inputs: str = ""  # fingerprint of what the wheel was built from ("" = not reusable)
     reused: bool = False  # inputs unchanged: the previous wheel was kept
     device_code: bool = True  # the wheel was required to carry HIP code objects
+    version_from: str = ""  # where the version came from (release tag, dev build, file)
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
@@ -232,6 +233,7 @@ class ProjectResult:
             "pinned": list(self.pinned),
             "inputs": self.inputs,
             "device_code": self.device_code,
+            "version_from": self.version_from,
         }
 
 
@@ -383,6 +385,7 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
         inputs=key,
         reused=True,
         device_code=step.device_code,
+        version_from=step.version_from,
     )
 
 
@@ -523,4 +526,5 @@ def _build_one(
         pinned=tuple(pinned),
         inputs=key,
         device_code=step.device_code,
+        version_from=step.version_from,
     )

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import dist
+from .buildversion import Revision, read_revision, release_version
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import ProjectSpec
 from .context import RunContext
@@ -73,15 +74,22 @@ def default_jobs(cores: int, available: int | None, job_memory_gb: float) -> int
     return max(jobs, 1)
 
 
-def project_version(source: Path, spec: ProjectSpec, label: str) -> str:
-    """The version the build is told to use: the version file plus the local label; "" when the
-    project has no version file (it then versions itself)."""
+def project_version(
+    source: Path, spec: ProjectSpec, label: str, revision: Revision | None = None
+) -> str:
+    """The version the build is told to use: the version file (for a ``version_from_tag``
+    project: the release tag's version, or the version file +git<sha8> for a development
+    build) plus the local label; "" when the project has no version file (it versions itself)."""
     if not spec.version_file or not spec.version_env:
         return ""
     path = source / spec.version_file
     if not path.is_file():
         return ""
     base = path.read_text(encoding="utf-8").strip()
+    if spec.version_from_tag and revision is not None and revision.commit:
+        tagged = release_version(revision.tag)
+        dev = f"git{revision.commit[:8]}"
+        base = tagged or (f"{base}.{dev}" if "+" in base else f"{base}+{dev}")
     local = label.lstrip("+")
     text = f"{base}.{local}" if "+" in base else f"{base}+{local}"
     try:
@@ -157,6 +165,7 @@ class ProjectStep:
     log: Path
     jobs: int
     version: str  # "" = the project versions itself
+    version_from: str  # where the version came from: a release tag, a dev build, the file
     depends: tuple[str, ...]
     pin_env: Mapping[str, str]  # variable -> project whose built version it carries
     requires: tuple[str, ...]  # build-system requirements (projects we build are left out)
@@ -204,6 +213,7 @@ class BuildPlan:
                     "removed_env": list(s.removed),
                     "jobs": s.jobs,
                     "version": s.version,
+                    "version_from": s.version_from,
                     "device_code": s.device_code,
                     "log": str(s.log),
                     "requires": list(s.requires),
@@ -256,6 +266,11 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
         find_links=[str((cfg.cwd / f).resolve()) for f in cfg.build.find_links],
         no_index=cfg.build.no_index,
         force=cfg.build.force,
+        revisions={
+            s.name: read_revision(ctx.src_dir / s.name, s.name, ctx.src_dir)
+            for s in specs
+            if s.version_from_tag
+        },
     )
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
 
@@ -277,6 +292,7 @@ class _Shared:
     cores: int
     memory: int | None
     cache_env: Mapping[str, str]
+    revisions: Mapping[str, Revision]
 
 
 def make_plan(
@@ -300,6 +316,7 @@ def make_plan(
     find_links: Sequence[str] = (),
     no_index: bool = False,
     force: bool = False,
+    revisions: Mapping[str, Revision] | None = None,
 ) -> BuildPlan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
@@ -322,6 +339,7 @@ def make_plan(
         cores=cores,
         memory=memory,
         cache_env=cache_env or {},
+        revisions=revisions or {},
     )
     return BuildPlan(
         steps=tuple(_step(shared, spec) for spec in specs),
@@ -373,10 +391,18 @@ def _command(python: Path, spec: ProjectSpec, wheel_dir: Path) -> tuple[str, ...
     return (str(python), "setup.py", "bdist_wheel", "--dist-dir", str(wheel_dir))
 
 
+def _version_from(spec: ProjectSpec, revision: Revision | None) -> str:
+    if not spec.version_from_tag or revision is None:
+        return f"{spec.version_file} + local label"
+    return revision.describe()
+
+
 def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
     source = _source(shared, spec)
     n = shared.jobs or default_jobs(shared.cores, shared.memory, spec.job_memory_gb)
-    version = project_version(source, spec, shared.label)
+    revision = shared.revisions.get(spec.name)
+    version = project_version(source, spec, shared.label, revision)
+    version_from = _version_from(spec, revision) if version else "set by the project"
     versions = dict.fromkeys(spec.version_env, version) if version else {}
     pin_env = _pairs(spec.pin_env, "pin_env", spec.name)
     extra = {**_pairs(spec.build_env, "build_env", spec.name), **shared.cache_env}
@@ -410,6 +436,7 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         log=shared.work_dir / "logs" / f"build-{spec.name}.log",
         jobs=n,
         version=version,
+        version_from=version_from,
         depends=spec.depends,
         pin_env=pin_env,
         requires=tuple(r for r in read_build_requirements(source, spec) if req_name(r) not in skip),

@@ -102,6 +102,9 @@ class ProjectSpec:
     #: The wheel must carry HIP code objects for the targets (a wheel without them fell back to
     #: CPU); false for a project whose ROCm build has host code only (torchaudio >= 2.9).
     device_code: bool = True
+    #: The version comes from the release tag checked out (version.txt + "+git<sha8>" for a
+    #: branch or commit), as PyTorch's release builds take it; false = version.txt as it is.
+    version_from_tag: bool = False
 
 
 PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")

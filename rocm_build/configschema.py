@@ -195,6 +195,7 @@ PROJECT_SETTINGS: Mapping[str, Setting] = {
     "job_memory_gb": Setting(float, "peak memory of one compile job, in GB", min=0.1),
     "build_tool": Setting(str, "how the project is built", choices=("pip", "setup.py")),
     "device_code": Setting(bool, "the wheel must carry HIP code objects for the targets"),
+    "version_from_tag": Setting(bool, "version from the release tag (else version.txt +git<sha>)"),
 }
 
 
