@@ -18,7 +18,7 @@ import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from .buildplan import (
     read_build_requirements,
 )
 from .errors import BuildFailed, ConfigError, ToolMissing
+from .masking import mask_values
 from .progress import NO_PROGRESS, Progress
 from .wheelfile import WheelReader, WheelWriter
 
@@ -218,6 +219,9 @@ class ProjectResult:
     reused: bool = False  # inputs unchanged: the previous wheel was kept
     device_code: bool = True  # the wheel was required to carry HIP code objects
     version_from: str = ""  # where the version came from (release tag, dev build, file)
+    #: What rocm-build set for the build (masked) and what the plan decided for the user.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
@@ -234,6 +238,8 @@ class ProjectResult:
             "inputs": self.inputs,
             "device_code": self.device_code,
             "version_from": self.version_from,
+            "environment": mask_values(self.environment),
+            "notes": list(self.notes),
         }
 
 
@@ -386,6 +392,8 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
         reused=True,
         device_code=step.device_code,
         version_from=step.version_from,
+        environment={k: step.env.get(k, "") for k in step.changed},
+        notes=step.notes,
     )
 
 
@@ -527,4 +535,6 @@ def _build_one(
         inputs=key,
         device_code=step.device_code,
         version_from=step.version_from,
+        environment={k: step.env.get(k, "") for k in step.changed},
+        notes=step.notes,
     )

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import dist
+from .buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from .buildversion import Revision, read_revision, release_version
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import ProjectSpec
@@ -141,17 +142,6 @@ def req_name(line: str) -> str | None:
         return None
 
 
-def _pairs(items: Sequence[str], what: str, project: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            msg = f"[projects.{project}] {what}: expected NAME=VALUE, got '{item}'"
-            raise ConfigError(msg)
-        out[name.strip()] = value.strip()
-    return out
-
-
 @dataclass(frozen=True)
 class ProjectStep:
     """How one project is built."""
@@ -173,6 +163,7 @@ class ProjectStep:
     wheel_dir: Path
     install_after: bool  # a later project builds against this one
     device_code: bool = True  # the wheel must carry HIP code objects (see ProjectSpec)
+    notes: tuple[str, ...] = ()  # what the plan decided for the user (buildswitches)
 
 
 @dataclass(frozen=True)
@@ -215,6 +206,7 @@ class BuildPlan:
                     "version": s.version,
                     "version_from": s.version_from,
                     "device_code": s.device_code,
+                    "notes": list(s.notes),
                     "log": str(s.log),
                     "requires": list(s.requires),
                     "requirement_files": [str(p) for p in s.requirement_files],
@@ -266,6 +258,9 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
         find_links=[str((cfg.cwd / f).resolve()) for f in cfg.build.find_links],
         no_index=cfg.build.no_index,
         force=cfg.build.force,
+        aotriton=cfg.build.aotriton
+        if cfg.build.aotriton in ("", "auto", "off")
+        else str(cfg.absolute(cfg.build.aotriton)),
         revisions={
             s.name: read_revision(ctx.src_dir / s.name, s.name, ctx.src_dir)
             for s in specs
@@ -293,6 +288,7 @@ class _Shared:
     memory: int | None
     cache_env: Mapping[str, str]
     revisions: Mapping[str, Revision]
+    aotriton: str
 
 
 def make_plan(
@@ -317,6 +313,7 @@ def make_plan(
     no_index: bool = False,
     force: bool = False,
     revisions: Mapping[str, Revision] | None = None,
+    aotriton: str = "auto",
 ) -> BuildPlan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
@@ -340,6 +337,7 @@ def make_plan(
         memory=memory,
         cache_env=cache_env or {},
         revisions=revisions or {},
+        aotriton=aotriton,
     )
     return BuildPlan(
         steps=tuple(_step(shared, spec) for spec in specs),
@@ -404,8 +402,18 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
     version = project_version(source, spec, shared.label, revision)
     version_from = _version_from(spec, revision) if version else "set by the project"
     versions = dict.fromkeys(spec.version_env, version) if version else {}
-    pin_env = _pairs(spec.pin_env, "pin_env", spec.name)
-    extra = {**_pairs(spec.build_env, "build_env", spec.name), **shared.cache_env}
+    pin_env = pairs(spec.pin_env, "pin_env", spec.name)
+    build_env = pairs(spec.build_env, "build_env", spec.name)
+    chosen = switches(
+        spec,
+        shared.tree,
+        given={**shared.env, **build_env},
+        aotriton=shared.aotriton,
+        aotriton_cache=aotriton_cache_dir(shared.env, shared.work_dir),
+    )
+    for note in chosen.notes:
+        log.warning("%s: %s", spec.name, note)
+    extra = merge_env(chosen.env, build_env, shared.cache_env)
     composed = dist.compose_env(
         shared.env,
         tree=shared.tree,
@@ -444,4 +452,5 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         wheel_dir=wheel_dir,
         install_after=any(spec.name in s.depends for s in shared.specs if s.name in later),
         device_code=spec.device_code,
+        notes=chosen.notes,
     )

@@ -105,6 +105,11 @@ class ProjectSpec:
     #: The version comes from the release tag checked out (version.txt + "+git<sha8>" for a
     #: branch or commit), as PyTorch's release builds take it; false = version.txt as it is.
     version_from_tag: bool = False
+    #: "NAME=VALUE" the reference builds set (TheRock, PyTorch CI); build_env wins over these.
+    reference_env: tuple[str, ...] = ()
+    #: Variables taken from the ROCm tree (buildswitches.TREE_ENV): rocm-source-dir, host-blas,
+    #: sysdeps-pkgconfig, aotriton.
+    tree_env: tuple[str, ...] = ()
 
 
 PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")
@@ -328,6 +333,8 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
             "requirements",
             "build_env",
             "pin_env",
+            "reference_env",
+            "tree_env",
         ):
             if isinstance(value, str):
                 value = value.split() if key == "hipify" else [value]

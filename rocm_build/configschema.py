@@ -111,6 +111,7 @@ class BuildSettings:
     dry_run: bool = _setting(bool, "print the plan, build nothing")
     force: bool = _setting(bool, "rebuild projects whose inputs are unchanged")
     rocm_cache: str = _setting(str, "downloaded ROCm trees")
+    aotriton: str = _setting(str, "pre-fetched aotriton for flash attention: auto, off or a folder")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -154,5 +154,6 @@ def show_plan(plan: Any) -> None:
         ]
         if step.removed:
             lines.append(f"  removed from the environment: {' '.join(step.removed)}")
+        lines += [f"  note: {note}" for note in step.notes]
         for text in lines:
             out_console.print(text, markup=False, soft_wrap=True)

@@ -79,3 +79,84 @@ def test_torch_version_is_the_release_tag_or_a_dev_build(workspace: Workspace) -
     assert projects["torch"]["version"] == version  # type: ignore[index]
     assert projects["torch"]["version_from"] == origin  # type: ignore[index]
     assert f"torch=={version}" in requires_dist(workspace.wheel("torchaudio"))
+
+
+def _shared_lib(path: Path, soname: str) -> None:
+    """A real (tiny) shared library: stands in for OpenBLAS or aotriton only by its name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    source = path.with_suffix(".c")
+    source.write_text("int fixture_symbol(void) { return 1; }\n")
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", str(source), "-o", str(path)],
+        check=True,
+    )
+    source.unlink()
+
+
+def _tree_with_host_math(base: Path, dest: Path) -> Path:
+    """The test tree plus a lib/host-math OpenBLAS, as TheRock's trees have: every other part is
+    a link into the shared (read-only) tree."""
+    for entry in base.iterdir():
+        if entry.name != "lib":
+            (dest / entry.name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / entry.name).symlink_to(entry)
+    for entry in (base / "lib").iterdir():
+        (dest / "lib").mkdir(parents=True, exist_ok=True)
+        (dest / "lib" / entry.name).symlink_to(entry)
+    host = dest / "lib" / "host-math"
+    (host / "include").mkdir(parents=True)
+    (host / "include" / "cblas.h").write_text("/* fixture */\n")
+    _shared_lib(host / "lib" / "librocm-openblas.so", "librocm-openblas.so")
+    return dest
+
+
+def test_torch_build_sets_the_switches_the_reference_sets(workspace: Workspace) -> None:
+    result = workspace.build("torch")
+    assert result.returncode == 0, result.stderr
+    assert "no pre-fetched aotriton" in result.stderr
+    assert "the tree has no lib/host-math" in result.stderr
+    seen = json.loads(read_member(workspace.wheel("torch"), "torch/_build_env.json"))
+    tree = str(workspace.tree.resolve())
+    assert seen["ROCM_SOURCE_DIR"] == tree
+    assert (seen["USE_NUMA"], seen["USE_MSLK"], seen["USE_FBGEMM_GENAI"]) == ("0", "0", "0")
+    assert "-Wno-error=maybe-uninitialized" in seen["CXXFLAGS"]
+    assert "-Wno-error=restrict" in seen["CPPFLAGS"]
+    assert (seen["USE_FLASH_ATTENTION"], seen["USE_MEM_EFF_ATTENTION"]) == ("0", "0")
+    assert "AOTRITON_INSTALLED_PREFIX" not in seen
+    assert "BLAS" not in seen
+    entry = workspace.report()["projects"]["torch"]  # type: ignore[index]
+    assert entry["environment"]["ROCM_SOURCE_DIR"] == tree
+    assert any("no pre-fetched aotriton" in n for n in entry["notes"])
+
+
+def test_tree_openblas_and_a_prefetched_aotriton_are_used(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    tree = _tree_with_host_math(workspace.tree.resolve(), tmp_path / "tree")
+    cache = tmp_path / "xdg-cache"
+    prefix = cache / "rocm-build" / "aotriton" / "rocm5.2.3"
+    _shared_lib(prefix / "lib" / "libaotriton_v2.so.0.9", "libaotriton_v2.so.0")
+    workspace.tree = tree
+    dry = workspace.build("torch", "--dry-run", env={"XDG_CACHE_HOME": str(cache)})
+    assert f"AOTRITON_INSTALLED_PREFIX={prefix}" in dry.stdout
+    assert f"OpenBLAS_HOME={tree / 'lib' / 'host-math'}" in dry.stdout
+    result = workspace.build("torch", env={"XDG_CACHE_HOME": str(cache)})
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(read_member(workspace.wheel("torch"), "torch/_build_env.json"))
+    assert seen["BLAS"] == "OpenBLAS"
+    assert seen["OpenBLAS_HOME"] == str(tree / "lib" / "host-math")
+    assert seen["OpenBLAS_LIB_NAME"] == "rocm-openblas"
+    assert seen["AOTRITON_INSTALLED_PREFIX"] == str(prefix)
+    assert "USE_FLASH_ATTENTION" not in seen  # torch's own default: on
+
+
+def test_a_build_that_would_download_aotriton_is_announced_and_fails_loudly(
+    workspace: Workspace,
+) -> None:
+    # The user turns flash attention on with no aotriton at hand; the network is denied (the
+    # fixture's download URL is a refused local port).
+    result = workspace.build("torch", env={"USE_FLASH_ATTENTION": "1"})
+    assert "torch's CMake downloads aotriton during the build" in result.stderr  # announced
+    assert result.returncode == 4, result.stderr
+    assert "aotriton: download of" in result.stderr
+    assert "network denied" in result.stderr
