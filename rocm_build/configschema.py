@@ -81,6 +81,9 @@ class GeneralSettings:
     work_dir: str = _setting(str, "logs, reports, the build environment")
     jobs: int = _setting(int, "parallel compile jobs; 0 = from cores and memory", min=0)
     no_wait: bool = _setting(bool, "stop (exit 13) instead of waiting for another run's lock")
+    source: str = _setting(
+        str, "upstream repositories, or the forks in [forks]", choices=("upstream", "fork")
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -160,3 +160,14 @@ def test_a_build_that_would_download_aotriton_is_announced_and_fails_loudly(
     assert result.returncode == 4, result.stderr
     assert "aotriton: download of" in result.stderr
     assert "network denied" in result.stderr
+
+
+def test_a_train_whose_floor_the_tree_misses_fails_at_the_tree_check(
+    workspace: Workspace,
+) -> None:
+    # 2.14's torch needs ROCm 7.14 and hipFile (its LoadHIP.cmake); the tree is ROCm 5.2.3.
+    result = workspace.build("torch", "--train", "2.14", "--dry-run")
+    assert result.returncode == 8, result.stderr
+    assert "release train 2.14 needs ROCm 7.14 or newer" in result.stderr
+    assert "missing from lib/cmake: hipfile" in result.stderr
+    assert workspace.build("torch", "--train", "2.11", "--dry-run").returncode == 0
