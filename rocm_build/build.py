@@ -18,7 +18,7 @@ import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from .buildplan import (
 )
 from .buildvenv import ensure_venv
 from .errors import BuildFailed, ConfigError, ToolMissing
+from .masking import mask_values
 from .progress import NO_PROGRESS, Progress
 from .wheelfile import WheelReader, WheelWriter
 
@@ -87,11 +88,16 @@ def wheel_metadata(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
     )
 
 
-def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts:
+def check_wheel(
+    wheel: Path, targets: Sequence[str], project: str, *, device_code: bool = True
+) -> WheelFacts:
     """Refuse a wheel that would not run on the requested GPUs: no HIP code objects or no HIP
     runtime dependency ("built without ROCm"), or code objects that miss a requested target or
     carry one that was not requested. A single library covering only some of the targets is
-    reported (some sub-builds, such as aotriton, filter the list on purpose)."""
+    reported (some sub-builds, such as aotriton, filter the list on purpose).
+
+    A project not expected to carry device code (``device_code`` false: torchaudio's ROCm build
+    is host code only) may have none; code objects it does carry are checked all the same."""
     from .bundle.analyze import analyze_path
 
     name, version, requires = wheel_metadata(wheel)
@@ -106,6 +112,9 @@ def check_wheel(wheel: Path, targets: Sequence[str], project: str) -> WheelFacts
     ]
     per_file = {arc: m.targets for arc, m in analysis.elves.items() if m.targets}
     found = set().union(*per_file.values()) if per_file else set()
+    if not found and not device_code:
+        log.info("%s: host code only, as expected (device_code = false)", project)
+        return WheelFacts(name, version, requires, ())
     if not found or not runtime:
         why = "no HIP code objects" if not found else "no dependency on libamdhip64"
         msg = (
@@ -207,6 +216,11 @@ class ProjectResult:
     pinned: tuple[str, ...] = ()
     inputs: str = ""  # fingerprint of what the wheel was built from ("" = not reusable)
     reused: bool = False  # inputs unchanged: the previous wheel was kept
+    device_code: bool = True  # the wheel was required to carry HIP code objects
+    version_from: str = ""  # where the version came from (release tag, dev build, file)
+    #: What rocm-build set for the build (masked) and what the plan decided for the user.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
@@ -221,6 +235,10 @@ class ProjectResult:
             "retried_with_jobs": self.retried_with,
             "pinned": list(self.pinned),
             "inputs": self.inputs,
+            "device_code": self.device_code,
+            "version_from": self.version_from,
+            "environment": mask_values(self.environment),
+            "notes": list(self.notes),
         }
 
 
@@ -371,6 +389,10 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
         pinned=tuple(prev.get("pinned", ())),
         inputs=key,
         reused=True,
+        device_code=step.device_code,
+        version_from=step.version_from,
+        environment={k: step.env.get(k, "") for k in step.changed},
+        notes=step.notes,
     )
 
 
@@ -457,7 +479,7 @@ def _compile(
         step, retried = run_build(step, line)
         progress.advance(steps_task)
         wheel = _one_wheel(step)
-        facts = check_wheel(wheel, plan.targets, step.name)
+        facts = check_wheel(wheel, plan.targets, step.name, device_code=step.device_code)
         progress.advance(steps_task)
     finally:
         progress.done(lines_task)
@@ -510,4 +532,8 @@ def _build_one(
         retried_with=retried,
         pinned=tuple(pinned),
         inputs=key,
+        device_code=step.device_code,
+        version_from=step.version_from,
+        environment={k: step.env.get(k, "") for k in step.changed},
+        notes=step.notes,
     )

@@ -20,6 +20,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import cpus, dist
+from .buildswitches import aotriton_cache_dir, merge_env, pairs, switches
+from .buildversion import Revision, read_revision, release_version
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import ProjectSpec
 from .context import RunContext
@@ -64,15 +66,22 @@ def default_jobs(cores: int, available: int | None, job_memory_gb: float) -> int
     return max(jobs, 1)
 
 
-def project_version(source: Path, spec: ProjectSpec, label: str) -> str:
-    """The version the build is told to use: the version file plus the local label; "" when the
-    project has no version file (it then versions itself)."""
+def project_version(
+    source: Path, spec: ProjectSpec, label: str, revision: Revision | None = None
+) -> str:
+    """The version the build is told to use: the version file (for a ``version_from_tag``
+    project: the release tag's version, or the version file +git<sha8> for a development
+    build) plus the local label; "" when the project has no version file (it versions itself)."""
     if not spec.version_file or not spec.version_env:
         return ""
     path = source / spec.version_file
     if not path.is_file():
         return ""
     base = path.read_text(encoding="utf-8").strip()
+    if spec.version_from_tag and revision is not None and revision.commit:
+        tagged = release_version(revision.tag)
+        dev = f"git{revision.commit[:8]}"
+        base = tagged or (f"{base}.{dev}" if "+" in base else f"{base}+{dev}")
     local = label.lstrip("+")
     text = f"{base}.{local}" if "+" in base else f"{base}+{local}"
     try:
@@ -124,17 +133,6 @@ def req_name(line: str) -> str | None:
         return None
 
 
-def _pairs(items: Sequence[str], what: str, project: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            msg = f"[projects.{project}] {what}: expected NAME=VALUE, got '{item}'"
-            raise ConfigError(msg)
-        out[name.strip()] = value.strip()
-    return out
-
-
 @dataclass(frozen=True)
 class ProjectStep:
     """How one project is built."""
@@ -148,12 +146,15 @@ class ProjectStep:
     log: Path
     jobs: int
     version: str  # "" = the project versions itself
+    version_from: str  # where the version came from: a release tag, a dev build, the file
     depends: tuple[str, ...]
     pin_env: Mapping[str, str]  # variable -> project whose built version it carries
     requires: tuple[str, ...]  # build-system requirements (projects we build are left out)
     requirement_files: tuple[Path, ...]
     wheel_dir: Path
     install_after: bool  # a later project builds against this one
+    device_code: bool = True  # the wheel must carry HIP code objects (see ProjectSpec)
+    notes: tuple[str, ...] = ()  # what the plan decided for the user (buildswitches)
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,9 @@ class BuildPlan:
                     "removed_env": list(s.removed),
                     "jobs": s.jobs,
                     "version": s.version,
+                    "version_from": s.version_from,
+                    "device_code": s.device_code,
+                    "notes": list(s.notes),
                     "log": str(s.log),
                     "requires": list(s.requires),
                     "requirement_files": [str(p) for p in s.requirement_files],
@@ -215,7 +219,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
     """
     cfg = ctx.settings
     tree, targets = ctx.tree, ctx.targets
-    check = dist.validate(tree, specs, targets)
+    check = train_floor(cfg.general.train, cfg.floors, tree, specs, targets)
     for warning in check.warnings:
         log.warning("%s", warning)
     dist.require_valid(check)
@@ -245,8 +249,45 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
         find_links=[str((cfg.cwd / f).resolve()) for f in cfg.build.find_links],
         no_index=cfg.build.no_index,
         force=cfg.build.force,
+        aotriton=cfg.build.aotriton
+        if cfg.build.aotriton in ("", "auto", "off")
+        else str(cfg.absolute(cfg.build.aotriton)),
+        revisions={
+            s.name: read_revision(ctx.src_dir / s.name, s.name, ctx.src_dir)
+            for s in specs
+            if s.version_from_tag
+        },
     )
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
+
+
+def train_floor(
+    train: str,
+    floors: Mapping[str, Mapping[str, Any]],
+    tree: dist.RocmTree,
+    specs: Sequence[ProjectSpec],
+    targets: Sequence[str],
+) -> dist.TreeCheck:
+    """The tree's validation for ``specs``, with the train's floor: its oldest ROCm and the
+    CMake packages it requires besides each project's own (``[floors."<train>"]``)."""
+    floor = floors.get(train, {})
+    specs = [
+        replace(s, cmake_packages=(*s.cmake_packages, *map(str, floor.get(s.name, ()))))
+        for s in specs
+    ]
+    check = dist.validate(tree, specs, targets)
+    oldest = str(floor.get("rocm", "")) if any(s.name == "torch" for s in specs) else ""
+    try:
+        too_old = bool(oldest) and Version(tree.version or "0") < Version(oldest)
+    except InvalidVersion:
+        too_old = False
+    if not too_old:
+        return check
+    problem = (
+        f"release train {train} needs ROCm {oldest} or newer (its torch's LoadHIP.cmake stops "
+        f"below it), the tree is {tree.version or 'of unknown version'}"
+    )
+    return replace(check, problems=(problem, *check.problems))
 
 
 @dataclass(frozen=True)
@@ -266,6 +307,8 @@ class _Shared:
     cores: int
     memory: int | None
     cache_env: Mapping[str, str]
+    revisions: Mapping[str, Revision]
+    aotriton: str
 
 
 def make_plan(
@@ -289,6 +332,8 @@ def make_plan(
     find_links: Sequence[str] = (),
     no_index: bool = False,
     force: bool = False,
+    revisions: Mapping[str, Revision] | None = None,
+    aotriton: str = "auto",
 ) -> BuildPlan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
@@ -311,6 +356,8 @@ def make_plan(
         cores=cores,
         memory=memory,
         cache_env=cache_env or {},
+        revisions=revisions or {},
+        aotriton=aotriton,
     )
     return BuildPlan(
         steps=tuple(_step(shared, spec) for spec in specs),
@@ -362,13 +409,31 @@ def _command(python: Path, spec: ProjectSpec, wheel_dir: Path) -> tuple[str, ...
     return (str(python), "setup.py", "bdist_wheel", "--dist-dir", str(wheel_dir))
 
 
+def _version_from(spec: ProjectSpec, revision: Revision | None) -> str:
+    if not spec.version_from_tag or revision is None:
+        return f"{spec.version_file} + local label"
+    return revision.describe()
+
+
 def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
     source = _source(shared, spec)
     n = shared.jobs or default_jobs(shared.cores, shared.memory, spec.job_memory_gb)
-    version = project_version(source, spec, shared.label)
+    revision = shared.revisions.get(spec.name)
+    version = project_version(source, spec, shared.label, revision)
+    version_from = _version_from(spec, revision) if version else "set by the project"
     versions = dict.fromkeys(spec.version_env, version) if version else {}
-    pin_env = _pairs(spec.pin_env, "pin_env", spec.name)
-    extra = {**_pairs(spec.build_env, "build_env", spec.name), **shared.cache_env}
+    pin_env = pairs(spec.pin_env, "pin_env", spec.name)
+    build_env = pairs(spec.build_env, "build_env", spec.name)
+    chosen = switches(
+        spec,
+        shared.tree,
+        given={**shared.env, **build_env},
+        aotriton=shared.aotriton,
+        aotriton_cache=aotriton_cache_dir(shared.env, shared.work_dir),
+    )
+    for note in chosen.notes:
+        log.warning("%s: %s", spec.name, note)
+    extra = merge_env(chosen.env, build_env, shared.cache_env)
     composed = dist.compose_env(
         shared.env,
         tree=shared.tree,
@@ -399,10 +464,13 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         log=shared.work_dir / "logs" / f"build-{spec.name}.log",
         jobs=n,
         version=version,
+        version_from=version_from,
         depends=spec.depends,
         pin_env=pin_env,
         requires=tuple(r for r in read_build_requirements(source, spec) if req_name(r) not in skip),
         requirement_files=tuple(source / f for f in spec.requirements if (source / f).is_file()),
         wheel_dir=wheel_dir,
         install_after=any(spec.name in s.depends for s in shared.specs if s.name in later),
+        device_code=spec.device_code,
+        notes=chosen.notes,
     )

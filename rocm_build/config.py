@@ -15,7 +15,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,7 @@ __all__ = [
 
 CONFIG_FILE = "rocm-build.toml"
 SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix")
-TABLE_SECTIONS = ("projects", "trains", "targets")
+TABLE_SECTIONS = ("projects", "trains", "targets", "forks", "floors")
 ENV_ALIASES: dict[str, tuple[str, ...]] = {
     # Ecosystem variables, lowest priority first: ROCM_HOME loses to ROCM_PATH.
     "arch": ("PYTORCH_ROCM_ARCH",),
@@ -100,6 +100,17 @@ class ProjectSpec:
     version_file: str = "version.txt"  # base version, in the checkout; "" = the project's own
     build_env: tuple[str, ...] = ()  # "NAME=VALUE" set for this project's build
     pin_env: tuple[str, ...] = ()  # "NAME=PROJECT": NAME = the built version of PROJECT
+    #: The wheel must carry HIP code objects for the targets (a wheel without them fell back to
+    #: CPU); false for a project whose ROCm build has host code only (torchaudio >= 2.9).
+    device_code: bool = True
+    #: The version comes from the release tag checked out (version.txt + "+git<sha8>" for a
+    #: branch or commit), as PyTorch's release builds take it; false = version.txt as it is.
+    version_from_tag: bool = False
+    #: "NAME=VALUE" the reference builds set (TheRock, PyTorch CI); build_env wins over these.
+    reference_env: tuple[str, ...] = ()
+    #: Variables taken from the ROCm tree (buildswitches.TREE_ENV): rocm-source-dir, host-blas,
+    #: sysdeps-pkgconfig, aotriton.
+    tree_env: tuple[str, ...] = ()
 
 
 PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")
@@ -120,6 +131,9 @@ class Config:
     sources: Mapping[str, Source]
     projects: Mapping[str, ProjectSpec]
     trains: Mapping[str, Mapping[str, str]]
+    #: Per train: ``rocm`` (the oldest ROCm its torch builds with) and, per project, the CMake
+    #: packages that train requires besides ``cmake_packages`` (``torch = ["hipfile"]``).
+    floors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     known_targets: tuple[str, ...]
     target_families: Mapping[str, tuple[str, ...]]
     cwd: Path
@@ -333,6 +347,8 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
             "requirements",
             "build_env",
             "pin_env",
+            "reference_env",
+            "tree_env",
         ):
             if isinstance(value, str):
                 value = value.split() if key == "hipify" else [value]
@@ -384,17 +400,41 @@ def load(
     families = {k: tuple(v) for k, v in targets["families"].items()}
     families.update({k: tuple(v) for k, v in user_targets.get("families", {}).items()})
 
+    sections = _sections(values)
+    floors = {**defaults["floors"], **file_data.get("floors", {})}
+    if sections["general"].source == "fork":
+        forks = {**defaults["forks"], **file_data.get("forks", {})}
+        projects = _forked(projects, forks, sections["general"].train, where)
     return Config(
-        **_sections(values),
+        **sections,
         sources=sources,
         projects=projects,
         trains=trains,
+        floors=floors,
         known_targets=known,
         target_families=families,
         cwd=cwd,
         config_file=path,
         env=dict(env),
     )
+
+
+def _forked(
+    projects: Mapping[str, ProjectSpec], forks: Mapping[str, Any], train: str, where: str
+) -> dict[str, ProjectSpec]:
+    """``source = "fork"``: the projects that have a ``[forks.NAME]`` table come from it (its
+    ``origin``, and its ``ref`` with ``{train}`` filled in unless the project names a ref)."""
+    out = dict(projects)
+    for name, fork in forks.items():
+        if name not in out:
+            continue
+        if not isinstance(fork, dict) or not fork.get("origin") or not fork.get("ref"):
+            msg = f"{where}: [forks.{name}] needs an 'origin' and a 'ref'"
+            raise ConfigError(msg)
+        spec = out[name]
+        ref = spec.ref or str(fork["ref"]).replace("{train}", train)
+        out[name] = replace(spec, origin=str(fork["origin"]), ref=ref)
+    return out
 
 
 def _file_values(

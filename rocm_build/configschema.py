@@ -81,6 +81,9 @@ class GeneralSettings:
     work_dir: str = _setting(str, "logs, reports, the build environment")
     jobs: int = _setting(int, "parallel compile jobs; 0 = from cores and memory", min=0)
     no_wait: bool = _setting(bool, "stop (exit 13) instead of waiting for another run's lock")
+    source: str = _setting(
+        str, "upstream repositories, or the forks in [forks]", choices=("upstream", "fork")
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +116,7 @@ class BuildSettings:
     dry_run: bool = _setting(bool, "print the plan, build nothing")
     force: bool = _setting(bool, "rebuild projects whose inputs are unchanged")
     rocm_cache: str = _setting(str, "downloaded ROCm trees")
+    aotriton: str = _setting(str, "pre-fetched aotriton for flash attention: auto, off or a folder")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,6 +208,8 @@ SETTINGS: Mapping[str, Setting] = {
 PROJECT_SETTINGS: Mapping[str, Setting] = {
     "job_memory_gb": Setting(float, "peak memory of one compile job, in GB", min=0.1),
     "build_tool": Setting(str, "how the project is built", choices=("pip", "setup.py")),
+    "device_code": Setting(bool, "the wheel must carry HIP code objects for the targets"),
+    "version_from_tag": Setting(bool, "version from the release tag (else version.txt +git<sha>)"),
 }
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "fetch",
     "find_tree",
     "is_url",
+    "join_values",
     "local_version_label",
     "open_tree",
     "read_tree_version",
@@ -50,8 +51,8 @@ DEFAULT_ROOT = Path("/opt/rocm")
 LEAKY_PREFIXES = ("ROCM_", "HIP_", "CUDA_", "HSA_", "NVCC_")
 LEAKY_NAMES = frozenset({"CUDACXX", "CUDAHOSTCXX", "HIPCXX", "HIPFLAGS"})
 # Variables whose user value is kept and extended rather than replaced.
-EXTENDED_PATHS = ("PATH", "CMAKE_PREFIX_PATH", "LD_LIBRARY_PATH")
-EXTENDED_FLAGS = ("CFLAGS", "CXXFLAGS", "LDFLAGS")
+EXTENDED_PATHS = ("PATH", "CMAKE_PREFIX_PATH", "LD_LIBRARY_PATH", "PKG_CONFIG_PATH")
+EXTENDED_FLAGS = ("CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS")
 
 _DEVICE_LIB_DIRS = ("lib/llvm/amdgcn/bitcode", "amdgcn/bitcode", "llvm/amdgcn/bitcode")
 _CLANG_DIRS = ("lib/llvm/bin", "llvm/bin")
@@ -349,7 +350,7 @@ def local_version_label(tree_version: str, suffix: str) -> str:
     return f"+rocm{tree_version}" if tree_version else "+rocm"
 
 
-def _join(*parts: str | None, sep: str = os.pathsep) -> str:
+def join_values(*parts: str | None, sep: str = os.pathsep) -> str:
     """Search paths joined without duplicates (first one wins); flags (``sep=" "``) are
     concatenated as given, since repeating a flag can be meaningful."""
     if sep == " ":
@@ -413,23 +414,23 @@ def compose_env(
         ours["HIP_DEVICE_LIB_PATH"] = str(tree.device_lib_dir)
     ours.update(versions)
     paths = [str(p) for p in path_prepend] + [str(tree.root / "bin")]
-    ours["PATH"] = _join(*paths, base.get("PATH"))
-    ours["CMAKE_PREFIX_PATH"] = _join(root, base.get("CMAKE_PREFIX_PATH"))
+    ours["PATH"] = join_values(*paths, base.get("PATH"))
+    ours["CMAKE_PREFIX_PATH"] = join_values(root, base.get("CMAKE_PREFIX_PATH"))
     lib_paths = [str(tree.lib_dir)]
     sysdeps = tree.sysdeps_dir
     if sysdeps is not None:
         lib_paths.append(str(sysdeps / "lib"))
-    ours["LD_LIBRARY_PATH"] = _join(*lib_paths, base.get("LD_LIBRARY_PATH"))
+    ours["LD_LIBRARY_PATH"] = join_values(*lib_paths, base.get("LD_LIBRARY_PATH"))
     if sysdeps is not None:
         # TheRock ships libdrm's headers here; kfd_ioctl.h includes them.
-        ours["CFLAGS"] = _join(base.get("CFLAGS"), f"-I{sysdeps / 'include'}", sep=" ")
-        ours["CXXFLAGS"] = _join(base.get("CXXFLAGS"), f"-I{sysdeps / 'include'}", sep=" ")
-        ours["LDFLAGS"] = _join(base.get("LDFLAGS"), f"-L{sysdeps / 'lib'}", sep=" ")
+        ours["CFLAGS"] = join_values(base.get("CFLAGS"), f"-I{sysdeps / 'include'}", sep=" ")
+        ours["CXXFLAGS"] = join_values(base.get("CXXFLAGS"), f"-I{sysdeps / 'include'}", sep=" ")
+        ours["LDFLAGS"] = join_values(base.get("LDFLAGS"), f"-L{sysdeps / 'lib'}", sep=" ")
     for key, value in extra.items():
         if key in EXTENDED_PATHS:
-            ours[key] = _join(value, ours.get(key, base.get(key)))
+            ours[key] = join_values(value, ours.get(key, base.get(key)))
         elif key in EXTENDED_FLAGS:
-            ours[key] = _join(ours.get(key, base.get(key)), value, sep=" ")
+            ours[key] = join_values(ours.get(key, base.get(key)), value, sep=" ")
         else:
             ours[key] = value
     env.update(ours)

@@ -99,6 +99,26 @@ def _sources(ctx: RunContext, names: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
+#: What the run report keeps of each project in the build's own report (build-report.json):
+#: the version and where it came from, the switches set and what the plan decided.
+_BUILD_KEYS = ("version", "version_from", "device_code", "environment", "notes")
+
+
+def _build(ctx: RunContext) -> dict[str, Any]:
+    path = ctx.output_dir / "build-report.json"
+    try:
+        projects = json.loads(path.read_text(encoding="utf-8")).get("projects", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(projects, dict):
+        return {}
+    return {
+        name: {k: entry.get(k) for k in _BUILD_KEYS}
+        for name, entry in projects.items()
+        if isinstance(entry, dict)
+    }
+
+
 def _smoke(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not data:
         return None
@@ -150,6 +170,7 @@ def collect(
                 "built": [_wheel(p) for p in facts.get("built", [])],
                 "bundled": [_wheel(p) for p in facts.get("bundled", [])],
             },
+            "build": _build(ctx),
             "smoke": _smoke(facts.get("smoke")),
             "stages": [o.as_json() for o in outcomes],
         }

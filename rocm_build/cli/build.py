@@ -139,11 +139,14 @@ def show_plan(plan: Any) -> None:
     for step in plan.steps:
         out_console.print(f"\n[bold]{step.name}[/]", markup=True)
         reqs = [*step.requires, *(f"-r {p}" for p in step.requirement_files)]
+        version = "(set by the project)"
+        if step.version:
+            version = f"{step.version} ({step.version_from})"
         lines = [
             f"  folder:  {step.source}",
             f"  command: {shlex.join(step.command)}",
             f"  jobs:    {step.jobs}",
-            f"  version: {step.version or '(set by the project)'}",
+            f"  version: {version}",
             f"  log:     {step.log}",
             f"  build requirements: {', '.join(reqs) or 'none'}",
             "  environment:",
@@ -151,5 +154,6 @@ def show_plan(plan: Any) -> None:
         ]
         if step.removed:
             lines.append(f"  removed from the environment: {' '.join(step.removed)}")
+        lines += [f"  note: {note}" for note in step.notes]
         for text in lines:
             out_console.print(text, markup=False, soft_wrap=True)

@@ -245,3 +245,23 @@ def test_build_requirements_cover_what_the_backend_asks_for(
         (tmp_path / "pyproject.toml").write_text(pyproject)
     spec = config.ProjectSpec(name="p", origin="x", build_tool=tool)
     assert build.read_build_requirements(tmp_path, spec) == expected
+
+
+def test_torch_version_from_release_tag_or_dev_commit(tmp_path: Path) -> None:
+    from rocm_build.buildversion import Revision, release_version
+
+    assert release_version("v2.9.1") == "2.9.1"
+    assert release_version("v2.10.0-rc3") == "2.10.0"
+    assert release_version("ciflow/rocm/123") is None
+    cfg, src = _projects(tmp_path)
+    (src / "torch" / "version.txt").write_text("2.9.0a0\n")  # as on upstream's v2.9.1
+    sha = "0123456789abcdef" * 2 + "01234567"
+    released = {"torch": Revision(commit=sha, tag="v2.9.1", ref="v2.9.1")}
+    torch, vision = _plan(cfg, src, tmp_path / "a", revisions=released).steps
+    assert torch.version == torch.env["PYTORCH_BUILD_VERSION"] == "2.9.1+rocm6.4.1"
+    assert torch.version_from == "release tag v2.9.1"
+    assert vision.version == "0.24.0a0+rocm6.4.1"  # vision's own version file
+    dev = {"torch": Revision(commit=sha, ref="main")}
+    torch, _ = _plan(cfg, src, tmp_path / "b", revisions=dev).steps
+    assert torch.version == "2.9.0a0+git01234567.rocm6.4.1"
+    assert torch.version_from == "development build of main at 01234567"

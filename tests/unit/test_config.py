@@ -104,3 +104,25 @@ def test_dependency_cycle(tmp_path: Path) -> None:
     cfg = config.load(cwd=tmp_path, env={})
     with pytest.raises(ConfigError, match="cycle"):
         cfg.selected_projects(["a", "b"])
+
+
+def test_source_fork_takes_torch_from_rocms_fork_at_the_trains_branch(tmp_path: Path) -> None:
+    cfg = config.load(cwd=tmp_path, env={"ROCM_BUILD_SOURCE": "fork", "ROCM_BUILD_TRAIN": "2.9"})
+    torch = cfg.project("torch")
+    assert torch.origin == "https://github.com/ROCm/pytorch.git"
+    assert torch.ref == "release/2.9"
+    assert cfg.project("torchvision").origin == "https://github.com/pytorch/vision.git"
+    upstream = config.load(cwd=tmp_path, env={})
+    assert upstream.project("torch").origin == "https://github.com/pytorch/pytorch.git"
+    assert upstream.floors["2.14"]["torch"] == ["hipfile"]
+
+
+def test_which_projects_must_carry_device_code(tmp_path: Path) -> None:
+    cfg = config.load(cwd=tmp_path, env={})
+    # A torch or torchvision wheel without code objects fell back to CPU; torchaudio's ROCm
+    # build has none since 2.9.
+    assert cfg.project("torch").device_code
+    assert cfg.project("torchvision").device_code
+    assert not cfg.project("torchaudio").device_code
+    assert cfg.project("torch").version_from_tag
+    assert not cfg.project("torchvision").version_from_tag

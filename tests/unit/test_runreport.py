@@ -99,3 +99,29 @@ def test_a_stop_between_stages_is_blamed_on_the_next_stage() -> None:
     run.current = "smoke"
     run.finished("smoke")
     assert run.current == "smoke"  # the last stage: nothing after it to blame
+
+
+def test_run_report_keeps_each_builds_version_origin_switches_and_notes(tmp_path: Path) -> None:
+    import json
+
+    from rocm_build import config, context
+
+    cfg = config.load(cwd=tmp_path, env={})
+    ctx = context.resolve(cfg)
+    ctx.output_dir.mkdir(parents=True)
+    entry = {
+        "version": "2.9.1+rocm7.1.0",
+        "version_from": "release tag v2.9.1",
+        "device_code": True,
+        "environment": {"ROCM_SOURCE_DIR": "/t", "USE_NUMA": "0"},
+        "notes": ["no pre-fetched aotriton"],
+        "sha256": "ab",
+    }
+    report_file = ctx.output_dir / "build-report.json"
+    report_file.write_text(json.dumps({"projects": {"torch": entry}}))
+    data = runreport.collect(ctx, {}, [], ok=True)
+    assert data["build"]["torch"]["version_from"] == "release tag v2.9.1"
+    assert data["build"]["torch"]["environment"]["ROCM_SOURCE_DIR"] == "/t"
+    assert data["build"]["torch"]["notes"] == ["no pre-fetched aotriton"]
+    report_file.write_text("not json")
+    assert runreport.collect(ctx, {}, [], ok=True)["build"] == {}

@@ -32,11 +32,18 @@ def session_ccache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("ccache")
 
 
-def _git_repo(src: Path, dest: Path) -> None:
+#: Release tags of the fixture repositories: like upstream torch, whose version.txt stays X.Y.0a0
+#: on its release tags (the fixture's is 2.9.0a0), the release's version is the tag's.
+TAGS = {"torch": "v2.9.1"}
+
+
+def _git_repo(src: Path, dest: Path, tag: str = "") -> None:
     shutil.copytree(src, dest)
     env = {**os.environ, **GIT_IDENTITY}
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "fixture"]):
         subprocess.run(["git", *cmd], cwd=dest, env=env, check=True)
+    if tag:
+        subprocess.run(["git", "tag", "-a", "-m", tag, tag], cwd=dest, env=env, check=True)
 
 
 @dataclass
@@ -51,7 +58,7 @@ class Workspace:
     def wheels(self) -> Path:
         return self.root / "wheels"
 
-    def configure(self, torch: str = "", torchvision: str = "") -> None:
+    def configure(self, torch: str = "", torchvision: str = "", torchaudio: str = "") -> None:
         (self.root / "rocm-build.toml").write_text(
             f'[build]\nvenv = "{self.venv}"\n\n'
             # The Debian tree has only these CMake packages; the real torch list needs more.
@@ -60,6 +67,8 @@ class Workspace:
             + f"{torch}\n"
             '[projects.torchvision]\ncmake_packages = ["hip"]\n'
             f"{torchvision}\n"
+            '[projects.torchaudio]\ncmake_packages = ["hip"]\n'
+            f"{torchaudio}\n"
         )
 
     def build(
@@ -87,8 +96,8 @@ def workspace(
     tmp_path: Path, rocm_tree: Path, build_venv: Path, session_ccache: Path, run_cli: CliRunner
 ) -> Workspace:
     root = tmp_path / "ws"
-    for name in ("torch", "torchvision"):
-        _git_repo(PROJECTS / name, root / "src" / name)
+    for name in ("torch", "torchvision", "torchaudio"):
+        _git_repo(PROJECTS / name, root / "src" / name, TAGS.get(name, ""))
     # Wide lines: messages are matched as text, not as rich wraps them at 80 columns.
     env = {"CCACHE_DIR": str(session_ccache), "COLUMNS": "300"}
     ws = Workspace(root, rocm_tree, build_venv, run_cli, env)

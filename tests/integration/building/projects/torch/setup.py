@@ -7,6 +7,13 @@ FIXTURE_CPU_ONLY=1 (the build silently falls back to CPU), FIXTURE_DROP_ARCH=gfx
 build ignores one target), FIXTURE_EXTRA_ARCH=gfxN (a part builds for a target of its own),
 FIXTURE_KILL_WHEN_PARALLEL=1 (a compile job is SIGKILLed while more than one job runs, as the OOM
 killer does), FIXTURE_FAIL=1 (a compile error).
+
+Like the real torch's CMake, it reads the switches a build leaves to chance unless told: Kineto's
+ROCM_SOURCE_DIR (PyTorch defaults it to /opt/rocm), the CPU BLAS (TheRock's tree ships OpenBLAS in
+lib/host-math), USE_NUMA (LoadHIP: NUMA's link folder can pull a distro libhsa-runtime64), and,
+with flash or memory-efficient attention on and no AOTRITON_INSTALLED_PREFIX, it downloads
+aotriton (from AOTRITON_URL below: a refused local port stands for the network, denied in tests).
+Each fails the build when wrong, as the real build would go wrong.
 """
 
 import json
@@ -15,6 +22,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,6 +30,38 @@ from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
+AOTRITON_URL = "http://127.0.0.1:9/aotriton-runtime.tar.gz"
+OFF = ("0", "OFF", "off", "false", "FALSE", "no", "NO")
+
+
+def check_switches(env):
+    """Fail as the real build goes wrong when a switch is left to chance."""
+    rocm = Path(env["ROCM_PATH"]).resolve()
+    source_dir = env.get("ROCM_SOURCE_DIR", "/opt/rocm")
+    if Path(source_dir).resolve() != rocm:
+        sys.exit(f"Kineto: ROCM_SOURCE_DIR is {source_dir}, not the ROCm tree {rocm}")
+    if env.get("USE_NUMA", "ON") not in OFF:
+        sys.exit(
+            "LoadHIP: USE_NUMA is on: NUMA's link folder can pull in a distro libhsa-runtime64"
+        )
+    host_math = rocm / "lib" / "host-math"
+    if host_math.is_dir() and (
+        env.get("BLAS") != "OpenBLAS" or env.get("OpenBLAS_HOME") != str(host_math)
+    ):
+        sys.exit(f"BLAS: the tree's OpenBLAS ({host_math}) is not used: BLAS={env.get('BLAS')}")
+    wants = [
+        k for k in ("USE_FLASH_ATTENTION", "USE_MEM_EFF_ATTENTION") if env.get(k, "1") not in OFF
+    ]
+    prefix = env.get("AOTRITON_INSTALLED_PREFIX")
+    if wants and prefix:
+        if not list((Path(prefix) / "lib").glob("libaotriton_v2.so*")):
+            sys.exit(f"aotriton: no lib/libaotriton_v2.so in AOTRITON_INSTALLED_PREFIX {prefix}")
+    elif wants:
+        print(f"aotriton: {', '.join(wants)} on: downloading {AOTRITON_URL}", flush=True)
+        try:
+            urllib.request.urlopen(AOTRITON_URL, timeout=10)
+        except OSError as exc:
+            sys.exit(f"aotriton: download of {AOTRITON_URL} failed (network denied?): {exc}")
 
 
 def version():
@@ -40,6 +80,7 @@ def run(cmd):
 
 def compile_library(out_dir):
     env = os.environ
+    check_switches(env)
     rocm = env["ROCM_PATH"]
     clang = str(Path(env["HIP_CLANG_PATH"]) / "clang++")
     jobs = int(env.get("MAX_JOBS") or 1)
