@@ -441,13 +441,15 @@ def test_a_dangling_link_in_the_tree_is_named_with_its_target(
         assert f"the ROCm tree's {link} is a symlink to {real.name}, which does not exist" in line
 
 
-def test_doctor_names_an_unreadable_clang_library_folder(shared_tree: Path) -> None:
+def test_doctor_names_an_unreadable_clang_library_folder(
+    nobody_cli: NobodyCli, shared_tree: Path
+) -> None:
     """The tree's clang is there but cannot load its libraries (lib/llvm/lib unreadable to this
     user): doctor says so instead of "ok clang"."""
     tree = shared_tree / "rocm"
     llvm_lib = tree / "lib" / "llvm" / "lib"
     llvm_lib.chmod(0)
-    res = _run_as_nobody(["doctor", "--rocm", str(tree), "--arch", "gfx90a"], shared_tree)
+    res = nobody_cli(["doctor", "--rocm", str(tree), "--arch", "gfx90a"])
     # this Debian tree lacks torch's CMake packages too: the first blocker (exit 8) sets the code
     assert res.returncode in (8, 14), res.stdout + res.stderr
     assert "Traceback" not in res.stderr
