@@ -31,6 +31,7 @@ from .configschema import (
     MatrixSettings,
     Setting,
     SmokeSettings,
+    TritonSettings,
     check,
     dotted,
     flag_name,
@@ -52,6 +53,7 @@ __all__ = [
     "Setting",
     "SmokeSettings",
     "Source",
+    "TritonSettings",
     "check",
     "dotted",
     "flag_name",
@@ -60,7 +62,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "rocm-build.toml"
-SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix")
+SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix", "triton")
 TABLE_SECTIONS = ("projects", "trains", "targets")
 ENV_ALIASES: dict[str, tuple[str, ...]] = {
     # Ecosystem variables, lowest priority first: ROCM_HOME loses to ROCM_PATH.
@@ -99,6 +101,10 @@ class ProjectSpec:
     version_file: str = "version.txt"  # base version, in the checkout; "" = the project's own
     build_env: tuple[str, ...] = ()  # "NAME=VALUE" set for this project's build
     pin_env: tuple[str, ...] = ()  # "NAME=PROJECT": NAME = the built version of PROJECT
+    #: Built before this project when they are built in the same run (no install needed).
+    build_after: tuple[str, ...] = ()
+    #: The project whose checkout pins this one's ref (triton: torch's pin files).
+    pinned_by: str = ""
 
 
 PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")
@@ -115,6 +121,7 @@ class Config:
     bundle: BundleSettings
     smoke: SmokeSettings
     matrix: MatrixSettings
+    triton: TritonSettings
     #: Where each scalar setting came from, by dotted key.
     sources: Mapping[str, Source]
     projects: Mapping[str, ProjectSpec]
@@ -231,7 +238,7 @@ def _dependency_order(specs: Sequence[ProjectSpec]) -> tuple[ProjectSpec, ...]:
             msg = f"projects depend on each other in a cycle through '{spec.name}'; fix 'depends'"
             raise ConfigError(msg)
         visiting.add(spec.name)
-        for dep in spec.depends:
+        for dep in (*spec.depends, *spec.build_after):
             if dep in by_name:
                 visit(by_name[dep])
         visiting.discard(spec.name)
@@ -322,6 +329,7 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
             "requirements",
             "build_env",
             "pin_env",
+            "build_after",
         ):
             if isinstance(value, str):
                 value = value.split() if key == "hipify" else [value]

@@ -25,6 +25,7 @@ RANGED: dict[str, tuple[tuple[Any, ...], Any]] = {
     "bundle.compression_level": ((42, -1, 10), 9),
     "bundle.deflate_cache_gb": ((-1, -0.5), 0.5),
     "bundle.platform": (("macos",), "windows"),
+    "triton.repo": (("mine", "Fork"), "upstream"),
 }
 
 CASES = [(key, bad) for key, (bads, _) in RANGED.items() for bad in bads]
