@@ -20,7 +20,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import dist
+from . import dist, tritonbuild
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import ProjectSpec
 from .context import RunContext
@@ -181,6 +181,8 @@ class BuildPlan:
     no_wait: bool = False  # Locked instead of waiting for an output wheel another run writes
     #: The cache ``cache`` names, with its program and variables (``plan`` sets it).
     compiler_cache: CompilerCache = field(default_factory=lambda: CompilerCache("none"))
+    #: Triton built in this run, and who requires it (``tritonbuild``); None = no Triton.
+    triton: tritonbuild.TritonBuild | None = None
 
     @property
     def report_path(self) -> Path:
@@ -255,7 +257,29 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
         no_index=cfg.build.no_index,
         force=cfg.build.force,
     )
+    made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
+
+
+def _with_triton(made: BuildPlan, ctx: RunContext, label: str) -> BuildPlan:
+    """Triton's version suffix and torch's requirement of it in the steps' environments."""
+    names = [s.name for s in made.steps]
+    adds, build = tritonbuild.configure(names, ctx.settings.triton, ctx.src_dir, label)
+    if build is None:
+        return made
+    for name in build.requirers:
+        adds[name] = tritonbuild.requirement_env(
+            next(s.env for s in made.steps if s.name == name), build, tritonbuild.PLACEHOLDER
+        )
+    steps = tuple(add_env(s, adds.get(s.name, {})) for s in made.steps)
+    return replace(made, steps=steps, triton=build)
+
+
+def add_env(step: ProjectStep, add: Mapping[str, str]) -> ProjectStep:
+    """``step`` with ``add`` set in its build environment (and shown as set by rocm-build)."""
+    if not add:
+        return step
+    return replace(step, env={**step.env, **add}, changed={**step.changed, **add})
 
 
 @dataclass(frozen=True)
