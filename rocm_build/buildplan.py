@@ -20,7 +20,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import dist, tritonbuild
+from . import buildfeatures, dist, tritonbuild
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import ProjectSpec
 from .context import RunContext
@@ -257,8 +257,21 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
         no_index=cfg.build.no_index,
         force=cfg.build.force,
     )
+    made = _with_features(made, ctx)
     made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
+
+
+def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
+    """torch's build features (flash attention follows Triton being built in this run)."""
+    names = [s.name for s in made.steps]
+    if "torch" not in names:
+        return made
+    add = buildfeatures.torch_env(
+        ctx.settings.features, triton=tritonbuild.TRITON in names, targets=made.targets
+    )
+    steps = tuple(add_env(s, add) if s.name == "torch" else s for s in made.steps)
+    return replace(made, steps=steps)
 
 
 def _with_triton(made: BuildPlan, ctx: RunContext, label: str) -> BuildPlan:

@@ -27,6 +27,7 @@ from .configschema import (
     BuildSettings,
     BundleSettings,
     CheckoutSettings,
+    FeatureSettings,
     GeneralSettings,
     MatrixSettings,
     Setting,
@@ -47,6 +48,7 @@ __all__ = [
     "BundleSettings",
     "CheckoutSettings",
     "Config",
+    "FeatureSettings",
     "GeneralSettings",
     "MatrixSettings",
     "ProjectSpec",
@@ -62,7 +64,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "rocm-build.toml"
-SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix", "triton")
+SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix", "triton", "features")
 TABLE_SECTIONS = ("projects", "trains", "targets")
 ENV_ALIASES: dict[str, tuple[str, ...]] = {
     # Ecosystem variables, lowest priority first: ROCM_HOME loses to ROCM_PATH.
@@ -122,6 +124,7 @@ class Config:
     smoke: SmokeSettings
     matrix: MatrixSettings
     triton: TritonSettings
+    features: FeatureSettings
     #: Where each scalar setting came from, by dotted key.
     sources: Mapping[str, Source]
     projects: Mapping[str, ProjectSpec]

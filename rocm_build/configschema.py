@@ -178,6 +178,17 @@ class TritonSettings:
     marker: str = _setting(str, "environment marker of torch's Triton requirement")
 
 
+@dataclass(frozen=True, kw_only=True)
+class FeatureSettings:
+    """``[features]``: torch's ROCm build features."""
+
+    flash_attention: str = _setting(
+        str, "aotriton flash attention: auto, on or off", choices=("auto", "on", "off")
+    )
+    ck_sdpa: bool = _setting(bool, "composable-kernel SDPA backend (USE_ROCM_CK_SDPA)")
+    ck_gemm: bool = _setting(bool, "composable-kernel GEMM backend (USE_ROCM_CK_GEMM)")
+
+
 #: Each section of scalar settings and its dataclass; "" holds the top-level keys. A new setting
 #: is a field in one of these (with its default in defaults.toml: a unit test holds them together).
 SECTIONS: Mapping[str, type] = {
@@ -188,6 +199,7 @@ SECTIONS: Mapping[str, type] = {
     "smoke": SmokeSettings,
     "matrix": MatrixSettings,
     "triton": TritonSettings,
+    "features": FeatureSettings,
 }
 
 

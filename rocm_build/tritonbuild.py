@@ -34,6 +34,7 @@ __all__ = [
     "EXTRA_REQUIREMENTS",
     "PLACEHOLDER",
     "SUFFIX_ENV",
+    "TRITON",
     "TritonBuild",
     "check_requires",
     "check_triton_wheel",

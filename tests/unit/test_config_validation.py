@@ -26,6 +26,7 @@ RANGED: dict[str, tuple[tuple[Any, ...], Any]] = {
     "bundle.deflate_cache_gb": ((-1, -0.5), 0.5),
     "bundle.platform": (("macos",), "windows"),
     "triton.repo": (("mine", "Fork"), "upstream"),
+    "features.flash_attention": (("yes", "ON"), "off"),
 }
 
 CASES = [(key, bad) for key, (bads, _) in RANGED.items() for bad in bads]
