@@ -27,12 +27,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from . import arch, locks, proc, tempfiles
+from . import arch, locks, proc, tempfiles, tritonbuild
 from .buildenv import install_requirements, installed_version, pip, run_build
 from .buildplan import (
     GIB,
     BuildPlan,
     ProjectStep,
+    add_env,
     default_jobs,
     memory_available,
     plan,
@@ -414,6 +415,7 @@ def execute(plan: BuildPlan, progress: Progress = NO_PROGRESS) -> BuildResult:
     for planned in plan.steps:
         started = time.monotonic()
         step, pins = _pinned(plan, planned, built)
+        step = _require_triton(plan, step, built)
         deps = {d: wheels.get(d, pins[d]) for d in step.depends}
         key = _inputs_key(plan, step, deps)
         result = _reuse(plan, step, key, previous.get(step.name))
@@ -479,12 +481,34 @@ def _compile(
         step, retried = run_build(step, line)
         progress.advance(steps_task)
         wheel = _one_wheel(step)
-        facts = check_wheel(wheel, plan.targets, step.name, device_code=step.device_code)
+        facts = _check(plan, step, wheel)
         progress.advance(steps_task)
     finally:
         progress.done(lines_task)
         progress.done(steps_task)
     return step, retried, wheel, facts
+
+
+def _require_triton(plan: BuildPlan, step: ProjectStep, built: Mapping[str, str]) -> ProjectStep:
+    """torch's step told to require the Triton wheel just built (its version read from it)."""
+    t = plan.triton
+    if t is None or step.name not in t.requirers or t.project not in built:
+        return step
+    return add_env(step, tritonbuild.requirement_env(step.env, t, built[t.project]))
+
+
+def _check(plan: BuildPlan, step: ProjectStep, wheel: Path) -> WheelFacts:
+    """The wheel check: Triton's wheel has no HIP code objects (it loads HIP at run time), and
+    torch's must require the Triton built with it."""
+    t = plan.triton
+    if t is not None and step.name == t.project:
+        name, version, requires = wheel_metadata(wheel)
+        tritonbuild.check_triton_wheel(name, version, step.name)
+        return WheelFacts(name, version, requires, ())
+    facts = check_wheel(wheel, plan.targets, step.name, device_code=step.device_code)
+    if t is not None and step.name in t.requirers:
+        tritonbuild.check_requires(t, step.env, step.name, facts.requires)
+    return facts
 
 
 def _build_one(

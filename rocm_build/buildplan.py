@@ -19,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import cpus, dist
+from . import buildfeatures, cpus, dist, tritonbuild
 from .buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from .buildversion import Revision, read_revision, release_version
 from .cache import CompilerCache, mask_values, resolve_cache
@@ -173,6 +173,8 @@ class BuildPlan:
     no_wait: bool = False  # Locked instead of waiting for an output wheel another run writes
     #: The cache ``cache`` names, with its program and variables (``plan`` sets it).
     compiler_cache: CompilerCache = field(default_factory=lambda: CompilerCache("none"))
+    #: Triton built in this run, and who requires it (``tritonbuild``); None = no Triton.
+    triton: tritonbuild.TritonBuild | None = None
 
     @property
     def report_path(self) -> Path:
@@ -258,6 +260,8 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
             if s.version_from_tag
         },
     )
+    made = _with_features(made, ctx)
+    made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
 
 
@@ -288,6 +292,39 @@ def train_floor(
         f"below it), the tree is {tree.version or 'of unknown version'}"
     )
     return replace(check, problems=(problem, *check.problems))
+
+
+def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
+    """torch's build features (flash attention follows Triton being built in this run)."""
+    names = [s.name for s in made.steps]
+    if "torch" not in names:
+        return made
+    add = buildfeatures.torch_env(
+        ctx.settings.features, triton=tritonbuild.TRITON in names, targets=made.targets
+    )
+    steps = tuple(add_env(s, add) if s.name == "torch" else s for s in made.steps)
+    return replace(made, steps=steps)
+
+
+def _with_triton(made: BuildPlan, ctx: RunContext, label: str) -> BuildPlan:
+    """Triton's version suffix and torch's requirement of it in the steps' environments."""
+    names = [s.name for s in made.steps]
+    adds, build = tritonbuild.configure(names, ctx.settings.triton, ctx.src_dir, label)
+    if build is None:
+        return made
+    for name in build.requirers:
+        adds[name] = tritonbuild.requirement_env(
+            next(s.env for s in made.steps if s.name == name), build, tritonbuild.PLACEHOLDER
+        )
+    steps = tuple(add_env(s, adds.get(s.name, {})) for s in made.steps)
+    return replace(made, steps=steps, triton=build)
+
+
+def add_env(step: ProjectStep, add: Mapping[str, str]) -> ProjectStep:
+    """``step`` with ``add`` set in its build environment (and shown as set by rocm-build)."""
+    if not add:
+        return step
+    return replace(step, env={**step.env, **add}, changed={**step.changed, **add})
 
 
 @dataclass(frozen=True)

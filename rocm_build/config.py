@@ -27,10 +27,12 @@ from .configschema import (
     BuildSettings,
     BundleSettings,
     CheckoutSettings,
+    FeatureSettings,
     GeneralSettings,
     MatrixSettings,
     Setting,
     SmokeSettings,
+    TritonSettings,
     check,
     dotted,
     flag_name,
@@ -47,12 +49,14 @@ __all__ = [
     "BundleSettings",
     "CheckoutSettings",
     "Config",
+    "FeatureSettings",
     "GeneralSettings",
     "MatrixSettings",
     "ProjectSpec",
     "Setting",
     "SmokeSettings",
     "Source",
+    "TritonSettings",
     "check",
     "dotted",
     "flag_name",
@@ -61,7 +65,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "rocm-build.toml"
-SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix")
+SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix", "triton", "features")
 TABLE_SECTIONS = ("projects", "trains", "targets", "forks", "floors")
 ENV_ALIASES: dict[str, tuple[str, ...]] = {
     # Ecosystem variables, lowest priority first: ROCM_HOME loses to ROCM_PATH.
@@ -111,6 +115,10 @@ class ProjectSpec:
     #: Variables taken from the ROCm tree (buildswitches.TREE_ENV): rocm-source-dir, host-blas,
     #: sysdeps-pkgconfig, aotriton.
     tree_env: tuple[str, ...] = ()
+    #: Built before this project when they are built in the same run (no install needed).
+    build_after: tuple[str, ...] = ()
+    #: The project whose checkout pins this one's ref (triton: torch's pin files).
+    pinned_by: str = ""
 
 
 PROJECT_KEYS = tuple(f for f in ProjectSpec.__dataclass_fields__ if f != "name")
@@ -127,6 +135,8 @@ class Config:
     bundle: BundleSettings
     smoke: SmokeSettings
     matrix: MatrixSettings
+    triton: TritonSettings
+    features: FeatureSettings
     #: Where each scalar setting came from, by dotted key.
     sources: Mapping[str, Source]
     projects: Mapping[str, ProjectSpec]
@@ -246,7 +256,7 @@ def _dependency_order(specs: Sequence[ProjectSpec]) -> tuple[ProjectSpec, ...]:
             msg = f"projects depend on each other in a cycle through '{spec.name}'; fix 'depends'"
             raise ConfigError(msg)
         visiting.add(spec.name)
-        for dep in spec.depends:
+        for dep in (*spec.depends, *spec.build_after):
             if dep in by_name:
                 visit(by_name[dep])
         visiting.discard(spec.name)
@@ -349,6 +359,7 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
             "pin_env",
             "reference_env",
             "tree_env",
+            "build_after",
         ):
             if isinstance(value, str):
                 value = value.split() if key == "hipify" else [value]

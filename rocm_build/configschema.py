@@ -178,6 +178,31 @@ class MatrixSettings:
     version_suffix: str = _setting(str, "build --version-suffix per job, distinct per group")
 
 
+@dataclass(frozen=True, kw_only=True)
+class TritonSettings:
+    """``[triton]``: where the ``triton`` project comes from and how torch requires it."""
+
+    repo: str = _setting(
+        str, "fork (ROCm's, TheRock's choice) or upstream Triton", choices=("fork", "upstream")
+    )
+    fork_url: str = _setting(str, "git URL of ROCm's Triton fork")
+    upstream_url: str = _setting(str, "git URL of upstream Triton")
+    release: bool = _setting(bool, "check out release/X.Y.x of torch's Triton version")
+    wheel_name: str = _setting(str, "distribution name torch's wheel requires")
+    marker: str = _setting(str, "environment marker of torch's Triton requirement")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureSettings:
+    """``[features]``: torch's ROCm build features."""
+
+    flash_attention: str = _setting(
+        str, "aotriton flash attention: auto, on or off", choices=("auto", "on", "off")
+    )
+    ck_sdpa: bool = _setting(bool, "composable-kernel SDPA backend (USE_ROCM_CK_SDPA)")
+    ck_gemm: bool = _setting(bool, "composable-kernel GEMM backend (USE_ROCM_CK_GEMM)")
+
+
 #: Each section of scalar settings and its dataclass; "" holds the top-level keys. A new setting
 #: is a field in one of these (with its default in defaults.toml: a unit test holds them together).
 SECTIONS: Mapping[str, type] = {
@@ -187,6 +212,8 @@ SECTIONS: Mapping[str, type] = {
     "bundle": BundleSettings,
     "smoke": SmokeSettings,
     "matrix": MatrixSettings,
+    "triton": TritonSettings,
+    "features": FeatureSettings,
 }
 
 

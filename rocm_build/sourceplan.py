@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
-from . import patches
+from . import patches, tritonpin
 from .cmdargs import check_origin, check_ref
 from .context import RunContext
 from .errors import ConfigError
@@ -40,6 +40,8 @@ class ProjectPlan:
     pin_commit: str = ""  # --manifest replay: exactly this commit
     expect_patches: tuple[tuple[str, str], ...] | None = None  # (file, sha256) to replay
     depth: int | None = None  # --manifest replay: the recorded depth; None = the plan's
+    pinned_by: str = ""  # the project whose checkout pins this one's ref (tritonpin)
+    pin_release: bool = False  # the pin is the release branch of the pinned version
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,6 @@ def plan(
     cfg = ctx.settings
     src_dir = ctx.src_dir
     patches_dir = ctx.patches_dir
-    do_hipify = cfg.checkout.hipify
-    do_patches = cfg.checkout.patches
     builtin = builtin_origins or {}
     projects: list[ProjectPlan] = []
     depth_flag = cfg.sources["checkout.depth"] == config_mod.Source.FLAG
@@ -138,29 +138,15 @@ def plan(
                 _replay_project(spec, entries[spec.name], src_dir, patches_dir, depth_flag)
             )
     else:
-        specs = cfg.selected_projects(names)
-        train = cfg.trains.get(cfg.general.train, {})
-        for spec in specs:
-            projects.append(
-                ProjectPlan(
-                    name=spec.name,
-                    origin=spec.origin,
-                    ref=spec.ref or train.get(spec.name, ""),
-                    src=src_dir / spec.name,
-                    patches_root=patches.series_root(patches_dir, cfg.patchset, spec.patches),
-                    patchset=cfg.patchset,
-                    hipify=spec.hipify if do_hipify else (),
-                    apply_patches=do_patches,
-                    ref_given=bool(spec.ref),
-                    origin_given=spec.origin != builtin.get(spec.name, ""),
-                )
-            )
+        projects = _train_projects(ctx, names, builtin)
     projects = [_checked(p, cfg.cwd, manifest is not None) for p in projects]
+    if any(p.name == tritonpin.TRITON for p in projects):
+        tritonpin.check_platform()
     return CheckoutPlan(
         src_dir=src_dir,
         manifest_path=src_dir / MANIFEST_NAME,
         log_dir=ctx.work_dir / "logs",
-        projects=tuple(projects),
+        projects=_pinned_last(projects),
         depth=cfg.checkout.depth,
         jobs=cfg.checkout.jobs,
         force=cfg.checkout.force,
@@ -208,6 +194,46 @@ def _replay_project(
         # Shallow stays shallow, full stays full; only --depth overrides it.
         depth=None if depth_flag or entry.get("depth") is None else int(entry["depth"]),
     )
+
+
+def _train_projects(
+    ctx: RunContext, names: Sequence[str], builtin: Mapping[str, str]
+) -> list[ProjectPlan]:
+    """The projects at the train's refs (or the configured ones); a project another's checkout
+    pins (triton) takes its origin from the [triton] repo setting unless the user set one."""
+    cfg = ctx.settings
+    train = cfg.trains.get(cfg.general.train, {})
+    projects: list[ProjectPlan] = []
+    for spec in cfg.selected_projects(names):
+        origin_given = spec.origin != builtin.get(spec.name, "")
+        origin = spec.origin
+        if spec.pinned_by and not origin_given:
+            origin = tritonpin.origin(cfg.triton)
+        projects.append(
+            ProjectPlan(
+                name=spec.name,
+                origin=origin,
+                ref=spec.ref or train.get(spec.name, ""),
+                src=ctx.src_dir / spec.name,
+                patches_root=patches.series_root(ctx.patches_dir, cfg.patchset, spec.patches),
+                patchset=cfg.patchset,
+                hipify=spec.hipify if cfg.checkout.hipify else (),
+                apply_patches=cfg.checkout.patches,
+                ref_given=bool(spec.ref),
+                origin_given=origin_given,
+                pinned_by=spec.pinned_by,
+                pin_release=cfg.triton.release,
+            )
+        )
+    return projects
+
+
+def _pinned_last(projects: list[ProjectPlan]) -> tuple[ProjectPlan, ...]:
+    """A project whose ref another's checkout pins goes after that project (triton after torch,
+    though torch is built after triton)."""
+    names = {p.name for p in projects}
+    first = [p for p in projects if p.pinned_by not in names]
+    return (*first, *(p for p in projects if p.pinned_by in names))
 
 
 def _replay_origin(recorded: str, configured: str) -> str:

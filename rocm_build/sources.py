@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import checkoutsteps, faults, git, gitremote, journal, locks, patches, resumecheck
+from . import checkoutsteps, faults, git, gitremote, journal, locks, patches, resumecheck, tritonpin
 from .errors import ConfigError, DirtyCheckout, RocmBuildError
 from .manifest import (
     MANIFEST_FORMAT,
@@ -169,9 +169,25 @@ def execute(plan_: CheckoutPlan, progress: Progress = NO_PROGRESS) -> CheckoutRe
         if pin is not None and not p.ref_given and not p.pin_commit:
             log.info("%s: pinned to %s by related_commits", p.name, pin.commit[:12])
             p = replace(p, ref=pin.commit, origin=p.origin if p.origin_given else pin.origin)
-        results.append(_checkout_project(p, plan_, entries, progress))
+        if p.pinned_by and not p.ref_given and not p.pin_commit:
+            results.append(_checkout_pinned(p, plan_, entries, progress))
+        else:
+            results.append(_checkout_project(p, plan_, entries, progress))
         pins.update(_related(p.src))
     return CheckoutResult(plan_.manifest_path, tuple(results))
+
+
+def _checkout_pinned(
+    p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], progress: Progress
+) -> ProjectResult:
+    """A project whose ref the checkout of ``p.pinned_by`` pins (triton: torch's pin files)."""
+    pin = tritonpin.read_pin(plan_.src_dir / p.pinned_by, release=p.pin_release, pinner=p.pinned_by)
+    log.info("%s: %s pinned by %s", p.name, pin.ref, pin.source)
+    try:
+        return _checkout_project(replace(p, ref=pin.ref), plan_, entries, progress)
+    except ConfigError as exc:
+        msg = f"{exc} (the ref comes from {pin.source}; pass --ref {p.name}=REF to override)"
+        raise ConfigError(msg) from None
 
 
 def _related(src: Path) -> dict[str, RelatedCommit]:

@@ -270,9 +270,16 @@ class _Closure:
             *(lib.info.path for lib in self.grafted.values()),
         ]
         found = self.index.referenced(callers, {a for names in other.values() for a in names})
+        exact = _exact_names(self.grafted, taken)
         return {
             n: tuple(
-                sorted({*self.forced.get(n, ()), *(a for a in other.get(n, ()) if a in found)})
+                sorted(
+                    {
+                        *self.forced.get(n, ()),
+                        *(a for a in other.get(n, ()) if a in found),
+                        *exact.get(n, ()),
+                    }
+                )
             )
             for n in self.grafted
         }
@@ -371,6 +378,23 @@ def _refusal_message(refused: Mapping[str, tuple[str, str, list[str]]], tree: st
                 f"list it: add it to the tree, or to bundle.system_libs to take {path}"
             )
     return "; ".join(parts)
+
+
+#: Unversioned names that other packages dlopen by exact file name in the wheel's library folder:
+#: Triton's AMD backend looks for ``<site-packages>/torch/lib/libamdhip64.so``. The bundled
+#: library whose soname is NAME.N also answers to NAME, through an alias stub (a symlink cannot be
+#: in a wheel, a linker script cannot be dlopen()ed, a copy would be a second runtime).
+EXACT_NAMES = ("libamdhip64.so",)
+
+
+def _exact_names(grafted: Mapping[str, Library], taken: set[str]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for n, lib in grafted.items():
+        soname = lib.info.soname
+        if not soname or soname != n:
+            continue
+        out[n] = tuple(e for e in EXACT_NAMES if soname.startswith(e + ".") and e not in taken)
+    return out
 
 
 def _one_copy(

@@ -26,6 +26,8 @@ RANGED: dict[str, tuple[tuple[Any, ...], Any]] = {
     "bundle.deflate_cache_gb": ((-1, -0.5, 1e300, 2e6), 0.5),
     "bundle.platform": (("macos",), "windows"),
     "source": (("forked", "UPSTREAM"), "fork"),
+    "triton.repo": (("mine", "Fork"), "upstream"),
+    "features.flash_attention": (("yes", "ON"), "off"),
 }
 
 CASES = [(key, bad) for key, (bads, _) in RANGED.items() for bad in bads]

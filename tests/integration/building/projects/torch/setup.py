@@ -5,6 +5,7 @@ launcher CMake would use (CMAKE_*_COMPILER_LAUNCHER). Records the environment it
 Knobs a test sets through the project's build_env in rocm-build.toml (each mimics a real failure):
 FIXTURE_CPU_ONLY=1 (the build silently falls back to CPU), FIXTURE_DROP_ARCH=gfxN (a part of the
 build ignores one target), FIXTURE_EXTRA_ARCH=gfxN (a part builds for a target of its own),
+FIXTURE_IGNORE_EXTRA_REQUIREMENTS=1 (PYTORCH_EXTRA_INSTALL_REQUIREMENTS is not honoured),
 FIXTURE_KILL_WHEN_PARALLEL=1 (a compile job is SIGKILLed while more than one job runs, as the OOM
 killer does), FIXTURE_FAIL=1 (a compile error).
 
@@ -170,10 +171,19 @@ class BinaryDistribution(Distribution):
         return True
 
 
+def extra_requirements():
+    # Like PyTorch's setup.py: "|"-separated requirements added to the wheel's own.
+    if os.environ.get("FIXTURE_IGNORE_EXTRA_REQUIREMENTS") == "1":
+        return []
+    extra = os.environ.get("PYTORCH_EXTRA_INSTALL_REQUIREMENTS", "")
+    return [r.strip() for r in extra.split("|") if r.strip()]
+
+
 setup(
     name="torch",
     version=version(),
     packages=["torch"],
+    install_requires=extra_requirements(),
     cmdclass={"build_py": BuildWithHip},
     distclass=BinaryDistribution,
     zip_safe=False,

@@ -1,0 +1,111 @@
+"""Triton built beside torch against the real ROCm 5.2.3 tree: the Triton-shaped fixture (a real
+setup.py with a real C extension that versions itself as Triton does) first, then the fixture
+torch told to require exactly the wheel just built. No GPU is needed to build."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from email.parser import HeaderParser
+from pathlib import Path
+
+import pytest
+
+from tests.integration.tritonfix.repos import git, make_triton
+
+from .conftest import Workspace, read_member
+
+pytestmark = pytest.mark.slow
+
+MARKER = 'platform_system == "Linux"'
+
+
+def _requires(wheel: Path) -> list[str]:
+    meta = HeaderParser().parsestr(read_member(wheel, ".dist-info/METADATA").decode())
+    return meta.get_all("Requires-Dist") or []
+
+
+def _add_triton(ws: Workspace, tmp_path: Path, *, release: bool = False) -> dict[str, str]:
+    commits = make_triton(tmp_path / "upstream" / "triton", "3.5.0", "fork")
+    src = ws.root / "src" / "triton"
+    subprocess.run(
+        ["git", "clone", "-q", str(tmp_path / "upstream" / "triton"), str(src)], check=True
+    )
+    if release:
+        git(src, "checkout", "-q", "--detach", "origin/release/3.5.x")
+        manifest = {"format": 1, "projects": {"triton": {"ref": "release/3.5.x"}}}
+        (ws.root / "src" / "rocm-build-sources.json").write_text(json.dumps(manifest))
+    else:
+        git(src, "checkout", "-q", "--detach", commits["pin"])
+    return commits
+
+
+def test_triton_first_then_torch_requires_exactly_that_wheel(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    commits = _add_triton(workspace, tmp_path)
+    user = {"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": "numpy>=1.0"}
+    dry = workspace.build("torch", "triton", "--dry-run", as_json=True, env=user)
+    assert dry.returncode == 0, dry.stderr
+    steps = json.loads(dry.stdout)["projects"]
+    assert [s["name"] for s in steps] == ["triton", "torch"]
+    assert steps[0]["env"]["TRITON_WHEEL_VERSION_SUFFIX"] == ""
+    assert steps[0]["env"]["TRITON_APPEND_CMAKE_ARGS"] == (
+        "-DCMAKE_FIND_USE_CMAKE_ENVIRONMENT_PATH=FALSE"
+    )
+    # Triton built and gfx90a requested: flash attention on (features.flash_attention = auto).
+    assert steps[1]["env"]["USE_FLASH_ATTENTION"] == "1"
+    assert steps[1]["env"]["USE_MEM_EFF_ATTENTION"] == "1"
+    assert steps[1]["env"]["PYTORCH_EXTRA_INSTALL_REQUIREMENTS"] == (
+        f"numpy>=1.0|triton==<version of triton>; {MARKER}"
+    )
+
+    # The user's own extra requirement stays, before Triton's.
+    res = workspace.build("torch", "triton", env=user)
+    assert res.returncode == 0, res.stderr
+    version = f"3.5.0+git{commits['pin'][:8]}"  # Triton's own, read from its wheel
+    triton_whl = workspace.wheel("triton")
+    assert triton_whl.name.startswith(f"triton-{version}-")
+    seen = read_member(triton_whl, "triton/_build_env.txt").decode()
+    assert "TRITON_APPEND_CMAKE_ARGS=-DCMAKE_FIND_USE_CMAKE_ENVIRONMENT_PATH=FALSE" in seen
+    requires = _requires(workspace.wheel("torch"))
+    assert f"triton=={version}; {MARKER}" in requires, requires
+    assert "numpy>=1.0" in requires, requires
+    report = workspace.report()["projects"]
+    assert report["triton"]["version"] == version  # type: ignore[index]
+
+
+def test_a_torch_wheel_without_the_triton_requirement_fails_the_check(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    _add_triton(workspace, tmp_path)
+    workspace.configure(
+        torch='build_env = ["PYTORCH_BUILD_NUMBER=1", "FIXTURE_IGNORE_EXTRA_REQUIREMENTS=1"]'
+    )
+    res = workspace.build("triton", "torch")
+    assert res.returncode == 9, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "wheel does not require the Triton built in this run" in res.stderr, res.stderr
+    assert not list(workspace.wheels.glob("torch-*.whl"))
+
+
+def test_a_release_branch_gets_the_local_label_not_a_second_plus(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    _add_triton(workspace, tmp_path, release=True)
+    res = workspace.build("triton")
+    assert res.returncode == 0, res.stderr
+    assert workspace.wheel("triton").name.startswith("triton-3.5.0+rocm5.2.3-")
+
+
+def test_flash_attention_on_without_triton_stops_before_building(workspace: Workspace) -> None:
+    env = {"ROCM_BUILD_FEATURES_FLASH_ATTENTION": "on"}
+    res = workspace.build("torch", env=env)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "needs Triton built in the same run" in res.stderr, res.stderr
+    assert not (workspace.root / ".rocm-build" / "logs" / "build-torch.log").exists()
+    dry = workspace.build("torch", "--dry-run", as_json=True)
+    assert dry.returncode == 0, dry.stderr
+    (step,) = json.loads(dry.stdout)["projects"]
+    assert step["env"]["USE_FLASH_ATTENTION"] == "0"  # auto, and no Triton in this run
