@@ -137,6 +137,8 @@ class BundleSettings:
     system_libs: tuple[str, ...] = _setting(list, "libraries that may come from the build machine")
     rocm_libs: tuple[str, ...] = _setting(list, "ROCm's libraries: never from the build machine")
     device_name: str = _setting(str, "--split-arch: device wheel name, from {project} and {target}")
+    prune_device_code: bool = _setting(bool, "with arch: drop other targets' device code")
+    allow_missing_arch: bool = _setting(bool, "a target without device code warns, not exit 11")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,8 @@ from typing import Any, Literal
 from rocm_build import elf, wheelfile
 from rocm_build.wheelfile import WheelReader
 
+from .device import DeviceFile
+
 __all__ = [
     "BundlePlan",
     "BundleResult",
@@ -97,10 +99,17 @@ class BundlePlan:
     fingerprint: str
     #: data trees with gfx-named files but none for some requested targets: (tree, targets)
     data_missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: targets the device code is pruned for and checked against (features kept); () = none
+    device_targets: tuple[str, ...] = ()
+    #: the written ELF files with device code
+    device: tuple[DeviceFile, ...] = ()
+    #: requested targets without code in a written library: one line each
+    device_gaps: tuple[str, ...] = ()
 
     @property
     def changes_content(self) -> bool:
-        return bool(self.libraries or self.rpaths or self.data or self.requires)
+        pruned = any(d.pruned for d in self.device)
+        return bool(self.libraries or self.rpaths or self.data or self.requires or pruned)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -132,6 +141,9 @@ class BundlePlan:
             "from_torch": [name for name, _ in self.from_torch],
             "requires": list(self.requires),
             "system_libs": list(self.system_libs),
+            "device_targets": list(self.device_targets),
+            "device_code": {d.arcname: d.summary() for d in self.device},
+            "device_gaps": list(self.device_gaps),
         }
 
 

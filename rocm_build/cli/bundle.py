@@ -69,6 +69,20 @@ from .render import State, close_bars, err_console, out_console, pass_state
     help="Write a host wheel (libraries, target-neutral data) and one device wheel per target "
     "(its data files; name from bundle.device_name); the host gets an extra device-GFX per target.",
 )
+@click.option(
+    "--keep-all-device-code",
+    is_flag=True,
+    default=None,
+    help="Keep every target's code in the libraries' offload bundles (default with --arch: only "
+    "the code that serves those targets; bundle.prune_device_code).",
+)
+@click.option(
+    "--allow-missing-arch",
+    is_flag=True,
+    default=None,
+    help="A requested target that a written library has no device code for is a warning, "
+    "not exit 11 (bundle.allow_missing_arch).",
+)
 @pass_state
 def command(
     state: State,
@@ -86,6 +100,8 @@ def command(
     mode: Literal["fat", "thin"],
     target_family: str,
     split_arch: bool,
+    keep_all_device_code: bool | None,
+    allow_missing_arch: bool | None,
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from rocm_build import bundle as bundle_stage
@@ -100,6 +116,8 @@ def command(
             "bundle.compression_level": compression_level,
             "bundle.dry_run": dry_run,
             "bundle.allow_outside": list(allow_outside) or None,
+            "bundle.prune_device_code": False if keep_all_device_code else None,
+            "bundle.allow_missing_arch": allow_missing_arch,
         }
     )
     dry_run = ctx.settings.bundle.dry_run
@@ -131,6 +149,11 @@ def command(
                 out_console.print(line, markup=False, soft_wrap=True)
     else:
         show(results)
+    gaps = [g for r in results for g in (r.plan or {}).get("device_gaps", [])]
+    if dry_run and gaps and not ctx.settings.bundle.allow_missing_arch:
+        from rocm_build.bundle.device import gap_error
+
+        raise gap_error(gaps)  # the dry run shows the plan, and that the bundle would stop
 
 
 def show(results: list[Any]) -> None:
