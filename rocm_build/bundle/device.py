@@ -49,7 +49,11 @@ class DeviceFile:
         if not self.pruned:
             s = {**s, "kept": list(self.cut.ids_before), "dropped": [], "pruned_bundles": 0}
             s = {**s, "kept_bytes": s["kept_bytes"] + s["dropped_bytes"], "dropped_bytes": 0}
-        return {**s, "pruned": self.pruned}
+        return {
+            **s,
+            "pruned": self.pruned,
+            "kept_whole": not self.pruned and bool(self.cut.changed),
+        }
 
 
 def plan_device(

@@ -62,7 +62,9 @@ def device_lines(plan: Mapping[str, Any]) -> Iterator[str]:
         "(code objects, uncompressed)"
     )
     for arc, f in sorted(files.items()):
-        how = "pruned" if f["pruned"] else "kept whole"
+        how = (
+            "pruned" if f["pruned"] else "kept whole" if f.get("kept_whole") else "nothing to drop"
+        )
         yield (
             f"    {posixpath.basename(arc)}: {human_size(f['kept_bytes'])} kept "
             f"({', '.join(f['kept']) or 'host only'}), {human_size(f['dropped_bytes'])} dropped, "
