@@ -364,22 +364,31 @@ def _decompress_prefix(
     return bytes(out), None if not want_end else limit
 
 
+def _next_bundle(mm: mmap.mmap, pos: int, end: int) -> tuple[int, bool]:
+    """Where the next bundle starts at or after ``pos`` (-1: none) and whether it is an
+    uncompressed one. Bundles lie back to back, so the search looks in a window that doubles
+    until it finds one: a search to the section's end would read every page of a 1.3 GB
+    library (into this process's resident memory, as the file is mapped) to find a magic that
+    occurs in none of them."""
+    window = 1 << 16
+    while pos < end:
+        hi = min(end, pos + window + len(BUNDLE_MAGIC))
+        plain, ccob = mm.find(BUNDLE_MAGIC, pos, hi), mm.find(CCOB_MAGIC, pos, hi)
+        if plain >= 0 and (ccob < 0 or plain < ccob):
+            return plain, True
+        if ccob >= 0:
+            return ccob, False
+        pos, window = pos + window, window * 2
+    return -1, False
+
+
 def _walk_bundles(mm: mmap.mmap, start: int, end: int) -> Iterator[OffloadBundle]:
     pos = start
-    # Where each magic next occurs (-1: nowhere), found again only once passed: a section of
-    # thousands of plain bundles and no compressed one was scanned to its end per bundle.
-    nxt_plain = mm.find(BUNDLE_MAGIC, pos, end)
-    nxt_ccob = mm.find(CCOB_MAGIC, pos, end)
     while pos < end:
-        if 0 <= nxt_plain < pos:
-            nxt_plain = mm.find(BUNDLE_MAGIC, pos, end)
-        if 0 <= nxt_ccob < pos:
-            nxt_ccob = mm.find(CCOB_MAGIC, pos, end)
-        candidates = [p for p in (nxt_plain, nxt_ccob) if p >= 0]
-        if not candidates:
+        pos, plain = _next_bundle(mm, pos, end)
+        if pos < 0:
             return
-        pos = min(candidates)
-        if pos == nxt_plain:
+        if plain:
             entries, size, header = _parse_bundle_header(mm, pos, end, strict=True)
             yield OffloadBundle(pos, size, False, entries, header)
         else:
