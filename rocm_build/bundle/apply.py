@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build import elfpatch, faults, proc, tempfiles, wheelfile
+from rocm_build import elf, elfpatch, faults, proc, tempfiles, wheelfile
 from rocm_build import prune as prune_
 from rocm_build.errors import BundleError, RocmBuildError
 from rocm_build.progress import NO_PROGRESS, Progress
@@ -229,7 +229,13 @@ def stream_elf(
         transform = f"rpath {edit!r}" + (f" {prune.key()}" if prune else "")
         key = writer.cache_key(path, transform, content=content)
         with elfpatch.PatchedFile(path, edit, overlays) as pf:
-            writer.add_stream(arcname, pf, pf.size, mode, key=key)
+            try:
+                writer.add_stream(arcname, pf, pf.size, mode, key=key)
+            except elf.BundleFormatError as err:  # found when a compressed bundle is rewritten
+                raise BundleError(
+                    f"{posixpath.basename(arcname)} ({path}): damaged offload bundle: {err}; "
+                    "replace the file (reinstall the package it came from) and bundle again"
+                ) from err
         return edit.method if edit else "unchanged"
     tmp = scratch / "patchelf" / posixpath.basename(arcname)
     tmp.parent.mkdir(parents=True, exist_ok=True)

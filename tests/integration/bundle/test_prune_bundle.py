@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import shutil
 import subprocess
 import zipfile
@@ -187,3 +188,29 @@ def test_damaged_bundle_and_unknown_target(
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == before
     unknown = bundle(run_cli, wheel, tree_copy, out, "--arch", "gfx9999")
     assert unknown.returncode == 2
+
+
+def test_damaged_compressed_payload_is_found_while_writing(
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Damage past the part read for planning: found when the bundle is compressed again, and
+    still one line, exit 10, no wheel."""
+    from .helpers import device_code, fatbin_source, make_bundle, make_ccob
+
+    hip = "hipv4-" + AMDHSA
+    # incompressible and past the first MiB of payload that planning reads
+    noise = random.Random(1).randbytes(1_500_000)
+    entries = [("host-x86_64-unknown-linux--", b""), (hip + "gfx90a", noise),
+               (hip + "gfx942", device_code(2))]  # fmt: skip
+    blob = bytearray(make_ccob(make_bundle(entries), version=3, method="zlib"))
+    blob[-4:] = bytes(4)  # zlib's checksum of the whole payload, read only at its end
+    so = cc_shared(tmp_path / "build" / "_packed.so", fatbin_source([bytes(blob)]))
+    files: dict[str, bytes | Path] = {"packed/__init__.py": b"", "packed/_packed.so": so}
+    wheel = make_wheel(tmp_path / "dist", "packed", "1.0.0", files)
+    out = tmp_path / "out"
+    res = bundle(run_cli, wheel, tree_copy, out, "--arch", "gfx942")
+    assert res.returncode == 10, res.stderr
+    assert "_packed.so" in res.stderr
+    assert "damaged offload bundle" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not out.exists() or not list(out.glob("*.whl"))
