@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build import arch, prune
+from rocm_build import arch, elf, prune
 
 HIP = "hipv4-amdgcn-amd-amdhsa--"
 
@@ -35,3 +35,13 @@ def test_host_and_unknown_entries_are_kept() -> None:
     assert prune.keeps_entry("openmp-x86_64-pc-linux-gnu", ["gfx942"])
     assert not prune.keeps_entry(HIP + "gfx942", ["gfx1100", "gfx90a"])
     assert prune.keeps_entry(HIP + "gfx942", ["gfx1100", "gfx942"])
+
+
+def test_cache_key_names_what_is_kept() -> None:
+    """The deflate cache keys a pruned file by what it keeps: another target, another entry."""
+    entries = (elf.OffloadEntry(HIP + "gfx90a", 64, 10), elf.OffloadEntry(HIP + "gfx942", 80, 10))
+    bundles = [elf.OffloadBundle(4096, 100, False, entries, 60)]
+    gfx90a = prune.plan_prune("a.so", ["gfx90a"], bundles)
+    assert gfx90a.key() == prune.plan_prune("b.so", ["gfx90a:xnack+"], bundles).key()
+    assert gfx90a.key() != prune.plan_prune("a.so", ["gfx942"], bundles).key()
+    assert prune.plan_prune("a.so", ["gfx90a", "gfx942"], bundles).changed == ()
