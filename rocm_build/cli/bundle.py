@@ -149,11 +149,17 @@ def command(
                 out_console.print(line, markup=False, soft_wrap=True)
     else:
         show(results)
-    gaps = [g for r in results for g in (r.plan or {}).get("device_gaps", [])]
+    stop_dry_run(ctx, dry_run, [r.plan or {} for r in results])
+
+
+def stop_dry_run(ctx: Any, dry_run: bool, plans: list[dict[str, Any]]) -> None:
+    """A dry run shows the plan, and then stops (exit 11) as the bundle would for a requested
+    target a library has no code for."""
+    gaps = [g for plan in plans for g in plan.get("device_gaps", [])]
     if dry_run and gaps and not ctx.settings.bundle.allow_missing_arch:
         from rocm_build.bundle.device import gap_error
 
-        raise gap_error(gaps)  # the dry run shows the plan, and that the bundle would stop
+        raise gap_error(gaps)
 
 
 def show(results: list[Any]) -> None:
@@ -203,8 +209,10 @@ def split(
         )
     finally:
         close_bars(bars)
+    fats = [(r.bundle or {}).get("plan") or {} for r in results]
     if state.json:
         state.emit([r.as_json() for r in results])
+        stop_dry_run(ctx, dry_run, fats)
         return
     for r in results:
         fat = bundle_stage.BundleResult(**r.bundle) if r.bundle else None
@@ -216,3 +224,4 @@ def split(
         if fat is not None and not dry_run:
             for line in bundle_stage.warning_lines(fat):
                 err_console.print(line, markup=False, soft_wrap=True)
+    stop_dry_run(ctx, dry_run, fats)

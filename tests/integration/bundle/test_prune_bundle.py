@@ -134,6 +134,11 @@ def test_missing_target_stops_the_bundle(
     dry = bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx942", "--dry-run")
     assert dry.returncode == 11
     assert "librocrand.so.1: 0 bytes kept (host only)" in dry.stdout
+    split = bundle(
+        run_cli, rand_wheel, tree_copy, out, "--arch", "gfx942", "--dry-run", "--split-arch"
+    )
+    assert split.returncode == 11, split.stderr
+    assert "librocrand.so.1 has no code for gfx942" in split.stderr
     # --allow-missing-arch: written, with a warning per library and target
     ok = bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx942", "--allow-missing-arch")
     assert ok.returncode == 0, ok.stderr
