@@ -21,6 +21,7 @@ Entries this module cannot name (another triple, another kind) are kept.
 from __future__ import annotations
 
 import hashlib
+import logging
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -34,6 +35,8 @@ from .elf import CcobHeader, OffloadBundle, OffloadEntry
 from .elfpatch import Overlay
 
 __all__ = ["BundleCut", "PrunePlan", "keeps_entry", "overlays", "plan_prune", "recompress"]
+
+log = logging.getLogger(__name__)
 
 #: Levels tried, in order, when a compressed bundle is written again (zlib's and zstd's scales).
 LEVELS = {0: (6, 9), 1: (5, 9, 19)}
@@ -320,5 +323,10 @@ def recompress(path: str, cut: BundleCut) -> bytes:
             out = _packed(fh, cut, b.ccob, level)
             if len(out) <= b.size:
                 return out
+        log.warning(
+            "%s: the compressed bundle at %d is no smaller pruned at any level tried: kept whole",
+            path,
+            b.file_offset,
+        )
         fh.seek(b.file_offset)
         return fh.read(b.size)
