@@ -203,6 +203,16 @@ class PatchedFile:
         j = bisect.bisect_left(self._starts, end)
         return j > 0 and self._overlays[j - 1].offset + self._overlays[j - 1].length > start
 
+    def _zeros(self, start: int, end: int) -> int:
+        """How many bytes to read from ``start`` if all of them are an overlay's zeros; 0 if not."""
+        end = min(end, self._edit.original_size)
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i < 0:
+            return 0
+        o = self._overlays[i]
+        zero = o.make is None and o.offset + len(o.data) <= start
+        return end - start if zero and o.offset + o.length >= end else 0
+
     def _overlay(self, chunk: bytearray, start: int) -> None:
         end = start + len(chunk)
         i = max(bisect.bisect_right(self._starts, start) - 1, 0)
@@ -223,7 +233,9 @@ class PatchedFile:
             return b""
         start, end = self._pos, self._pos + n
         parts: list[bytes] = []
-        if start < edit.original_size:
+        if start < edit.original_size and (zeros := self._zeros(start, end)):
+            parts.append(bytes(zeros))  # dropped device code: not read at all
+        elif start < edit.original_size:
             self._fh.seek(start)
             raw = self._fh.read(min(end, edit.original_size) - start)
             # only a few blocks carry edits: the rest pass through uncopied

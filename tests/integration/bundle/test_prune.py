@@ -233,3 +233,17 @@ def test_damaged_bundles_are_refused(libs: dict[str, Path], tmp_path: Path) -> N
     with pytest.raises(elf.BundleFormatError):
         pruned(lib, ["gfx942"], tmp_path / "never.so")
     assert shutil.which("gcc")
+
+
+@pytest.mark.parametrize("block", [1 << 20, 4096, 777])
+def test_stream_is_the_overlays_applied(libs: dict[str, Path], block: int) -> None:
+    """The streamed file is the original with each overlay written over it, whatever the read
+    size (dropped code is not read from disk at all: those reads must still give zeros)."""
+    src = libs["rocrand"]
+    found = prune.overlays(prune.plan_prune(src, ["gfx90a:xnack+"]))
+    with elfpatch.PatchedFile(src, None, found) as pf:
+        streamed = b"".join(iter(lambda: pf.read(block), b""))
+    want = bytearray(src.read_bytes())
+    for o in found:
+        want[o.offset : o.offset + o.length] = o.data + bytes(o.length - len(o.data))
+    assert streamed == bytes(want)
