@@ -35,6 +35,7 @@ __all__ = [
     "parse_topology_properties",
     "resolve_targets",
     "serves",
+    "serves_id",
     "split_arch",
     "target_from_version",
 ]
@@ -74,6 +75,23 @@ def serves(code: str, target: str) -> bool:
     """Does code (or a data file) built for ``code`` run on every processor ``target`` names?
     ``gfx9-4-generic`` serves ``gfx942``; ``gfx942`` does not serve ``gfx9-4-generic``."""
     return members(target) <= members(code)
+
+
+def features(target: str) -> dict[str, str]:
+    """``gfx90a:sramecc+:xnack-`` -> ``{"sramecc": "+", "xnack": "-"}``."""
+    return {f[:-1]: f[-1] for f in target.split(":")[1:] if f[-1:] in ("+", "-")}
+
+
+def serves_id(code: str, target: str) -> bool:
+    """Does a code object for the target id ``code`` (``gfx90a:xnack+``, as an offload bundle
+    names it) load on a GPU asked for as ``target``? Its processor :func:`serves` the target's,
+    and no feature both name has another sign: ``gfx90a`` and ``gfx90a:xnack+`` serve
+    ``gfx90a:xnack+``, ``gfx90a:xnack-`` does not; a target without features (the GPU's mode
+    unknown) is served by every variant."""
+    if not serves(code, target):
+        return False
+    wanted = features(target)
+    return all(wanted.get(name, sign) == sign for name, sign in features(code).items())
 
 
 def overlaps(a: str, b: str) -> bool:

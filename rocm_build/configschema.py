@@ -151,6 +151,8 @@ class BundleSettings:
     keep_other_rocm: bool = _setting(
         bool, "keep unused copies of another ROCm's libraries the wheel carries"
     )
+    prune_device_code: bool = _setting(bool, "with arch: drop other targets' device code")
+    allow_missing_arch: bool = _setting(bool, "a target without device code warns, not exit 11")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
 
 __all__ = [
+    "BundleFormatError",
+    "CcobHeader",
     "ElfInfo",
     "NotElfError",
     "OffloadBundle",
@@ -38,6 +40,7 @@ __all__ = [
     "offload_bundles",
     "offload_targets",
     "read_elf",
+    "target_id_of_bundle_id",
     "target_of_bundle_id",
 ]
 
@@ -54,6 +57,11 @@ _HEADER_PREFIX = 64 * 1024
 
 class NotElfError(ValueError):
     """The file is not an ELF file (or is truncated/corrupt)."""
+
+
+class BundleFormatError(NotElfError):
+    """An offload bundle whose header is damaged (entries past its section, a compressed
+    bundle's size field that disagrees with the section, an unknown format version)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,10 @@ class OffloadBundle:
     size: int  # bytes it occupies in the file (compressed size for CCOB)
     compressed: bool
     entries: tuple[OffloadEntry, ...]
+    #: bytes of the header: magic, count and entry table (CCOB: the CCOB header)
+    header_size: int = 0
+    #: CCOB only: the header's fields
+    ccob: CcobHeader | None = None
 
     @property
     def targets(self) -> frozenset[str]:
@@ -120,6 +132,18 @@ def is_elf(path: Path | str) -> bool:
             return fh.read(4) == ELF_MAGIC
     except OSError:
         return False
+
+
+@dataclass(frozen=True)
+class CcobHeader:
+    """The fields of a compressed bundle's header (clang's ``--offload-compress``)."""
+
+    version: int  # 1, 2 or 3
+    method: int  # 0 zlib, 1 zstd
+    total: int | None  # bytes of the whole compressed bundle, header included (None in v1)
+    raw_size: int  # bytes of the bundle it decompresses to
+    digest: bytes  # 8 bytes: the start of the MD5 of the decompressed bundle
+    payload: int  # offset of the compressed data from the bundle start
 
 
 @contextmanager
@@ -242,53 +266,70 @@ _ID_RE = re.compile(r"^(?P<kind>[^-]+)-(?P<triple>amdgcn-amd-amdhsa(?:-[^-]*)?)-
 
 def target_of_bundle_id(bundle_id: str) -> str | None:
     """``hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-`` -> ``gfx90a``; host/other entries -> None."""
+    target = target_id_of_bundle_id(bundle_id)
+    return target.split(":", 1)[0] if target else None
+
+
+def target_id_of_bundle_id(bundle_id: str) -> str | None:
+    """``hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-`` -> ``gfx90a:xnack-`` (features kept)."""
     match = _ID_RE.match(bundle_id)
-    if not match:
+    if not match or match["tid"].startswith(":"):
         return None
-    target = match["tid"].split(":", 1)[0]
-    return target or None
+    return str(match["tid"])
 
 
 def _parse_bundle_header(
-    data: bytes | mmap.mmap, start: int, limit: int
-) -> tuple[tuple[OffloadEntry, ...], int]:
-    """Entries of the uncompressed bundle at ``start`` and its size (end of its last entry)."""
+    data: bytes | mmap.mmap, start: int, limit: int, *, strict: bool = False
+) -> tuple[tuple[OffloadEntry, ...], int, int]:
+    """Entries of the uncompressed bundle at ``start``, its size (end of its last entry) and
+    the size of its header. ``strict``: ``limit`` is where the bundle's room ends (its section's
+    end), so an entry past it is a damaged header, not a short read."""
     pos = start + len(BUNDLE_MAGIC)
     if pos + 8 > limit:
-        raise NotElfError("truncated offload bundle header")
+        raise BundleFormatError("truncated offload bundle header")
     (count,) = struct.unpack_from("<Q", data, pos)
     pos += 8
     if count > 100_000:
-        raise NotElfError(f"implausible offload bundle entry count {count}")
+        raise BundleFormatError(f"implausible offload bundle entry count {count}")
     entries: list[OffloadEntry] = []
     end = pos
     for _ in range(count):
         if pos + 24 > limit:
-            raise NotElfError("truncated offload bundle entry table")
+            raise BundleFormatError("truncated offload bundle entry table")
         offset, size, id_len = struct.unpack_from("<QQQ", data, pos)
         pos += 24
         if pos + id_len > limit:
-            raise NotElfError("truncated offload bundle id")
+            raise BundleFormatError("truncated offload bundle id")
         bundle_id = bytes(data[pos : pos + id_len]).decode("ascii", "replace")
         pos += id_len
         entries.append(OffloadEntry(bundle_id, offset, size))
         end = max(end, start + offset + size)
+    if strict:
+        for e in entries:
+            if e.size and (e.offset < pos - start or start + e.offset + e.size > limit):
+                raise BundleFormatError(
+                    f"entry {e.bundle_id} at {e.offset}+{e.size} lies outside the bundle "
+                    f"(header {pos - start} bytes, {limit - start} bytes of room)"
+                )
     end = max(end, pos)
-    return tuple(entries), end - start
+    return tuple(entries), end - start, pos - start
 
 
-def _ccob_header(mm: mmap.mmap, start: int) -> tuple[int, int, int | None, int]:
-    """(version, method, total size or None, payload offset) of a CCOB bundle."""
-    version, method = struct.unpack_from("<HH", mm, start + 4)
+def ccob_header(data: bytes | mmap.mmap, start: int) -> CcobHeader:
+    """The header of the compressed bundle at ``start``."""
+    version, method = struct.unpack_from("<HH", data, start + 4)
+    if method not in (0, 1):
+        raise BundleFormatError(f"unknown compression method {method} of a compressed bundle")
     if version == 1:
-        return version, method, None, start + 20
+        (raw,) = struct.unpack_from("<I", data, start + 8)
+        return CcobHeader(version, method, None, raw, bytes(data[start + 12 : start + 20]), 20)
     if version == 2:
-        (total,) = struct.unpack_from("<I", mm, start + 8)
-        return version, method, total, start + 24
+        total, raw = struct.unpack_from("<II", data, start + 8)
+        return CcobHeader(version, method, total, raw, bytes(data[start + 16 : start + 24]), 24)
     if version == 3:
-        (total,) = struct.unpack_from("<Q", mm, start + 8)
-        return version, method, total, start + 32
-    raise NotElfError(f"unknown compressed offload bundle version {version}")
+        total, raw = struct.unpack_from("<QQ", data, start + 8)
+        return CcobHeader(version, method, total, raw, bytes(data[start + 24 : start + 32]), 32)
+    raise BundleFormatError(f"unknown compressed offload bundle version {version}")
 
 
 def _decompress_prefix(
@@ -308,7 +349,12 @@ def _decompress_prefix(
     while pos < limit:
         block = mm[pos : min(pos + chunk, limit)]
         pos += len(block)
-        produced = dobj.decompress(block)
+        try:
+            produced = dobj.decompress(block)
+        except Exception as err:  # zlib.error, zstandard.ZstdError: the payload is damaged
+            raise BundleFormatError(
+                f"compressed bundle payload does not decompress ({err})"
+            ) from err
         if len(out) < _HEADER_PREFIX:
             out += produced[: _HEADER_PREFIX - len(out)]
         if dobj.eof:
@@ -318,35 +364,52 @@ def _decompress_prefix(
     return bytes(out), None if not want_end else limit
 
 
+def _next_bundle(mm: mmap.mmap, pos: int, end: int) -> tuple[int, bool]:
+    """Where the next bundle starts at or after ``pos`` (-1: none) and whether it is an
+    uncompressed one. Bundles lie back to back, so the search looks in a window that doubles
+    until it finds one: a search to the section's end would read every page of a 1.3 GB
+    library (into this process's resident memory, as the file is mapped) to find a magic that
+    occurs in none of them."""
+    window = 1 << 16
+    while pos < end:
+        hi = min(end, pos + window + len(BUNDLE_MAGIC))
+        plain, ccob = mm.find(BUNDLE_MAGIC, pos, hi), mm.find(CCOB_MAGIC, pos, hi)
+        if plain >= 0 and (ccob < 0 or plain < ccob):
+            return plain, True
+        if ccob >= 0:
+            return ccob, False
+        pos, window = pos + window, window * 2
+    return -1, False
+
+
 def _walk_bundles(mm: mmap.mmap, start: int, end: int) -> Iterator[OffloadBundle]:
     pos = start
-    # Where each magic next occurs (-1: nowhere), found again only once passed: a section of
-    # thousands of plain bundles and no compressed one was scanned to its end per bundle.
-    nxt_plain = mm.find(BUNDLE_MAGIC, pos, end)
-    nxt_ccob = mm.find(CCOB_MAGIC, pos, end)
     while pos < end:
-        if 0 <= nxt_plain < pos:
-            nxt_plain = mm.find(BUNDLE_MAGIC, pos, end)
-        if 0 <= nxt_ccob < pos:
-            nxt_ccob = mm.find(CCOB_MAGIC, pos, end)
-        candidates = [p for p in (nxt_plain, nxt_ccob) if p >= 0]
-        if not candidates:
+        pos, plain = _next_bundle(mm, pos, end)
+        if pos < 0:
             return
-        pos = min(candidates)
-        if pos == nxt_plain:
-            entries, size = _parse_bundle_header(mm, pos, end)
-            yield OffloadBundle(pos, size, False, entries)
+        if plain:
+            entries, size, header = _parse_bundle_header(mm, pos, end, strict=True)
+            yield OffloadBundle(pos, size, False, entries, header)
         else:
-            _version, _method, total, payload = _ccob_header(mm, pos)
+            head = ccob_header(mm, pos)
+            total = head.total
+            if total is not None and not head.payload < total <= end - pos:
+                raise BundleFormatError(
+                    f"compressed bundle at {pos}: its size field says {total} bytes, the "
+                    f"section has {end - pos} left"
+                )
             # The total size tells where the bundle ends: scanning for the next "CCOB" would be
             # wrong, compressed data can contain those bytes.
-            limit = min(end, pos + total) if total else end
-            prefix, payload_end = _decompress_prefix(mm, payload, limit, want_end=total is None)
+            limit = pos + total if total else end
+            prefix, payload_end = _decompress_prefix(
+                mm, pos + head.payload, limit, want_end=total is None
+            )
             if not prefix.startswith(BUNDLE_MAGIC):
-                raise NotElfError(f"compressed offload bundle at {pos} holds no bundle")
-            entries, _inner = _parse_bundle_header(prefix, 0, len(prefix))
+                raise BundleFormatError(f"compressed offload bundle at {pos} holds no bundle")
+            entries, _inner, _head = _parse_bundle_header(prefix, 0, len(prefix))
             size = total if total else (payload_end or end) - pos
-            yield OffloadBundle(pos, size, True, entries)
+            yield OffloadBundle(pos, size, True, entries, head.payload, head)
         pos += max(size, len(BUNDLE_MAGIC))
 
 

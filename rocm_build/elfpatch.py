@@ -21,15 +21,16 @@ When neither applies (no spare dynamic slot, no PT_NOTE, 32-bit or big-endian fi
 
 from __future__ import annotations
 
+import bisect
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
 
 from .elf import _elf
 
-__all__ = ["PatchedFile", "RpathEdit", "apply_to_file", "plan_rpath"]
+__all__ = ["Overlay", "PatchedFile", "RpathEdit", "apply_to_file", "plan_rpath"]
 
 DT_NULL, DT_STRTAB, DT_STRSZ, DT_RPATH, DT_RUNPATH = 0, 5, 10, 15, 29
 PT_LOAD, PT_NOTE = 1, 4
@@ -142,12 +143,35 @@ def _dynamic_bytes(entries: Sequence[tuple[int, int]], slots: int) -> bytes:
     return out + b"\0" * ((slots - len(entries)) * _DYN.size)
 
 
-class PatchedFile:
-    """A read-only stream of ``path`` with ``edit`` applied: what the edited file would hold."""
+@dataclass(frozen=True)
+class Overlay:
+    """``length`` bytes at ``offset`` replaced by ``data`` (or what ``make`` returns, made when
+    the stream first reaches them), zeros after it up to ``length``: how other edits (pruned
+    offload bundles) join the search-path patches in one stream."""
 
-    def __init__(self, path: Path, edit: RpathEdit) -> None:
+    offset: int
+    length: int
+    data: bytes = b""
+    make: Callable[[], bytes] | None = field(default=None, compare=False)
+
+
+class PatchedFile:
+    """A read-only stream of ``path`` with ``edit`` (may be None) and ``overlays`` applied: what
+    the edited file would hold. Overlays are sorted, do not overlap each other or the edit's
+    patches, and lie inside the original file."""
+
+    def __init__(
+        self, path: Path, edit: RpathEdit | None, overlays: Sequence[Overlay] = ()
+    ) -> None:
         self._fh: BinaryIO = path.open("rb")
-        self._edit = edit
+        size = path.stat().st_size
+        self._edit = edit or RpathEdit("inplace", (), size, b"", size)
+        patches = [Overlay(off, len(data), data) for off, data in self._edit.patches]
+        self._overlays = sorted(
+            (o for o in [*patches, *overlays] if o.length > 0), key=lambda o: o.offset
+        )
+        self._starts = [o.offset for o in self._overlays]
+        self._made: dict[int, bytes] = {}  # overlay offset -> the bytes ``make`` returned
         self._pos = 0
 
     @property
@@ -163,6 +187,42 @@ class PatchedFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _bytes(self, o: Overlay, lo: int, hi: int) -> bytes:
+        """Bytes ``lo:hi`` (relative to ``o.offset``) of what overlay ``o`` puts there."""
+        data = o.data
+        if o.make is not None:
+            if o.offset not in self._made:
+                self._made = {o.offset: o.make()}  # one at a time: the stream moves on
+            data = self._made[o.offset]
+        part = data[lo:hi]
+        return part + bytes(hi - lo - len(part))
+
+    def _hits(self, start: int, end: int) -> bool:
+        # Sorted, apart and not empty: of the overlays that start before ``end``, the last one
+        # reaches furthest.
+        j = bisect.bisect_left(self._starts, end)
+        return j > 0 and self._overlays[j - 1].offset + self._overlays[j - 1].length > start
+
+    def _zeros(self, start: int, end: int) -> int:
+        """How many bytes to read from ``start`` if all of them are an overlay's zeros; 0 if not."""
+        end = min(end, self._edit.original_size)
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i < 0:
+            return 0
+        o = self._overlays[i]
+        zero = o.make is None and o.offset + len(o.data) <= start
+        return end - start if zero and o.offset + o.length >= end else 0
+
+    def _overlay(self, chunk: bytearray, start: int) -> None:
+        end = start + len(chunk)
+        i = max(bisect.bisect_right(self._starts, start) - 1, 0)
+        while i < len(self._overlays) and self._overlays[i].offset < end:
+            o = self._overlays[i]
+            lo, hi = max(o.offset, start), min(o.offset + o.length, end)
+            if lo < hi:
+                chunk[lo - start : hi - start] = self._bytes(o, lo - o.offset, hi - o.offset)
+            i += 1
+
     def read(self, n: int = -1) -> bytes:
         edit = self._edit
         total = edit.new_size
@@ -173,19 +233,15 @@ class PatchedFile:
             return b""
         start, end = self._pos, self._pos + n
         parts: list[bytes] = []
-        if start < edit.original_size:
+        if start < edit.original_size and (zeros := self._zeros(start, end)):
+            parts.append(bytes(zeros))  # dropped device code: not read at all
+        elif start < edit.original_size:
             self._fh.seek(start)
             raw = self._fh.read(min(end, edit.original_size) - start)
-            hits = [
-                (off, data)
-                for off, data in edit.patches
-                if off < start + len(raw) and off + len(data) > start
-            ]
-            if hits:  # only a few blocks carry patches: the rest pass through uncopied
+            # only a few blocks carry edits: the rest pass through uncopied
+            if self._hits(start, start + len(raw)):
                 chunk = bytearray(raw)
-                for off, data in hits:
-                    lo, hi = max(off, start), min(off + len(data), start + len(chunk))
-                    chunk[lo - start : hi - start] = data[lo - off : hi - off]
+                self._overlay(chunk, start)
                 raw = bytes(chunk)
             parts.append(raw)
         if end > edit.original_size and edit.append:

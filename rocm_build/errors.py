@@ -101,7 +101,8 @@ class BundleError(RocmBuildError):
 
 
 class RequirementNotMet(RocmBuildError):
-    """``inspect --require-arch`` (or a similar check) found something missing."""
+    """``inspect --require-arch`` (or a similar check: ``bundle --arch``'s coverage check)
+    found something missing."""
 
     exit_code = 11
 
@@ -153,7 +154,10 @@ EXIT_CODES: dict[int, str] = {
     ),
     BuildFailed.exit_code: "a build failed, or made a wheel that would not run on the targets",
     BundleError.exit_code: "a wheel cannot be made self-contained",
-    RequirementNotMet.exit_code: "`inspect --require-arch` found a target missing",
+    RequirementNotMet.exit_code: (
+        "a requested target is missing: `inspect --require-arch`, or a library `bundle --arch` "
+        "would write has no code for it"
+    ),
     SmokeFailed.exit_code: (
         "smoke tests failed, or the wheels do not install into a fresh environment"
     ),

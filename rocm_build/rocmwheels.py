@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__, arch, elf, tempfiles
+from . import __version__, arch, elf, prune, tempfiles
 from .bundle import (
     LibraryIndex,
     ThinSource,
@@ -35,6 +35,7 @@ from .bundle import (
 )
 from .bundle.apply import rocm_version as _rocm_version
 from .bundle.apply import stream_elf as _stream_elf
+from .bundle.device import plan_device
 from .bundle.plan import rel_origin as _rel_origin
 from .bundle.policy import is_loader as _is_loader
 from .errors import ConfigError, FileAccessError, RocmTreeError
@@ -261,9 +262,11 @@ def _write_platform_wheel(
     data: Sequence[tuple[Path, str]],
     on_core: _OnCore | None,
     level: int,
+    targets: Sequence[str] = (),
 ) -> Path:
     """One platform package: ``libs`` under ``<import folder>/<their lib folder>``; their search
-    path gains ``on_core``'s folders (site-packages-relative) after their own entries."""
+    path gains ``on_core``'s folders (site-packages-relative) after their own entries; their
+    offload bundles keep only the code that serves ``targets`` (all when empty)."""
     folder = import_folder(dist)
     extra_dirs = on_core.dirs if on_core else ()
     provided = {lib.name for lib in libs} | (on_core.names if on_core else set())
@@ -282,11 +285,12 @@ def _write_platform_wheel(
         for lib in libs:
             here = f"{folder}/{lib.rel_dir}"
             arc = f"{here}/{lib.name}"
-            if extra_dirs or lib.system:
+            cut = _cut(arc, lib, targets)
+            if extra_dirs or lib.system or cut:
                 own = ["$ORIGIN"] if lib.system else list(lib.info.search_path)
                 entries = [*own, *(_rel_origin(here, d) for d in extra_dirs)]
-                _stream_elf(writer, arc, lib.source, ":".join(dict.fromkeys(entries)),
-                            Path(scratch), 0o755)  # fmt: skip
+                rpath = ":".join(dict.fromkeys(entries)) if extra_dirs or lib.system else None
+                _stream_elf(writer, arc, lib.source, rpath, Path(scratch), 0o755, prune=cut)
             else:
                 writer.add_file(arc, lib.source, 0o755)
         for path, rel in data:
@@ -296,6 +300,14 @@ def _write_platform_wheel(
         writer.add_bytes(f"{dist_info}/WHEEL", _wheel_info(tags, purelib=False))
         writer.commit()
     return out
+
+
+def _cut(arc: str, lib: TreeLib, targets: Sequence[str]) -> prune.PrunePlan | None:
+    """How ``lib``'s device code is pruned for ``targets`` (None: left as it is)."""
+    if not targets or not lib.info.has_fatbin:
+        return None
+    files = plan_device([(arc, lib.source)], targets, prune_code=True)
+    return files[0].cut if files and files[0].pruned else None
 
 
 def _write_meta_wheel(output_dir: Path, version: str, family: str, level: int) -> Path:
@@ -368,8 +380,9 @@ def build_wheels(
     allow_outside: Sequence[Path] = (),
 ) -> list[Path]:
     """Write rocm-sdk-core, rocm-sdk-libraries-<family> and rocm wheels of ``tree``; the
-    libraries package keeps the data of ``targets`` only (all when empty). Nothing outside the
-    tree (or the ``allow_outside`` folders) enters a wheel through a symlink."""
+    libraries package keeps the data and the device code of ``targets`` only (all when empty), as
+    ROCm's per-family packages do, from one all-targets tree. Nothing outside the tree (or the
+    ``allow_outside`` folders) enters a wheel through a symlink."""
     version = _rocm_version(tree)
     if not version or not (tree / "lib").is_dir():
         raise RocmTreeError(
@@ -403,7 +416,7 @@ def build_wheels(
         ),
         _write_platform_wheel(
             output_dir, libraries, version, f"ROCm libraries for {family}", libraries_libs,
-            data, on_core, level,
+            data, on_core, level, targets,
         ),
         _write_meta_wheel(output_dir, version, family, level),
     ]  # fmt: skip

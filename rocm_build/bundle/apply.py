@@ -15,7 +15,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from rocm_build import elfpatch, faults, proc, tempfiles, wheelfile
+from rocm_build import elf, elfpatch, faults, proc, tempfiles, wheelfile
+from rocm_build import prune as prune_
 from rocm_build.errors import BundleError, RocmBuildError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
@@ -107,9 +108,14 @@ def _renamed(plan: BundlePlan, reader: WheelReader) -> Callable[[str], str]:
     return rename
 
 
+def _pruned(plan: BundlePlan) -> dict[str, prune_.PrunePlan]:
+    """The files whose device code is pruned as they are written, by arcname."""
+    return {d.arcname: d.cut for d in plan.device if d.pruned}
+
+
 def _total(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path]) -> int:
     """The bytes the pass reports: see :func:`apply_plan`."""
-    changes = {c.arcname for c in plan.rpaths}
+    changes = {c.arcname for c in plan.rpaths} | set(_pruned(plan))
     regenerated = {f"{reader.dist_info}/METADATA", f"{reader.dist_info}/WHEEL"}
     copied = [
         m
@@ -143,6 +149,7 @@ class _Pass:
         """Copy the wheel's members (search paths edited where planned); returns the
         ``.dist-info`` members, which go last."""
         changes = {c.arcname: c for c in self.plan.rpaths}
+        pruned = _pruned(self.plan)
         dist_info = self.reader.dist_info
         later: list[str] = []
         for m in self.reader.members:
@@ -150,13 +157,16 @@ class _Pass:
                 continue
             if m.name.startswith(dist_info + "/"):
                 later.append(m.name)
-            elif m.name in changes:
-                self.methods[m.name] = stream_elf(
-                    self.writer, self.rename(m.name), extracted[m.name], changes[m.name].new,
-                    self.scratch,
-                    m.mode or 0o755, content=self.reader.verified.get(m.name, ""),
-                    runpath=changes[m.name].runpath,
+            elif m.name in changes or m.name in pruned:
+                change = changes.get(m.name)
+                method = stream_elf(
+                    self.writer, self.rename(m.name), extracted[m.name],
+                    change.new if change else None, self.scratch, m.mode or 0o755,
+                    content=self.reader.verified.get(m.name, ""),
+                    runpath=bool(change and change.runpath), prune=pruned.get(m.name),
                 )  # fmt: skip
+                if change:
+                    self.methods[m.name] = method
                 self.progress.advance(self.task, extracted[m.name].stat().st_size)
                 faults.point("bundle.member-patched")
             else:
@@ -167,11 +177,13 @@ class _Pass:
 
     def libraries(self, linkers: Sequence[str]) -> None:
         """Add the grafted libraries (DT_RPATH ``$ORIGIN``) and their alias stubs."""
+        pruned = _pruned(self.plan)
         for lib in self.plan.libraries:
             src = Path(lib.source)
             self.methods[lib.arcname] = stream_elf(
-                self.writer, lib.arcname, src, "$ORIGIN", self.scratch, 0o755
-            )
+                self.writer, lib.arcname, src, "$ORIGIN", self.scratch, 0o755,
+                prune=pruned.get(lib.arcname),
+            )  # fmt: skip
             for alias in lib.aliases:
                 stub = alias_stub(linkers, src, alias, self.scratch)
                 arc = posixpath.join(self.plan.lib_dir, alias)
@@ -232,29 +244,44 @@ def stream_elf(
     writer: WheelWriter,
     arcname: str,
     path: Path,
-    rpath: str,
+    rpath: str | None,
     scratch: Path,
     mode: int,
     content: str | None = None,
     *,
     runpath: bool = False,
+    prune: prune_.PrunePlan | None = None,
 ) -> str:
-    """Add ``path`` with DT_RPATH=rpath (``runpath``: DT_RUNPATH): patched while streaming,
-    patchelf only as a fallback. ``content``: what identifies the bytes in the deflate cache
-    instead of the file ("": a file made for this run only, not cached)."""
-    edit = elfpatch.plan_rpath(path, rpath, runpath=runpath)
-    if edit is not None:
-        key = writer.cache_key(path, f"rpath {edit!r}", content=content)
-        with elfpatch.PatchedFile(path, edit) as pf:
-            writer.add_stream(arcname, pf, edit.new_size, mode, key=key)
-        return edit.method
+    """Add ``path`` with DT_RPATH=rpath (``runpath``: DT_RUNPATH; None: search path as it is)
+    and its offload bundles cut as ``prune`` plans: patched while streaming, patchelf only as a
+    fallback. ``content``: what identifies the bytes in the deflate cache instead of the file
+    ("": a file made for this run only, not cached)."""
+    edit = elfpatch.plan_rpath(path, rpath, runpath=runpath) if rpath is not None else None
+    if edit is not None or rpath is None:
+        overlays = prune_.overlays(prune) if prune else []
+        transform = f"rpath {edit!r}" + (f" {prune.key()}" if prune else "")
+        key = writer.cache_key(path, transform, content=content)
+        with elfpatch.PatchedFile(path, edit, overlays) as pf:
+            try:
+                writer.add_stream(arcname, pf, pf.size, mode, key=key)
+            except elf.BundleFormatError as err:  # found when a compressed bundle is rewritten
+                raise BundleError(
+                    f"{posixpath.basename(arcname)} ({path}): damaged offload bundle: {err}; "
+                    "replace the file (reinstall the package it came from) and bundle again"
+                ) from err
+        return edit.method if edit else "unchanged"
     tmp = scratch / "patchelf" / posixpath.basename(arcname)
     tmp.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(path, tmp)
     patchelf = _patchelf()
     force = [] if runpath else ["--force-rpath"]  # patchelf writes DT_RUNPATH unless forced
     proc.run([patchelf, *force, "--set-rpath", rpath, tmp], capture=True, what="patchelf")
-    writer.add_file(arcname, tmp, mode)
+    if prune:  # patchelf may have moved the sections: cut the file it wrote
+        again = prune_.plan_prune(tmp, prune.targets)
+        with elfpatch.PatchedFile(tmp, None, prune_.overlays(again)) as pf:
+            writer.add_stream(arcname, pf, pf.size, mode)
+    else:
+        writer.add_file(arcname, tmp, mode)
     tmp.unlink()
     return "patchelf"
 

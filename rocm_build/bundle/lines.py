@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rocm_build.sizes import human_size
+
 from .model import BundleResult
 
-__all__ = ["missing_data_line", "plan_lines", "system_lines", "warning_lines"]
+__all__ = ["device_lines", "missing_data_line", "plan_lines", "system_lines", "warning_lines"]
 
 
 def plan_lines(result: BundleResult) -> Iterator[str]:
@@ -43,6 +46,30 @@ def plan_lines(result: BundleResult) -> Iterator[str]:
         yield f"  from the torch wheel: {', '.join(plan['from_torch'])}"
     for req in plan.get("requires", []):
         yield f"  requires: {req}"
+    yield from device_lines(plan)
+
+
+def device_lines(plan: Mapping[str, Any]) -> Iterator[str]:
+    """Per written library with device code: the bytes of code objects kept and dropped."""
+    files = plan.get("device_code", {})
+    if not files:
+        return
+    targets = ", ".join(plan.get("device_targets", []))
+    kept = sum(f["kept_bytes"] for f in files.values())
+    dropped = sum(f["dropped_bytes"] for f in files.values())
+    yield (
+        f"  device code for {targets}: {human_size(kept)} kept, {human_size(dropped)} dropped "
+        "(code objects, uncompressed)"
+    )
+    for arc, f in sorted(files.items()):
+        how = (
+            "pruned" if f["pruned"] else "kept whole" if f.get("kept_whole") else "nothing to drop"
+        )
+        yield (
+            f"    {posixpath.basename(arc)}: {human_size(f['kept_bytes'])} kept "
+            f"({', '.join(f['kept']) or 'host only'}), {human_size(f['dropped_bytes'])} dropped, "
+            f"{f['bundles']} bundles ({how})"
+        )
 
 
 def missing_data_line(tree: str, missing: Sequence[str]) -> str:
@@ -70,6 +97,8 @@ def warning_lines(result: BundleResult) -> Iterator[str]:
             "ROCm's copy of a library this bundle adds from the tree; nothing in the wheel needs "
             "it, and whatever opens it by name loads a second ROCm runtime"
         )
+    for gap in plan.get("device_gaps", []):
+        yield f"warning: {gap}"
     if result.zip64:
         yield f"note: {Path(result.output).name} needs ZIP64: " + "; ".join(result.zip64)
 

@@ -32,6 +32,7 @@ from .apply import (
     up_to_date,
 )
 from .data import data_target_gaps, select_data
+from .device import NO_DEVICE, DeviceOptions, coverage_gaps, device_sources, gap_error, plan_device
 from .libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from .model import BundlePlan, BundleResult, DataFile, ThinSource, TorchWheel
 from .plan import make_plan
@@ -65,6 +66,7 @@ class _Job:
     #: copies of added libraries are kept (see :mod:`.rocmlabel`)
     allow_rocm_mismatch: bool = False
     keep_other_rocm: bool = False
+    device: DeviceOptions = NO_DEVICE
 
     @property
     def provenance_arcname(self) -> str:
@@ -91,6 +93,9 @@ class _Job:
             settings = {**settings, "thin": [self.thin.family, self.thin.version]}
         if self.allow_rocm_mismatch or self.keep_other_rocm:  # the same: only when set
             settings = {**settings, "mismatch": [self.allow_rocm_mismatch, self.keep_other_rocm]}
+        d = self.device
+        if d.targets:  # so do bundles without --arch
+            settings = {**settings, "device_code": [list(d.targets), d.keep_all, d.allow_missing]}
         return fingerprint(settings)
 
 
@@ -117,15 +122,14 @@ def bundle_wheel(
     thin: ThinSource | None = None,
     allow_rocm_mismatch: bool = False,
     keep_other_rocm: bool = False,
+    device: DeviceOptions = NO_DEVICE,
 ) -> BundleResult:
     """Bundle one wheel (see the package docstring); a no-op when its output is up to date.
-
-    ``dry_run``: plan only and return the plan (status "planned"); nothing is written.
-    ``allow_outside``: folders outside the tree that its symlinks may lead to. ``system_libs``
-    (patterns): libraries that may come from the build machine's folders (``LD_LIBRARY_PATH``
-    of ``env``, ld.so.conf, the defaults) when the tree lacks them; ``rocm_libs`` (patterns),
-    the ``dlopen_patterns`` and the names of the tree's own libraries never may.
-    Written under the output's lock (``no_wait``: ``Locked`` if another run has it)."""
+    ``dry_run``: plan only (status "planned"). ``allow_outside``: folders outside the tree its
+    symlinks may lead to. ``system_libs`` (patterns): libraries that may come from the build
+    machine (``LD_LIBRARY_PATH`` of ``env``, ld.so.conf, the defaults) when the tree lacks them;
+    ``rocm_libs``, the ``dlopen_patterns`` and the tree's own libraries never may. Written under
+    the output's lock (``no_wait``). ``device``: see :func:`_device`."""
     start = time.monotonic()
     faults.point("bundle.start")
     wheel = wheel.resolve()
@@ -134,12 +138,11 @@ def bundle_wheel(
     job = _Job(
         wheel, rocm, output_dir, tuple(targets), lib_dir, tuple(dlopen_patterns),
         tuple(data_trees), level, policy, torch, tuple(allow_outside), tuple(system_libs),
-        tuple(rocm_libs), thin, allow_rocm_mismatch, keep_other_rocm,
+        tuple(rocm_libs), thin, allow_rocm_mismatch, keep_other_rocm, device,
     )  # fmt: skip
     fp = job.fingerprint()
     if existing := up_to_date(wheel, output_dir, job.provenance_arcname, fp):
         return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
-
     scratch_parent = output_dir if output_dir.is_dir() else Path(tempfile.gettempdir())
     with (
         tempfiles.writing(output_dir / wheel.name, doing="extracting the libraries of"),
@@ -153,6 +156,7 @@ def bundle_wheel(
         if not job.targets:  # default: the targets the wheel's own device code was built for
             job = replace(job, targets=tuple(sorted(analysis.device_targets)))
         plan = _plan(job, analysis, fp, system_dirs, os.environ if env is None else env)
+        plan = _device(job, plan, analysis, dry_run)
         if dry_run:
             return BundleResult(
                 str(wheel), plan.output, "planned", time.monotonic() - start, plan.summary()
@@ -248,6 +252,26 @@ def _plan(
     )
 
 
+def _device(job: _Job, plan: BundlePlan, analysis: WheelAnalysis, dry_run: bool) -> BundlePlan:
+    """The plan with what happens to the device code of the files it writes: the offload
+    bundles of every ELF file keep only the entries that serve the targets (``keep_all``: all),
+    and each file with device code must still serve every target: else ``RequirementNotMet``
+    (exit 11) before anything is written, unless ``allow_missing`` or ``dry_run`` (the plan's
+    ``device_gaps`` say so)."""
+    d = job.device
+    if not d.targets:
+        return plan
+    own = {arc: m for arc, m in analysis.elves.items() if m.info.is_host}
+    with reading("the device code of the libraries"):
+        files = plan_device(
+            device_sources(own, plan.libraries), d.targets, prune_code=not d.keep_all
+        )
+    gaps = coverage_gaps(files, d.targets)
+    if gaps and not d.allow_missing and not dry_run:
+        raise gap_error(gaps)
+    return replace(plan, device_targets=d.targets, device=files, device_gaps=gaps)
+
+
 def _already_done(
     job: _Job, plan: BundlePlan, reader: WheelReader, fp: str, start: float
 ) -> BundleResult | None:
@@ -290,6 +314,9 @@ def _provenance(job: _Job, plan: BundlePlan, reader: WheelReader, fp: str) -> di
         "data_files": len(plan.data) + int(old.get("data_files", 0)),
         "data_skipped": plan.data_skipped,
         "from_torch": [n for n, _ in plan.from_torch],
+        "device_targets": list(plan.device_targets),
+        "device_code": {d.arcname: d.summary() for d in plan.device},
+        **({"device_gaps": list(plan.device_gaps)} if plan.device_gaps else {}),
         "sources": sources,
         **({"mode": "thin"} if job.thin is not None else {}),
     }

@@ -10,6 +10,8 @@ from typing import Any, Literal
 from rocm_build import elf, wheelfile
 from rocm_build.wheelfile import WheelReader
 
+from .device import DeviceFile
+
 __all__ = [
     "BundlePlan",
     "BundleResult",
@@ -101,10 +103,19 @@ class BundlePlan:
     left_out: tuple[str, ...] = ()
     #: such copies kept (``bundle.keep_other_rocm``)
     other_rocm: tuple[str, ...] = ()
+    #: targets the device code is pruned for and checked against (features kept); () = none
+    device_targets: tuple[str, ...] = ()
+    #: the written ELF files with device code
+    device: tuple[DeviceFile, ...] = ()
+    #: requested targets without code in a written library: one line each
+    device_gaps: tuple[str, ...] = ()
 
     @property
     def changes_content(self) -> bool:
-        return bool(self.libraries or self.rpaths or self.data or self.requires or self.left_out)
+        pruned = any(d.pruned for d in self.device)
+        return bool(
+            self.libraries or self.rpaths or self.data or self.requires or self.left_out or pruned
+        )
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -139,6 +150,9 @@ class BundlePlan:
             "version": self.version,
             "left_out": list(self.left_out),
             "other_rocm": list(self.other_rocm),
+            "device_targets": list(self.device_targets),
+            "device_code": {d.arcname: d.summary() for d in self.device},
+            "device_gaps": list(self.device_gaps),
         }
 
 

@@ -445,3 +445,10 @@ def lines(result: SplitResult) -> Iterator[str]:
         files, size = result.moved.get(target, (0, 0))
         note = f"  ({files} data files, {size} bytes)" if result.status == "split" else ""
         yield f"  {target}: {path}{note}"
+    if result.devices:
+        # device code lives inside the host libraries: it cannot move to the device wheels
+        yield (
+            "  the host wheel's libraries keep the device code of every requested target "
+            f"({', '.join(result.devices)}); for a smaller download, bundle one target (or "
+            "family) with --arch instead"
+        )

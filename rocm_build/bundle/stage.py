@@ -12,13 +12,14 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import deflatecache, faults, tempfiles
+from rocm_build import arch, deflatecache, faults, tempfiles
 from rocm_build.config import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheelfile import WheelName, WheelReader
 
+from .device import DeviceOptions
 from .linux import bundle_wheel, project_lib_dir
 from .model import BundleResult, ThinSource, TorchWheel
 from .windows import bundle_windows, is_windows_wheel
@@ -44,6 +45,8 @@ class BundlePlans:
     torch: TorchWheel | None = None  # a torch fat wheel given with --with
     torch_lib_dir: str = "torch/lib"
     thin: ThinSource | None = None
+    #: the ``arch`` setting's targets with their features: the device code is cut for them
+    device_targets: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +56,8 @@ class BundlePlans:
             "targets": list(self.targets),
             "dry_run": self.dry_run,
             "mode": "thin" if self.thin else "fat",
+            "device_targets": list(self.device_targets),
+            "prune_device_code": self.settings.prune_device_code,
         }
 
 
@@ -114,6 +119,11 @@ def plan(
             torch = TorchWheel.read(extra.resolve(), torch_lib_dir)
     if not dry_run:
         tempfiles.check_folder(ctx.output_dir)
+    device_targets = arch.expand(
+        arch.split_arch(cfg.general.arch or ""),
+        known=cfg.known_targets,
+        families=cfg.target_families,
+    )
     return BundlePlans(
         wheels=tuple(sorted(wheels, key=lambda p: 0 if _is_torch(p) else 1)),
         rocm=ctx.tree.root,
@@ -129,6 +139,7 @@ def plan(
         torch=torch,
         torch_lib_dir=torch_lib_dir,
         thin=thin,
+        device_targets=device_targets,
     )
 
 
@@ -231,6 +242,7 @@ def _bundle_linux(
         thin=plan_.thin,
         allow_rocm_mismatch=s.allow_rocm_mismatch,
         keep_other_rocm=s.keep_other_rocm,
+        device=DeviceOptions(plan_.device_targets, not s.prune_device_code, s.allow_missing_arch),
     )
 
 

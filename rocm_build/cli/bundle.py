@@ -82,6 +82,20 @@ from .render import State, close_bars, err_console, out_console, pass_state
     default=None,
     help="Keep unused copies of another ROCm's libraries the wheel carries (left out by default).",
 )
+@click.option(
+    "--keep-all-device-code",
+    is_flag=True,
+    default=None,
+    help="Keep every target's code in the libraries' offload bundles (default with --arch: only "
+    "the code that serves those targets; bundle.prune_device_code).",
+)
+@click.option(
+    "--allow-missing-arch",
+    is_flag=True,
+    default=None,
+    help="A requested target that a written library has no device code for is a warning, "
+    "not exit 11 (bundle.allow_missing_arch).",
+)
 @pass_state
 def command(
     state: State,
@@ -101,6 +115,8 @@ def command(
     split_arch: bool,
     allow_rocm_mismatch: bool | None,
     keep_other_rocm: bool | None,
+    keep_all_device_code: bool | None,
+    allow_missing_arch: bool | None,
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from rocm_build import bundle as bundle_stage
@@ -117,6 +133,8 @@ def command(
             "bundle.allow_outside": list(allow_outside) or None,
             "bundle.allow_rocm_mismatch": allow_rocm_mismatch,
             "bundle.keep_other_rocm": keep_other_rocm,
+            "bundle.prune_device_code": False if keep_all_device_code else None,
+            "bundle.allow_missing_arch": allow_missing_arch,
         }
     )
     dry_run = ctx.settings.bundle.dry_run
@@ -148,6 +166,17 @@ def command(
                 out_console.print(line, markup=False, soft_wrap=True)
     else:
         show(results)
+    stop_dry_run(ctx, dry_run, [r.plan or {} for r in results])
+
+
+def stop_dry_run(ctx: Any, dry_run: bool, plans: list[dict[str, Any]]) -> None:
+    """A dry run shows the plan, and then stops (exit 11) as the bundle would for a requested
+    target a library has no code for."""
+    gaps = [g for plan in plans for g in plan.get("device_gaps", [])]
+    if dry_run and gaps and not ctx.settings.bundle.allow_missing_arch:
+        from rocm_build.bundle.device import gap_error
+
+        raise gap_error(gaps)
 
 
 def show(results: list[Any]) -> None:
@@ -197,8 +226,10 @@ def split(
         )
     finally:
         close_bars(bars)
+    fats = [(r.bundle or {}).get("plan") or {} for r in results]
     if state.json:
         state.emit([r.as_json() for r in results])
+        stop_dry_run(ctx, dry_run, fats)
         return
     for r in results:
         fat = bundle_stage.BundleResult(**r.bundle) if r.bundle else None
@@ -210,3 +241,4 @@ def split(
         if fat is not None and not dry_run:
             for line in bundle_stage.warning_lines(fat):
                 err_console.print(line, markup=False, soft_wrap=True)
+    stop_dry_run(ctx, dry_run, fats)

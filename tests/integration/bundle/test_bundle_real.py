@@ -159,7 +159,9 @@ def test_rebundle_is_noop(run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_pat
 
 def test_inspect_fat_wheel(run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out_dir = tmp_path / "out"
-    assert _bundle(run_cli, hip_ext_wheel, tree_copy, out_dir, "--arch", "gfx90a").returncode == 0
+    # both targets: --arch gfx90a alone would prune the gfx1030 code this test inspects
+    res = _bundle(run_cli, hip_ext_wheel, tree_copy, out_dir, "--arch", "gfx90a;gfx1030")
+    assert res.returncode == 0, res.stderr
     (fat,) = out_dir.glob("*.whl")
     res = run_cli(["--json", "inspect", str(fat)], cwd=tmp_path)
     assert res.returncode == 0, res.stderr

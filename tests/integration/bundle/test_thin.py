@@ -446,3 +446,27 @@ def test_thin_search_path_into_rocm_packages_is_a_runpath(
         assert tags["DT_RUNPATH"] == ["$ORIGIN/../_rocm_sdk_core/lib"], name
     tags = _dynamic_tags(tmp_path / "x" / "runp" / "sub" / "_c.so")
     assert tags == {"DT_RPATH": ["$ORIGIN/../lib:$ORIGIN/.."], "DT_RUNPATH": []}
+
+
+def test_rocm_wheels_arch_prunes_the_libraries_device_code(
+    run_cli, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The family package carries only its targets' code, from the one all-targets tree."""
+    out = tmp_path / "w"
+    res = run_cli(
+        ["rocm", "wheels", str(tree_copy), "--output-dir", str(out), "-z", "1",
+         "--arch", "gfx1030", "--target-family", "gfx103X"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    (libs,) = out.glob("rocm_sdk_libraries_gfx103X-5.2.3-*.whl")
+    rand = tmp_path / "librocrand.so.1"
+    with zipfile.ZipFile(libs) as zf:
+        rand.write_bytes(zf.read("_rocm_sdk_libraries_gfx103X/lib/librocrand.so.1"))
+    source = tree_copy / "lib/librocrand.so.1.1"
+    assert elf.offload_targets(source) > {"gfx1030", "gfx90a"}
+    assert elf.offload_targets(rand) == {"gfx1030"}
+    # zeros in place: the bundles start where they did (the search path edit may append)
+    offsets = [b.file_offset for b in elf.offload_bundles(source)]
+    assert [b.file_offset for b in elf.offload_bundles(rand)] == offsets
+    assert elf.read_elf(rand).soname == "librocrand.so.1"

@@ -44,7 +44,8 @@ def test_split_arch_full_size_in_the_sid_root(
     out = work / "index"
     res = run_cli(
         ["--json", "bundle", str(wheel), "--rocm", str(sid_tree), "--arch", "gfx942;gfx1100",
-         "-z", "0", "--output-dir", str(out), "--split-arch"],
+         "-z", "0", "--output-dir", str(out), "--split-arch",
+         "--allow-missing-arch"],  # sid's rocBLAS, rocSPARSE, rocRAND: no gfx942 code
         cwd=work,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr

@@ -1,0 +1,106 @@
+"""Device code in the ELF files a bundle writes: what pruning keeps for the requested targets,
+and the coverage gate (every requested target served by every written library that had device
+code). See :mod:`rocm_build.prune` for the bundles themselves."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocm_build import arch, elf, prune
+from rocm_build.errors import BundleError, RequirementNotMet
+
+__all__ = ["NO_DEVICE", "DeviceFile", "DeviceOptions", "coverage_gaps", "gap_error", "plan_device"]
+
+
+@dataclass(frozen=True)
+class DeviceOptions:
+    """What a bundle does with device code: ``targets`` (``--arch``, features kept; () = leave
+    it alone), ``keep_all`` (``--keep-all-device-code``), ``allow_missing``
+    (``--allow-missing-arch``)."""
+
+    targets: tuple[str, ...] = ()
+    keep_all: bool = False
+    allow_missing: bool = False
+
+
+#: device code left as it is: no targets asked for
+NO_DEVICE = DeviceOptions()
+
+
+@dataclass(frozen=True)
+class DeviceFile:
+    """One written ELF file with device code and what the bundle does with it."""
+
+    arcname: str
+    cut: prune.PrunePlan
+    #: pruned as it is written (False: ``--keep-all-device-code``, or no entry to drop)
+    pruned: bool
+
+    @property
+    def ids_written(self) -> tuple[str, ...]:
+        return self.cut.ids_after if self.pruned else self.cut.ids_before
+
+    def summary(self) -> dict[str, Any]:
+        s = self.cut.summary()
+        if not self.pruned:
+            s = {**s, "kept": list(self.cut.ids_before), "dropped": [], "pruned_bundles": 0}
+            s = {**s, "kept_bytes": s["kept_bytes"] + s["dropped_bytes"], "dropped_bytes": 0}
+        return {
+            **s,
+            "pruned": self.pruned,
+            "kept_whole": not self.pruned and bool(self.cut.changed),
+        }
+
+
+def plan_device(
+    files: Iterable[tuple[str, Path]], targets: Sequence[str], *, prune_code: bool
+) -> tuple[DeviceFile, ...]:
+    """What happens to the device code of ``files`` ((arcname, file) pairs with a
+    ``.hip_fatbin``). A damaged bundle stops the bundle (exit 10), naming the file."""
+    out: list[DeviceFile] = []
+    for arcname, path in files:
+        try:
+            cut = prune.plan_prune(path, targets)
+        except elf.BundleFormatError as err:
+            raise BundleError(
+                f"{posixpath.basename(arcname)} ({path}): damaged offload bundle: {err}; "
+                "replace the file (reinstall the package it came from) and bundle again"
+            ) from err
+        if cut.ids_before:
+            out.append(DeviceFile(arcname, cut, prune_code and bool(cut.changed)))
+    return tuple(out)
+
+
+def coverage_gaps(files: Sequence[DeviceFile], targets: Sequence[str]) -> tuple[str, ...]:
+    """One line per written library and requested target it has no code for."""
+    lines = []
+    for f in files:
+        written = f.ids_written
+        for t in targets:
+            if not any(arch.serves_id(i, t) for i in written):
+                had = ", ".join(f.cut.ids_before)
+                lines.append(f"{posixpath.basename(f.arcname)} has no code for {t} (it has {had})")
+    return tuple(lines)
+
+
+def gap_error(gaps: Sequence[str]) -> RequirementNotMet:
+    head = (
+        f"{len(gaps)} requested target(s) without device code in the wheel's libraries: drop "
+        "the target, use a tree built for it, or pass --allow-missing-arch to write the wheel "
+        "anyway"
+    )
+    return RequirementNotMet("\n".join([head, *gaps]))
+
+
+def device_sources(elves: Mapping[str, Any], libraries: Iterable[Any]) -> list[tuple[str, Path]]:
+    """(arcname, file) of every ELF the bundle writes that has a ``.hip_fatbin``: the wheel's own
+    members (their extracted copies) and the grafted libraries."""
+    out = [
+        (arc, Path(m.path)) for arc, m in elves.items() if m.info.has_fatbin and m.path is not None
+    ]
+    out += [(lib.arcname, Path(lib.source)) for lib in libraries if lib.info.has_fatbin]
+    return out
