@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import proc, upstream
+from . import buildfeatures, proc, upstream
 from .context import RunContext
 from .errors import BundleError, CommandFailed, ConfigError, SmokeFailed
 from .progress import NO_PROGRESS, Progress
@@ -86,6 +86,8 @@ class SmokePlan:
     junit: Path | None = None
     upstream_pattern: str = ""
     upstream_dir: Path | None = None
+    #: Whether torch was built with flash attention, checked beside Triton (None: not checked).
+    flash_attention: bool | None = None
 
     @property
     def venv(self) -> Path:
@@ -106,6 +108,7 @@ class SmokePlan:
             "find_links": [str(p) for p in self.find_links],
             "forbidden": [str(p) for p in self.forbidden],
             "scrubbed": [v for v in SCRUBBED_VARIABLES if v not in self.env],
+            "flash_attention": self.flash_attention,
         }
 
 
@@ -238,6 +241,25 @@ def scrub_environment(env: Mapping[str, str], forbidden: Sequence[Path]) -> dict
     return out
 
 
+def flash_expectation(ctx: RunContext, packages: Sequence[str]) -> bool | None:
+    """Whether the torch under test was built with flash attention, as far as the settings say.
+
+    Checked only with torch and triton both under test (auto needs Triton in the run). ``auto``
+    with ``build.aotriton = auto`` is decided by the build from the aotriton it finds, so the
+    settings alone do not know: None, not checked."""
+    if "torch" not in packages or "triton" not in packages:
+        return None
+    cfg = ctx.settings
+    setting = cfg.features.flash_attention
+    if setting != "auto":
+        return setting == "on"
+    if cfg.build.aotriton == "off":
+        return False
+    if not buildfeatures.flash_attention("auto", triton=True, targets=ctx.arch_targets):
+        return False
+    return None if cfg.build.aotriton == "auto" else True
+
+
 def plan(
     ctx: RunContext,
     wheels: Sequence[Path],
@@ -305,6 +327,7 @@ def plan(
         junit=junit,
         upstream_pattern=pattern,
         upstream_dir=upstream_dir,
+        flash_attention=flash_expectation(ctx, packages),
     )
 
 
@@ -422,6 +445,8 @@ def execute(plan: SmokePlan, progress: Progress = NO_PROGRESS) -> SmokeResult:
         cmd += ["--rocm-arch", ";".join(plan.targets)]
     for bad in plan.forbidden:
         cmd += ["--forbidden-path", bad]
+    if plan.flash_attention is not None:
+        cmd += ["--flash-attention", "on" if plan.flash_attention else "off"]
     log.info("running the smoke suite on %s", ", ".join(plan.packages))
     result = proc.run(cmd, cwd=plan.run_dir, env=plan.env, log_file=log_file, check=False)
     outcomes = parse_junit(junit) if junit.is_file() else ()

@@ -10,6 +10,12 @@ the environment (options win):
                                        folders no loaded library may come from (the ROCm tree, the
                                        build tree; os.pathsep separated); /opt/rocm always
   --smoke-report / SMOKE_REPORT        write the collected facts here as JSON
+  --flash-attention / SMOKE_FLASH_ATTENTION
+                                       on or off: whether torch was built with flash attention
+                                       (checked when given)
+
+triton gets its own checks (test_triton.py), not the ROCm-extension ones of test_generic.py: its
+wheel carries no HIP code and loads HIP only when a kernel runs.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--forbidden-path", action="append", default=[], help="no library may load from here"
     )
     group.addoption("--smoke-report", default=None, help="write the collected facts here (JSON)")
+    group.addoption(
+        "--flash-attention", default=None, choices=("on", "off"), help="torch's flash attention"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
             *env.get("SMOKE_FORBIDDEN_PATHS", "").split(os.pathsep),
         ],
         report=config.getoption("--smoke-report") or env.get("SMOKE_REPORT"),
+        flash_attention=config.getoption("--flash-attention") or env.get("SMOKE_FLASH_ATTENTION"),
     )
     smoke_support.CONFIG = CONFIG
 
@@ -63,7 +73,8 @@ def smoke() -> smoke_support.SmokeConfig:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "package" in metafunc.fixturenames:
         assert CONFIG is not None
-        names: list[str | None] = list(CONFIG.packages) or [None]
+        others: list[str | None] = [p for p in CONFIG.packages if p != "triton"]
+        names = others or ([] if "triton" in CONFIG.packages else [None])
         metafunc.parametrize("package", names, ids=[n or "none" for n in names], indirect=True)
 
 

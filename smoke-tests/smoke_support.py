@@ -36,6 +36,8 @@ class SmokeConfig:
     site_dirs: list[Path]
     report_path: Path | None
     facts: dict[str, Any] = field(default_factory=dict)
+    #: Whether torch was built with flash attention (None: not said, so not checked).
+    flash_attention: bool | None = None
 
     def in_site(self, path: str | Path) -> bool:
         real = Path(os.path.realpath(path))
@@ -59,7 +61,11 @@ def site_dirs() -> list[Path]:
 
 
 def make_config(
-    packages: str | None, targets: str | None, forbidden: list[str], report: str | None
+    packages: str | None,
+    targets: str | None,
+    forbidden: list[str],
+    report: str | None,
+    flash_attention: str | None = None,
 ) -> SmokeConfig:
     bad = [Path("/opt/rocm"), *(Path(p) for p in forbidden if p)]
     bad += [Path(os.path.realpath(p)) for p in bad if Path(os.path.realpath(p)) != p]
@@ -69,6 +75,7 @@ def make_config(
         forbidden=bad,
         site_dirs=site_dirs(),
         report_path=Path(report) if report else None,
+        flash_attention={"on": True, "off": False}.get((flash_attention or "").lower()),
     )
     cfg.facts = {
         "packages": cfg.packages,
@@ -77,6 +84,7 @@ def make_config(
         "probes": {},
         "found_targets": {},
         "devices": [],
+        "flash_attention": cfg.flash_attention,
     }
     return cfg
 

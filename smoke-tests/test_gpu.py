@@ -163,3 +163,39 @@ def test_each_gfx_target_in_its_own_process(torch: Any, tmp_path: Path) -> None:
             result = json.loads(out.read_text(encoding="utf-8"))
             assert result["gfx"] == gfx
     assert not failures, "per-target checks failed:\n" + "\n".join(failures)
+
+
+def test_torch_compile_on_device(torch: Any, smoke: SmokeConfig) -> None:
+    if "triton" not in smoke.packages:
+        pytest.skip("torch.compile's GPU code is Triton's, and triton is not under test")
+
+    def f(x: Any, y: Any) -> Any:
+        return torch.sin(x) * y + torch.cos(y)
+
+    compiled = torch.compile(f)
+    gen = torch.Generator().manual_seed(5)
+    x, y = torch.randn(1024, generator=gen), torch.randn(1024, generator=gen)
+    want = f(x, y)
+    for dev in _devices(torch):
+        got = compiled(x.to(dev), y.to(dev)).cpu()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_sdpa_flash_backend(torch: Any, smoke: SmokeConfig) -> None:
+    if smoke.flash_attention is False:
+        pytest.skip("torch was built without flash attention (--flash-attention off)")
+    if not torch.backends.cuda.is_flash_attention_available():
+        if smoke.flash_attention:
+            pytest.fail("built with flash attention, but torch says it is not available")
+        pytest.skip("this torch has no flash attention")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    gen = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(2, 4, 64, 64, generator=gen) for _ in range(3))
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    for dev in _devices(torch):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            got = torch.nn.functional.scaled_dot_product_attention(
+                q.to(dev, torch.float16), k.to(dev, torch.float16), v.to(dev, torch.float16)
+            )
+        torch.testing.assert_close(got.float().cpu(), want, rtol=2e-2, atol=2e-2)
