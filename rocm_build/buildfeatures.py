@@ -4,18 +4,27 @@ Flash attention on ROCm is aotriton, switched by ``USE_FLASH_ATTENTION`` and
 ``USE_MEM_EFF_ATTENTION`` together. ``auto`` follows TheRock's rule: on when Triton is built in the
 same run and a requested target has aotriton kernels (a name starting with one of
 ``FLASH_PREFIXES``); an explicit ``on`` without Triton, or with no such target, is an error.
+
+GPU kernel asserts: torch's CMake keeps them off on ROCm unless ``ROCM_FORCE_ENABLE_GPU_ASSERTS`` is
+set, a CMake variable its ``setup.py`` does not forward from the environment (only ``BUILD_*``,
+``USE_*``, ``CMAKE_*`` and a fixed list). ``CMAKE_PROJECT_INCLUDE_BEFORE`` is forwarded, and names
+the shipped ``gpu_asserts.cmake``, which sets it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from .configschema import FeatureSettings
 from .errors import ConfigError
 
-__all__ = ["FLASH_PREFIXES", "flash_attention", "torch_env"]
+__all__ = ["FLASH_PREFIXES", "GPU_ASSERTS_CMAKE", "flash_attention", "torch_env"]
 
 FLASH_PREFIXES = ("gfx90a", "gfx942", "gfx950", "gfx11", "gfx12")
+#: Sets ROCM_FORCE_ENABLE_GPU_ASSERTS before each project() of torch's CMake run.
+GPU_ASSERTS_CMAKE = Path(__file__).resolve().with_name("gpu_asserts.cmake")
+_INCLUDE = "CMAKE_PROJECT_INCLUDE_BEFORE"
 
 
 def flash_attention(setting: str, *, triton: bool, targets: Sequence[str]) -> bool:
@@ -41,13 +50,29 @@ def flash_attention(setting: str, *, triton: bool, targets: Sequence[str]) -> bo
     return triton and bool(supported)
 
 
-def torch_env(features: FeatureSettings, *, triton: bool, targets: Sequence[str]) -> dict[str, str]:
-    """The variables torch's build gets for the features."""
+def torch_env(
+    features: FeatureSettings,
+    *,
+    triton: bool,
+    targets: Sequence[str],
+    given: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The variables torch's build gets for the features (``given``: its environment so far)."""
     flash = flash_attention(features.flash_attention, triton=triton, targets=targets)
     on = "1" if flash else "0"
-    return {
+    env = {
         "USE_FLASH_ATTENTION": on,
         "USE_MEM_EFF_ATTENTION": on,
         "USE_ROCM_CK_SDPA": "1" if features.ck_sdpa else "0",
         "USE_ROCM_CK_GEMM": "1" if features.ck_gemm else "0",
     }
+    if features.gpu_asserts:
+        if (given or {}).get(_INCLUDE):
+            msg = (
+                f"features.gpu_asserts needs {_INCLUDE} for torch's build, but it is already set "
+                f"({given and given[_INCLUDE]}); unset it, or set "
+                "ROCM_FORCE_ENABLE_GPU_ASSERTS ON in your file and turn gpu_asserts off"
+            )
+            raise ConfigError(msg)
+        env[_INCLUDE] = str(GPU_ASSERTS_CMAKE)
+    return env

@@ -300,7 +300,10 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
     if "torch" not in names:
         return made
     add = buildfeatures.torch_env(
-        ctx.settings.features, triton=tritonbuild.TRITON in names, targets=made.targets
+        ctx.settings.features,
+        triton=tritonbuild.TRITON in names,
+        targets=made.targets,
+        given=next(s.env for s in made.steps if s.name == "torch"),
     )
     steps = tuple(add_env(s, add) if s.name == "torch" else s for s in made.steps)
     return replace(made, steps=steps)

@@ -203,6 +203,7 @@ class FeatureSettings:
     )
     ck_sdpa: bool = _setting(bool, "composable-kernel SDPA backend (USE_ROCM_CK_SDPA)")
     ck_gemm: bool = _setting(bool, "composable-kernel GEMM backend (USE_ROCM_CK_GEMM)")
+    gpu_asserts: bool = _setting(bool, "HIP kernel asserts (ROCM_FORCE_ENABLE_GPU_ASSERTS)")
 
 
 #: Each section of scalar settings and its dataclass; "" holds the top-level keys. A new setting

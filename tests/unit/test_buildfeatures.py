@@ -44,3 +44,26 @@ def test_torch_env_from_the_settings(tmp_path: Path) -> None:
         "USE_ROCM_CK_SDPA": "0",
         "USE_ROCM_CK_GEMM": "1",
     }
+
+
+def test_gpu_asserts_name_the_shipped_cmake_file(tmp_path: Path) -> None:
+    cfg = config.load(cwd=tmp_path, env={"ROCM_BUILD_FEATURES_GPU_ASSERTS": "1"})
+    got = buildfeatures.torch_env(cfg.features, triton=False, targets=["gfx1030"])
+    include = Path(got["CMAKE_PROJECT_INCLUDE_BEFORE"])
+    assert include == buildfeatures.GPU_ASSERTS_CMAKE
+    assert "set(ROCM_FORCE_ENABLE_GPU_ASSERTS ON" in include.read_text()
+    default = config.load(cwd=tmp_path, env={})
+    assert not default.features.gpu_asserts
+    off = buildfeatures.torch_env(default.features, triton=False, targets=["gfx1030"])
+    assert "CMAKE_PROJECT_INCLUDE_BEFORE" not in off
+
+
+def test_gpu_asserts_refuse_a_users_project_include(tmp_path: Path) -> None:
+    cfg = config.load(cwd=tmp_path, env={"ROCM_BUILD_FEATURES_GPU_ASSERTS": "1"})
+    with pytest.raises(ConfigError, match="already set"):
+        buildfeatures.torch_env(
+            cfg.features,
+            triton=False,
+            targets=["gfx1030"],
+            given={"CMAKE_PROJECT_INCLUDE_BEFORE": "/x.cmake"},
+        )
