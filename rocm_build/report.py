@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import arch, elf, pe
+from . import arch, elf, pe, torchinfo
 from .bundle import split as splitarch
 from .bundle.analyze import WheelAnalysis, analyze
 from .bundle.data import gfx_tokens
@@ -75,6 +75,7 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         analysis = analyze(reader, pe_files=True)
         # what the pass did not read (all but ELF and PE files) is checked too
         record_problems = reader.record_problems()
+        features = torchinfo.build_features(reader, [m.name for m in reader.members])
     prov = analysis.bundle_record()
     rows, external = _elf_rows(analysis, prov, ctx.settings.bundle.rocm_libs)
     pe_rows = _pe_rows(analysis)
@@ -105,6 +106,7 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         "sizes": dict(sorted(_sizes(analysis, lib_dir).items(), key=lambda kv: -kv[1])),
         "device_wheels": splitarch.device_requirements(analysis.metadata),
         "record_problems": record_problems,
+        "build_features": features,
     }
     gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
     missing = tuple(t for t in requested if t in gaps)
@@ -374,6 +376,7 @@ def render(data: dict[str, Any]) -> Iterator[str]:
     yield from _file_lines(data)
     yield from _bundled_lines(data["bundled"])
     yield from _coverage_lines(data)
+    yield from _feature_lines(data.get("build_features"))
     if data.get("device_wheels"):
         yield ""
         yield f"device wheels (pip install '{data['wheel'].split('-')[0]}[device-GFX]'):"
@@ -383,6 +386,22 @@ def render(data: dict[str, Any]) -> Iterator[str]:
     yield "size by component (uncompressed):"
     for comp, n in list(data["sizes"].items())[:20]:
         yield f"  {human_size(n):>12}  {comp}"
+
+
+def _feature_lines(features: Mapping[str, Any] | None) -> Iterator[str]:
+    """What torch was built with, as its own files say (``torchinfo``)."""
+    if not features:
+        return
+
+    def said(value: object) -> str:
+        return "not recorded" if value is None else ("on" if value else "off")
+
+    images = ", ".join(features["aotriton_images"]) or "none"
+    yield ""
+    yield f"torch build features (from {', '.join(features['read_from'])}):"
+    yield f"  HIP: {features['hip'] or 'not recorded'}"
+    yield f"  GPU kernel asserts: {said(features['gpu_asserts'])}"
+    yield (f"  flash attention (aotriton): {said(features['flash_attention'])}; images: {images}")
 
 
 def _file_lines(data: dict[str, Any]) -> Iterator[str]:

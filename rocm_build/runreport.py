@@ -7,6 +7,7 @@ next to each other in the work folder, atomically: ``run-report.json`` and ``run
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import sources
+from . import sources, torchinfo
 from .context import RunContext
+from .errors import RocmBuildError
 from .masking import mask_values
 from .sizes import human_size
+from .wheelread import WheelReader
 
 __all__ = ["RunReport", "StageOutcome", "collect", "render_markdown", "write"]
 
@@ -64,12 +67,24 @@ def _wheel(path_text: str) -> dict[str, Any]:
     path = Path(path_text)
     if not path.is_file():
         return {"name": path.name, "path": str(path), "missing": True}
-    return {
+    entry: dict[str, Any] = {
         "name": path.name,
         "path": str(path),
         "size": path.stat().st_size,
         "sha256": _sha256(path),
     }
+    if path.name.startswith("torch-"):
+        entry["build_features"] = _torch_features(path)
+    return entry
+
+
+def _torch_features(path: Path) -> dict[str, Any] | None:
+    """What the torch wheel says it was built with (its macros.h, version.py, aotriton)."""
+    try:
+        with WheelReader(path) as reader:
+            return torchinfo.build_features(reader, [m.name for m in reader.members])
+    except (OSError, RocmBuildError):
+        return None  # an unreadable wheel is the bundle's or inspect's to report
 
 
 def _sources(ctx: RunContext, names: Sequence[str]) -> list[dict[str, Any]]:
@@ -162,6 +177,8 @@ def collect(
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
             "seconds": round(finished - started, 1),
             "settings": mask_values(cfg.as_json()["settings"]),
+            # What torch's build was asked for; each torch wheel's entry says what it got.
+            "features": dataclasses.asdict(cfg.features),
             "config_file": str(cfg.config_file) if cfg.config_file else None,
             "sources": _sources(ctx, facts.get("projects", [])),
             "rocm": facts.get("rocm"),

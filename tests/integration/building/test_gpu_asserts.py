@@ -73,3 +73,22 @@ def test_a_users_own_project_include_is_refused(workspace: Workspace, tmp_path: 
     assert "Traceback" not in res.stderr
     assert "features.gpu_asserts needs CMAKE_PROJECT_INCLUDE_BEFORE" in res.stderr, res.stderr
     assert not (workspace.root / ".rocm-build" / "logs" / "build-torch.log").exists()
+
+
+def test_inspect_shows_what_the_fixture_torch_was_built_with(workspace: Workspace) -> None:
+    # The fixture writes torch/include/caffe2/core/macros.h and torch/version.py as torch's
+    # build does, from what its build saw (gpu asserts through the CMake include file).
+    res = workspace.build("torch", env={"ROCM_BUILD_FEATURES_GPU_ASSERTS": "1"})
+    assert res.returncode == 0, res.stderr
+    wheel = workspace.wheel("torch")
+    got = workspace.run_cli(["--json", "inspect", str(wheel)], cwd=workspace.root)
+    assert got.returncode == 0, got.stderr
+    features = json.loads(got.stdout)["build_features"]
+    assert features["gpu_asserts"] is True
+    assert features["rocm"] is True
+    assert features["hip"] == features["rocm_version"]
+    assert features["hip"].startswith("5.2"), features  # the Debian tree's ROCm
+    assert features["flash_attention"] is False  # auto, and no Triton in this run
+    text = workspace.run_cli(["inspect", str(wheel)], cwd=workspace.root)
+    assert "GPU kernel asserts: on" in text.stdout, text.stdout
+    assert "flash attention (aotriton): off" in text.stdout, text.stdout

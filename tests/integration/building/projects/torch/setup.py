@@ -19,7 +19,9 @@ Each fails the build when wrong, as the real build would go wrong.
 
 import json
 import os
+import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -152,6 +154,53 @@ def compile_library(out_dir):
     run(link)
 
 
+def gpu_asserts(env):
+    """ROCM_FORCE_ENABLE_GPU_ASSERTS as torch's CMake would see it: set by the file CMake
+    includes before project() (CMAKE_PROJECT_INCLUDE_BEFORE), which this fixture reads."""
+    include = env.get("CMAKE_PROJECT_INCLUDE_BEFORE")
+    if not include:
+        return False
+    return bool(re.search(r"set\(ROCM_FORCE_ENABLE_GPU_ASSERTS\s+ON\b", Path(include).read_text()))
+
+
+def macros_h(env):
+    """torch/include/caffe2/core/macros.h as torch's CMake writes it (configure_file): the
+    TORCH_DISABLE_GPU_ASSERTS define and the build strings torch.__config__.show() prints."""
+    asserts = gpu_asserts(env)
+    rocm_version = ""
+    info = Path(env["ROCM_PATH"]) / ".info" / "version"
+    if info.is_file():
+        rocm_version = info.read_text().strip()
+    disable = (
+        "/* #undef TORCH_DISABLE_GPU_ASSERTS */" if asserts else "#define TORCH_DISABLE_GPU_ASSERTS"
+    )
+    strings = {
+        "TORCH_VERSION": version(),
+        "USE_ROCM": "ON",
+        "ROCM_VERSION": rocm_version,
+        "USE_ROCM_KERNEL_ASSERT": "ON" if asserts else "OFF",
+    }
+    table = "".join(f'  {{"{k}", "{v}"}}, \\\n' for k, v in strings.items())
+    return (
+        "// Automatically generated header file for caffe2 macros.\n#pragma once\n\n"
+        f"{disable}\n\n// Useful build settings that are recorded in the compiled binary\n"
+        f"// torch.__config__.show()\n#define CAFFE2_BUILD_STRINGS {{ \\\n{table}}}\n"
+    ), rocm_version
+
+
+def copy_aotriton(env, lib):
+    """With flash attention on, torch installs the aotriton runtime and its images beside its
+    libraries (torch/lib/libaotriton_v2.so*, torch/lib/aotriton.images/amd-<family>/)."""
+    prefix = env.get("AOTRITON_INSTALLED_PREFIX")
+    if not prefix or env.get("USE_FLASH_ATTENTION", "1") in OFF:
+        return
+    for so in (Path(prefix) / "lib").glob("libaotriton_v2.so*"):
+        shutil.copyfile(so, lib / so.name)
+    images = Path(prefix) / "lib" / "aotriton.images"
+    if images.is_dir():
+        shutil.copytree(images, lib / "aotriton.images", dirs_exist_ok=True)
+
+
 class BuildWithHip(build_py):
     def run(self):
         super().run()
@@ -162,7 +211,15 @@ class BuildWithHip(build_py):
         (pkg / "include" / "fixture_torch.h").write_text(
             (HERE / "csrc" / "fixture_torch.h").read_text()
         )
-        (pkg / "version.py").write_text(f"__version__ = {version()!r}\n")
+        macros, rocm_version = macros_h(os.environ)
+        (pkg / "include" / "caffe2" / "core").mkdir(parents=True, exist_ok=True)
+        (pkg / "include" / "caffe2" / "core" / "macros.h").write_text(macros)
+        copy_aotriton(os.environ, pkg / "lib")
+        hip = rocm_version or None
+        (pkg / "version.py").write_text(
+            "from typing import Optional\n\n"
+            f"__version__ = {version()!r}\nhip: Optional[str] = {hip!r}\n"
+        )
         (pkg / "_build_env.json").write_text(json.dumps(dict(os.environ), indent=1, sort_keys=True))
 
 
