@@ -19,13 +19,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import buildfeatures, cpus, dist, tritonbuild
+from . import buildfeatures, cpus, dist, featurecheck, tritonbuild
 from .buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from .buildversion import Revision, read_revision, release_version
 from .cache import CompilerCache, mask_values, resolve_cache
 from .config import ProjectSpec
 from .context import RunContext
-from .errors import BuildFailed, ConfigError
+from .errors import BuildFailed, ConfigError, RocmTreeError
 
 __all__ = [
     "GIB",
@@ -299,6 +299,8 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
     names = [s.name for s in made.steps]
     if "torch" not in names:
         return made
+    if problem := featurecheck.ck_problem(ctx.settings, ctx.tree):
+        raise RocmTreeError(problem)
     add = buildfeatures.torch_env(
         ctx.settings.features,
         triton=tritonbuild.TRITON in names,

@@ -92,6 +92,16 @@ def _is_prefix(folder: Path) -> bool:
     return folder.is_dir() and any((folder / "lib").glob(AOTRITON_LIB))
 
 
+def find_aotriton(tree: RocmTree, setting: str, cache: Path) -> Path | None:
+    """The aotriton install ``build.aotriton`` leads to (a folder, or auto's pre-fetched one)."""
+    if setting == "off":
+        return None
+    if setting not in ("", "auto"):
+        return Path(setting) if _is_prefix(Path(setting)) else None
+    candidates = [tree.root, cache / f"rocm{tree.version or 'unknown'}"]
+    return next((c for c in candidates if _is_prefix(c)), None)
+
+
 def _aotriton(
     tree: RocmTree, setting: str, cache: Path, given: Mapping[str, str]
 ) -> tuple[dict[str, str], str]:

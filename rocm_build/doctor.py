@@ -19,7 +19,7 @@ from typing import Any
 
 from . import arch as arch_mod
 from . import build as build_mod
-from . import cpus, dist, proc
+from . import cpus, dist, featurecheck, proc
 from .config import Config, ProjectSpec
 from .context import RunContext
 from .errors import ConfigError, FileAccessError, RocmBuildError, RocmTreeError, ToolMissing
@@ -117,6 +117,18 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
 
     if tree is not None:
         report["rocm"] = _check_tree(cfg, tree, specs, targets, blockers)
+    names = [s.name for s in specs]
+    if tree is not None and "torch" in names:
+        features = featurecheck.needs(cfg, tree, targets, names, ctx.work_dir)
+        report["features"] = [
+            {"name": f.name, "setting": f.setting, "state": f.state, "needs": f.needs}
+            for f in features
+        ]
+        blockers += [
+            Blocker(f.error, f"features.{f.name}: {f.state}")
+            for f in features
+            if f.good is False and f.error is not None
+        ]
 
     memory = build_mod.memory_available()
     cores = cpus.available()
@@ -218,6 +230,11 @@ def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
         rows.append(Row("tree targets", ", ".join(rocm["supported_targets"]) or "none", None))
         rows += [Row("problem", text, False) for text in rocm["problems"]]
         rows += [Row("warning", text, None) for text in rocm["warnings"]]
+    for feature in report.get("features", []):
+        good = feature["state"].startswith("on") or None
+        if any(feature["state"] in b for b in report["blockers"]):
+            good = False
+        rows.append(Row(feature["name"], f"{feature['state']}; needs {feature['needs']}", good))
     gpus = report["gpus"]
     rows.append(Row("GPUs", ", ".join(gpus) if gpus else "none detected", True if gpus else None))
     targets = report.get("targets")
