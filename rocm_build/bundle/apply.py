@@ -83,6 +83,7 @@ def _skipped(plan: BundlePlan, reader: WheelReader, name: str) -> bool:
         name.endswith("/")
         or name in (f"{reader.dist_info}/RECORD", plan.provenance_arcname)
         or name in plan.left_out
+        or name in plan.images_out
     )
 
 

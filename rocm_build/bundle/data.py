@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -12,11 +13,61 @@ from rocm_build.treepath import TreeGuard, denied, reading, walk_files
 
 from .model import DataFile
 
-__all__ = ["data_destination", "data_target_gaps", "gfx_tokens", "looked_up_at", "select_data"]
+__all__ = [
+    "AOTRITON_IMAGES",
+    "aotriton_family_serves",
+    "aotriton_images_out",
+    "data_destination",
+    "data_target_gaps",
+    "gfx_tokens",
+    "looked_up_at",
+    "select_data",
+]
+
+#: Flash attention's kernel images: ``aotriton.images/amd-<family>/`` beside libaotriton, one
+#: folder per GPU family, named with ``x`` for any digit (``amd-gfx11xx``, ``amd-gfx120x``).
+AOTRITON_IMAGES = "aotriton.images"
+_FAMILY = re.compile(r"gfx[0-9a-fx]+")
 
 
 def gfx_tokens(path: str) -> set[str]:
     return arch.gfx_tokens(path)
+
+
+def aotriton_family_serves(family: str, targets: Sequence[str]) -> bool:
+    """Does the aotriton image folder ``family`` (``amd-gfx942``, ``amd-gfx11xx``) hold kernels
+    for one of ``targets``? A name of another shape is kept (it may serve any target)."""
+    name = family.lower().removeprefix("amd-")
+    if not targets or not _FAMILY.fullmatch(name):
+        return True
+    return any(
+        len(member) == len(name) and all(f in ("x", m) for m, f in zip(member, name, strict=True))
+        for target in targets
+        for member in arch.members(target)
+    )
+
+
+def _image_family(path: str) -> str | None:
+    parts = path.split("/")
+    for i, part in enumerate(parts[:-2]):
+        if part == AOTRITON_IMAGES:
+            return parts[i + 1]
+    return None
+
+
+def aotriton_images_out(
+    members: Iterable[str], targets: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Wheel members in aotriton image folders of families that serve none of ``targets`` (left
+    out of the bundle), and those families."""
+    out: list[str] = []
+    families: set[str] = set()
+    for name in members:
+        family = _image_family(name)
+        if family is not None and not aotriton_family_serves(family, targets):
+            out.append(name)
+            families.add(family)
+    return tuple(out), tuple(sorted(families))
 
 
 def data_destination(lib_dir: str, tree: str) -> str:
@@ -76,7 +127,10 @@ def select_data(
                 raise denied(PermissionError(13, "Permission denied", str(path)), "a data file")
             rel = "" if path == src else path.relative_to(src).as_posix()
             tokens = gfx_tokens(rel or path.name)
-            if not arch.keeps(tokens, targets):
+            family = _image_family(posixpath.join(tree, rel)) if rel else None
+            if not arch.keeps(tokens, targets) or (
+                family is not None and not aotriton_family_serves(family, targets)
+            ):
                 skipped += 1
                 continue
             arc = posixpath.join(dest, rel) if rel else dest

@@ -97,6 +97,11 @@ def warning_lines(result: BundleResult) -> Iterator[str]:
             "ROCm's copy of a library this bundle adds from the tree; nothing in the wheel needs "
             "it, and whatever opens it by name loads a second ROCm runtime"
         )
+    if plan.get("aotriton_images_dropped"):
+        yield (
+            f"note: left out flash attention's aotriton images for "
+            f"{', '.join(plan['aotriton_images_dropped'])}: no requested target is in them"
+        )
     for gap in plan.get("device_gaps", []):
         yield f"warning: {gap}"
     if result.zip64:

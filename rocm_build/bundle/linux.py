@@ -31,7 +31,7 @@ from .apply import (
     stat_entry,
     up_to_date,
 )
-from .data import data_target_gaps, select_data
+from .data import aotriton_images_out, data_target_gaps, select_data
 from .device import NO_DEVICE, DeviceOptions, coverage_gaps, device_sources, gap_error, plan_device
 from .libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from .model import BundlePlan, BundleResult, DataFile, ThinSource, TorchWheel
@@ -244,8 +244,11 @@ def _plan(
     out_name = analysis.name.with_version(version).with_platform(provisional.platform_tag)
     names = [lib.name for lib in provisional.libraries]
     gaps = data_target_gaps(job.rocm, job.data_trees, names, job.targets)
+    images, families = aotriton_images_out(analysis.members, job.targets)
     return replace(
         provisional,
+        images_out=images,
+        images_out_families=families,
         version=version,
         output=str(job.output_dir / str(out_name)),
         data_missing=gaps,

@@ -109,12 +109,21 @@ class BundlePlan:
     device: tuple[DeviceFile, ...] = ()
     #: requested targets without code in a written library: one line each
     device_gaps: tuple[str, ...] = ()
+    #: members left out: aotriton image folders for families that serve no requested target
+    images_out: tuple[str, ...] = ()
+    images_out_families: tuple[str, ...] = ()
 
     @property
     def changes_content(self) -> bool:
         pruned = any(d.pruned for d in self.device)
         return bool(
-            self.libraries or self.rpaths or self.data or self.requires or self.left_out or pruned
+            self.libraries
+            or self.rpaths
+            or self.data
+            or self.requires
+            or self.left_out
+            or self.images_out
+            or pruned
         )
 
     def summary(self) -> dict[str, Any]:
@@ -149,6 +158,7 @@ class BundlePlan:
             "system_libs": list(self.system_libs),
             "version": self.version,
             "left_out": list(self.left_out),
+            "aotriton_images_dropped": list(self.images_out_families),
             "other_rocm": list(self.other_rocm),
             "device_targets": list(self.device_targets),
             "device_code": {d.arcname: d.summary() for d in self.device},
