@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from .configschema import FeatureSettings
 from .errors import ConfigError
 
-__all__ = ["FLASH_PREFIXES", "flash_attention", "torch_env"]
+__all__ = ["ATTENTION", "FLASH_PREFIXES", "flash_attention", "torch_env"]
 
+#: The two switches of aotriton's attention kernels, always set together.
+ATTENTION = ("USE_FLASH_ATTENTION", "USE_MEM_EFF_ATTENTION")
 FLASH_PREFIXES = ("gfx90a", "gfx942", "gfx950", "gfx11", "gfx12")
 
 

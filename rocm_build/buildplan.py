@@ -299,9 +299,26 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
     names = [s.name for s in made.steps]
     if "torch" not in names:
         return made
+    setting = ctx.settings.features.flash_attention
     add = buildfeatures.torch_env(
         ctx.settings.features, triton=tritonbuild.TRITON in names, targets=made.targets
     )
+    torch = next(s for s in made.steps if s.name == "torch")
+    spec = next(s for s in ctx.settings.selected_projects(["torch"]))
+    given = {**ctx.settings.env, **pairs(spec.build_env, "build_env", "torch")}
+    if any(k in given for k in buildfeatures.ATTENTION):
+        # the user's own USE_FLASH_ATTENTION / USE_MEM_EFF_ATTENTION win over the feature
+        add = {k: v for k, v in add.items() if k not in buildfeatures.ATTENTION}
+    elif add["USE_FLASH_ATTENTION"] == "1" and torch.env.get("USE_FLASH_ATTENTION") == "0":
+        # the aotriton switch turned attention off: no aotriton to be had without the network
+        if setting == "on":
+            msg = (
+                "features.flash_attention = on needs aotriton, and there is none pre-fetched "
+                "(see the plan's aotriton note): unpack an aotriton release for this ROCm and "
+                "set build.aotriton to its folder, or set features.flash_attention to auto or off"
+            )
+            raise ConfigError(msg)
+        add = {k: v for k, v in add.items() if k not in buildfeatures.ATTENTION}
     steps = tuple(add_env(s, add) if s.name == "torch" else s for s in made.steps)
     return replace(made, steps=steps)
 
