@@ -1,9 +1,10 @@
 """Release trains' floors (``[floors."<train>"]``): the oldest ROCm a train's torch accepts and
 the CMake packages its ``cmake/public/LoadHIP.cmake`` requires, checked against a tree.
 
-A floor is either known (``rocm`` and per project a list of packages) or marked ``unknown`` with
-the reason it could not be confirmed: then nothing is checked, and ``doctor`` says so, since a
-wrong floor would refuse a tree that builds.
+A floor is either known (``rocm`` and/or per project a list of packages) or marked ``unknown``
+with the reason it could not be confirmed: then nothing is checked, and ``doctor`` says so, since
+a wrong floor would refuse a tree that builds. A package written ``name>=X.Y`` is required only
+from that ROCm on (LoadHIP.cmake gates some on the tree's version, as hipfile from 7.14).
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ class Floor:
     def describe(self) -> str:
         if self.unknown:
             return f"{self.train}: not recorded ({self.unknown})"
-        parts = [f"ROCm {self.rocm} or newer" if self.rocm else "no ROCm floor"]
-        parts += [f"{name} needs {', '.join(pkgs)}" for name, pkgs in self.packages.items() if pkgs]
+        parts = [f"ROCm {self.rocm} or newer" if self.rocm else "ROCm floor not recorded"]
+        parts += [
+            f"{name} needs {', '.join(_shown(p) for p in pkgs)}"
+            for name, pkgs in self.packages.items()
+            if pkgs
+        ]
         return f"{self.train}: " + "; ".join(parts)
 
     def as_json(self) -> dict[str, Any]:
@@ -71,6 +76,13 @@ def floor_of(train: str, floors: Mapping[str, Mapping[str, Any]]) -> Floor:
     for name, pkgs in packages.items():
         if not isinstance(pkgs, list) or not all(isinstance(p, str) for p in pkgs):
             raise ConfigError(f"{where}: {name} must be a list of CMake package names")
+        for entry in pkgs:
+            _, since = _split(entry)
+            try:
+                Version(since or "0")
+            except InvalidVersion:
+                msg = f'{where}: "{entry}" is not NAME or NAME>=X.Y (say "hipfile>=7.14")'
+                raise ConfigError(msg) from None
     return Floor(train, rocm, {k: tuple(v) for k, v in packages.items()}, unknown)
 
 
@@ -89,7 +101,11 @@ def unmet(floor: Floor, tree: dist.RocmTree, projects: Sequence[str]) -> list[st
             f"the tree is {tree.version or 'of unknown version'}"
         )
     for name in projects:
-        missing = [p for p in floor.packages.get(name, ()) if not dist.has_cmake_package(tree, p)]
+        missing = [
+            _shown(entry)
+            for entry in floor.packages.get(name, ())
+            if _applies(entry, tree.version) and not dist.has_cmake_package(tree, _split(entry)[0])
+        ]
         if missing:
             problems.append(
                 f"release train {floor.train}'s {name} needs CMake packages missing from "
@@ -111,3 +127,26 @@ def check(
     if not problems:
         return checked
     return replace(checked, problems=(*problems, *checked.problems))
+
+
+def _split(entry: str) -> tuple[str, str]:
+    """``hipfile>=7.14`` -> (``hipfile``, ``7.14``); ``hipfile`` -> (``hipfile``, "")."""
+    name, _, since = entry.partition(">=")
+    return name.strip(), since.strip()
+
+
+def _shown(entry: str) -> str:
+    name, since = _split(entry)
+    return f"{name} (from ROCm {since})" if since else name
+
+
+def _applies(entry: str, tree_version: str) -> bool:
+    """Whether a floor's package is required of a tree of this ROCm version (one gated on a
+    version does not count for a tree of unknown version, which is refused for that anyway)."""
+    since = _split(entry)[1]
+    if not since:
+        return True
+    try:
+        return bool(tree_version) and Version(tree_version) >= Version(since)
+    except InvalidVersion:
+        return False

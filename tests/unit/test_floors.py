@@ -21,6 +21,13 @@ def test_every_train_has_a_floor_or_says_why_not(tmp_path: Path) -> None:
         assert floor.rocm or floor.packages or "LoadHIP.cmake" in floor.unknown, train
 
 
+def test_2_14_requires_hipfile_from_rocm_7_14_and_records_no_rocm_floor(tmp_path: Path) -> None:
+    # pytorch/pytorch#191069 (in 2.14's branch): hipfile is required from ROCm 7.14 on.
+    floor = floors.floor_of("2.14", config.load(cwd=tmp_path, env={}).floors)
+    assert (floor.rocm, dict(floor.packages)) == ("", {"torch": ("hipfile>=7.14",)})
+    assert floor.describe() == "2.14: ROCm floor not recorded; torch needs hipfile (from ROCm 7.14)"
+
+
 def test_a_floor_of_your_own_replaces_the_trains(tmp_path: Path) -> None:
     (tmp_path / "rocm-build.toml").write_text(
         '[floors."2.14"]\nrocm = "7.14"\ntorch = ["hipfile"]\n'
@@ -48,6 +55,7 @@ def test_a_train_without_a_table_is_unknown() -> None:
         ({"rocm": "seven"}, "is not a version"),
         ({"torch": "hipfile"}, "must be a list"),
         ({"rocm": 7.14}, "are strings"),
+        ({"torch": ["hipfile>=seven"]}, "is not NAME or NAME>=X.Y"),
     ],
 )
 def test_a_malformed_floor_is_a_configuration_error(table: dict[str, object], says: str) -> None:

@@ -91,3 +91,32 @@ def test_doctor_names_the_train_floor_the_tree_misses(
     result = run_cli([*args, "--train", "2.9"], cwd=tmp_path, env=WIDE)
     assert result.returncode == 0, result.stderr
     assert "2.9: not recorded (v2.9.1's cmake/public/LoadHIP.cmake is not in the" in result.stdout
+    # The built-in 2.14 floor requires hipfile only from ROCm 7.14: a 5.2.3 tree passes it.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "rocm-build.toml").write_text('[projects.torch]\ncmake_packages = ["hip"]\n')
+    result = run_cli([*args, "--train", "2.14"], cwd=plain, env=WIDE)
+    assert result.returncode == 0, result.stderr
+    assert "2.14: ROCm floor not recorded; torch needs hipfile (from ROCm 7.14)" in result.stdout
+
+
+def test_doctor_counts_a_floor_package_only_from_its_rocm_version(
+    rocm_tree: Path, tmp_path: Path, run_cli: CliRunner
+) -> None:
+    # The tree is ROCm 5.2.3 without hipFile or rocBLAS's CMake package.
+    (tmp_path / "rocm-build.toml").write_text(
+        '[projects.torch]\ncmake_packages = ["hip"]\n'
+        '[floors."2.13"]\ntorch = ["hipfile>=7.14", "rocblas>=5.2"]\n'
+    )
+    args = ["doctor", "torch", "--rocm", str(rocm_tree), "--arch", "gfx90a", "--train", "2.13"]
+    result = run_cli(args, cwd=tmp_path, env=WIDE)
+    assert result.returncode == 8, result.stderr
+    assert "missing from lib/cmake: rocblas (from ROCm 5.2)" in result.stderr
+    assert "hipfile" not in result.stderr
+    (tmp_path / "rocm-build.toml").write_text(
+        '[projects.torch]\ncmake_packages = ["hip"]\n[floors."2.14"]\nrocm = "7.2"\n'
+    )
+    result = run_cli([*args[:-1], "2.14"], cwd=tmp_path, env=WIDE)
+    assert result.returncode == 8, result.stderr
+    assert "hipfile" not in result.stderr  # the built-in 2.14 table is replaced
+    assert "release train 2.14 needs ROCm 7.2 or newer" in result.stderr
