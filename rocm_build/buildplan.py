@@ -19,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import buildfeatures, cpus, dist, tritonbuild
+from . import buildfeatures, cpus, dist, floors, tritonbuild
 from .buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from .buildversion import Revision, read_revision, release_version
 from .cache import CompilerCache, mask_values, resolve_cache
@@ -221,7 +221,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
     """
     cfg = ctx.settings
     tree, targets = ctx.tree, ctx.targets
-    check = train_floor(cfg.general.train, cfg.floors, tree, specs, targets)
+    check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
     for warning in check.warnings:
         log.warning("%s", warning)
     dist.require_valid(check)
@@ -263,35 +263,6 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
     made = _with_features(made, ctx)
     made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
-
-
-def train_floor(
-    train: str,
-    floors: Mapping[str, Mapping[str, Any]],
-    tree: dist.RocmTree,
-    specs: Sequence[ProjectSpec],
-    targets: Sequence[str],
-) -> dist.TreeCheck:
-    """The tree's validation for ``specs``, with the train's floor: its oldest ROCm and the
-    CMake packages it requires besides each project's own (``[floors."<train>"]``)."""
-    floor = floors.get(train, {})
-    specs = [
-        replace(s, cmake_packages=(*s.cmake_packages, *map(str, floor.get(s.name, ()))))
-        for s in specs
-    ]
-    check = dist.validate(tree, specs, targets)
-    oldest = str(floor.get("rocm", "")) if any(s.name == "torch" for s in specs) else ""
-    try:
-        too_old = bool(oldest) and Version(tree.version or "0") < Version(oldest)
-    except InvalidVersion:
-        too_old = False
-    if not too_old:
-        return check
-    problem = (
-        f"release train {train} needs ROCm {oldest} or newer (its torch's LoadHIP.cmake stops "
-        f"below it), the tree is {tree.version or 'of unknown version'}"
-    )
-    return replace(check, problems=(problem, *check.problems))
 
 
 def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
