@@ -19,8 +19,10 @@ from pathlib import Path
 from .configschema import FeatureSettings
 from .errors import ConfigError
 
-__all__ = ["FLASH_PREFIXES", "GPU_ASSERTS_CMAKE", "flash_attention", "torch_env"]
+__all__ = ["ATTENTION", "FLASH_PREFIXES", "GPU_ASSERTS_CMAKE", "flash_attention", "torch_env"]
 
+#: The two switches of aotriton's attention kernels, always set together.
+ATTENTION = ("USE_FLASH_ATTENTION", "USE_MEM_EFF_ATTENTION")
 FLASH_PREFIXES = ("gfx90a", "gfx942", "gfx950", "gfx11", "gfx12")
 #: Sets ROCM_FORCE_ENABLE_GPU_ASSERTS before each project() of torch's CMake run.
 GPU_ASSERTS_CMAKE = Path(__file__).resolve().with_name("gpu_asserts.cmake")

@@ -19,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import buildfeatures, cpus, dist, featurecheck, tritonbuild
+from . import buildfeatures, cpus, dist, featurecheck, floors, tritonbuild
 from .buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from .buildversion import Revision, read_revision, release_version
 from .cache import CompilerCache, mask_values, resolve_cache
@@ -221,7 +221,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
     """
     cfg = ctx.settings
     tree, targets = ctx.tree, ctx.targets
-    check = train_floor(cfg.general.train, cfg.floors, tree, specs, targets)
+    check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
     for warning in check.warnings:
         log.warning("%s", warning)
     dist.require_valid(check)
@@ -265,35 +265,6 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
 
 
-def train_floor(
-    train: str,
-    floors: Mapping[str, Mapping[str, Any]],
-    tree: dist.RocmTree,
-    specs: Sequence[ProjectSpec],
-    targets: Sequence[str],
-) -> dist.TreeCheck:
-    """The tree's validation for ``specs``, with the train's floor: its oldest ROCm and the
-    CMake packages it requires besides each project's own (``[floors."<train>"]``)."""
-    floor = floors.get(train, {})
-    specs = [
-        replace(s, cmake_packages=(*s.cmake_packages, *map(str, floor.get(s.name, ()))))
-        for s in specs
-    ]
-    check = dist.validate(tree, specs, targets)
-    oldest = str(floor.get("rocm", "")) if any(s.name == "torch" for s in specs) else ""
-    try:
-        too_old = bool(oldest) and Version(tree.version or "0") < Version(oldest)
-    except InvalidVersion:
-        too_old = False
-    if not too_old:
-        return check
-    problem = (
-        f"release train {train} needs ROCm {oldest} or newer (its torch's LoadHIP.cmake stops "
-        f"below it), the tree is {tree.version or 'of unknown version'}"
-    )
-    return replace(check, problems=(problem, *check.problems))
-
-
 def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
     """torch's build features (flash attention follows Triton being built in this run)."""
     names = [s.name for s in made.steps]
@@ -301,12 +272,29 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
         return made
     if problem := featurecheck.ck_problem(ctx.settings, ctx.tree):
         raise RocmTreeError(problem)
+    setting = ctx.settings.features.flash_attention
     add = buildfeatures.torch_env(
         ctx.settings.features,
         triton=tritonbuild.TRITON in names,
         targets=made.targets,
         given=next(s.env for s in made.steps if s.name == "torch"),
     )
+    torch = next(s for s in made.steps if s.name == "torch")
+    spec = next(s for s in ctx.settings.selected_projects(["torch"]))
+    given = {**ctx.settings.env, **pairs(spec.build_env, "build_env", "torch")}
+    if any(k in given for k in buildfeatures.ATTENTION):
+        # the user's own USE_FLASH_ATTENTION / USE_MEM_EFF_ATTENTION win over the feature
+        add = {k: v for k, v in add.items() if k not in buildfeatures.ATTENTION}
+    elif add["USE_FLASH_ATTENTION"] == "1" and torch.env.get("USE_FLASH_ATTENTION") == "0":
+        # the aotriton switch turned attention off: no aotriton to be had without the network
+        if setting == "on":
+            msg = (
+                "features.flash_attention = on needs aotriton, and there is none pre-fetched "
+                "(see the plan's aotriton note): unpack an aotriton release for this ROCm and "
+                "set build.aotriton to its folder, or set features.flash_attention to auto or off"
+            )
+            raise ConfigError(msg)
+        add = {k: v for k, v in add.items() if k not in buildfeatures.ATTENTION}
     steps = tuple(add_env(s, add) if s.name == "torch" else s for s in made.steps)
     return replace(made, steps=steps)
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
-from . import elf, faults, proc, tempfiles
+from . import elf, faults, locks, proc, tempfiles
 from .debindex import AptIndex, Release, host_mirror, load_release, packages_stamp, release_names
 from .errors import (
     CommandFailed,
@@ -227,16 +227,27 @@ def _set_search_paths(tree: Path, patchelf: str) -> None:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """Serialise concurrent assemblies of the same folder (parallel test runs share a cache)."""
+    """Serialise concurrent assemblies of the same folder (parallel test runs share a cache).
+
+    The lock file lives beside ``path`` (a per-user lock folder would not exclude runs with
+    another XDG_RUNTIME_DIR), so it is opened as ``locks`` opens its own: never through a
+    link, never truncated, and only when it is this user's regular file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fh = (path.parent / f".{path.name}.lock").open("w")
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         msg = f"cannot write in {path.parent} ({exc.strerror}); pick a folder you can write to"
         raise RocmBuildError(msg) from exc
-    with fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    try:
+        name = f".{path.name}.lock"
+        fd = locks.open_lock_file(dir_fd, name, path.parent / name)
+    finally:
+        os.close(dir_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 def sweep_staging(where: Path) -> None:

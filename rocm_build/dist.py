@@ -35,6 +35,7 @@ __all__ = [
     "download_cache_dir",
     "fetch",
     "find_tree",
+    "has_cmake_package",
     "is_url",
     "join_values",
     "local_version_label",
@@ -261,6 +262,11 @@ def _open_tree(root: Path) -> RocmTree:
         declared_targets=_declared_targets(root),
         bitcode_targets=_bitcode_targets(device_lib_dir),
     )
+
+
+def has_cmake_package(tree: RocmTree, package: str) -> bool:
+    """Whether the tree has the CMake package's config folder (any case, as CMake finds it)."""
+    return _has_cmake_package(tree.root, package)
 
 
 def _has_cmake_package(root: Path, package: str) -> bool:

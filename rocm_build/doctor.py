@@ -19,7 +19,7 @@ from typing import Any
 
 from . import arch as arch_mod
 from . import build as build_mod
-from . import cpus, dist, featurecheck, proc
+from . import cpus, dist, featurecheck, floors, proc
 from .config import Config, ProjectSpec
 from .context import RunContext
 from .errors import ConfigError, FileAccessError, RocmBuildError, RocmTreeError, ToolMissing
@@ -155,7 +155,8 @@ def _check_tree(
     targets: Sequence[str],
     blockers: list[Blocker],
 ) -> dict[str, Any]:
-    check = dist.validate(tree, specs, targets)
+    floor = floors.floor_of(cfg.general.train, cfg.floors)
+    check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
     for text in check.problems:
         blockers.append(Blocker(RocmTreeError, text))
     rocm: dict[str, Any] = {
@@ -171,6 +172,13 @@ def _check_tree(
         ),
         "problems": list(check.problems),
         "warnings": list(check.warnings),
+        "floor": {
+            **floor.as_json(),
+            "text": floor.describe(),
+            "met": None
+            if floor.unknown
+            else not floors.unmet(floor, tree, [s.name for s in specs]),
+        },
     }
     if tree.clang_dir is not None:
         if found := _clang_problem(tree.clang_dir, cfg.env):
@@ -228,6 +236,7 @@ def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
         rows.append(Row("hipcc", str(hipcc), True if rocm["hipcc"] else None))
         rows.append(Row("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"])))
         rows.append(Row("tree targets", ", ".join(rocm["supported_targets"]) or "none", None))
+        rows.append(Row("train floor", rocm["floor"]["text"], rocm["floor"]["met"]))
         rows += [Row("problem", text, False) for text in rocm["problems"]]
         rows += [Row("warning", text, None) for text in rocm["warnings"]]
     for feature in report.get("features", []):

@@ -67,6 +67,9 @@ def _flash(
     if found is not None:
         return FeatureNeed("flash_attention", setting, needs, f"on (aotriton {found})", True)
     if cfg.build.aotriton in ("", "auto"):
+        if setting == "on":  # the build stops too: no aotriton without the network
+            state = "on needs aotriton, and build.aotriton = auto finds none pre-fetched"
+            return FeatureNeed("flash_attention", setting, needs, state, False, ConfigError)
         state = "off: no pre-fetched aotriton (build.aotriton = auto finds none)"
         return FeatureNeed("flash_attention", setting, needs, state, None)
     state = f"build.aotriton = {cfg.build.aotriton} is not an aotriton install"

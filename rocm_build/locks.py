@@ -34,7 +34,7 @@ from pathlib import Path
 from .errors import FileAccessError, Locked
 from .masking import mask_url
 
-__all__ = ["check_private_folder", "hold", "lock_dir", "sanitize"]
+__all__ = ["check_private_folder", "hold", "lock_dir", "open_lock_file", "sanitize"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,13 @@ def _key(target: Path) -> str:
 
 
 _FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_lock_file(dir_fd: int, name: str, shown: Path) -> int:
+    """The lock file ``name`` in the folder ``dir_fd``, created (O_EXCL, 0600) if missing and
+    opened without following a link or truncating it; a link, a file of another type or another
+    user's is refused (``FileAccessError``). For a lock that lives beside what it guards."""
+    return _open_lock(dir_fd, name, shown)
 
 
 def _open_lock(dir_fd: int, name: str, shown: Path) -> int:

@@ -16,12 +16,13 @@ import logging
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import faults, git, journal
-from .errors import ConfigError, PatchConflict, RocmBuildError
+from .errors import ConfigError, FileAccessError, PatchConflict, RocmBuildError
 
 __all__ = [
     "HIPIFY_SUBJECT",
@@ -31,10 +32,14 @@ __all__ = [
     "PatchFile",
     "SaveResult",
     "apply_series",
+    "check_save_root",
+    "find_root",
+    "installed_dir",
     "list_series",
     "recover",
     "save",
     "series_root",
+    "shipped_dir",
 ]
 
 log = logging.getLogger(__name__)
@@ -63,6 +68,51 @@ class PatchFile:
 
 def series_root(patches_dir: Path, patchset: str, subfolder: str) -> Path:
     return patches_dir / patchset / subfolder
+
+
+def installed_dir() -> Path:
+    """Where a regular install puts the series rocm-build ships (pyproject's data-files)."""
+    return Path(sys.prefix) / "share" / "rocm-build" / "patches"
+
+
+def shipped_dir() -> Path | None:
+    """The series rocm-build ships: ``patches/`` beside the package (a checkout of rocm-build,
+    an editable install), else the installed copy; None when neither is there."""
+    checkout = Path(__file__).resolve().parent.parent
+    # pyproject.toml beside it: a source tree, not a site-packages that some other
+    # distribution may have put a top-level "patches" into.
+    if (checkout / "pyproject.toml").is_file() and (checkout / "patches").is_dir():
+        return checkout / "patches"
+    return installed_dir() if installed_dir().is_dir() else None
+
+
+def find_root(
+    patches_dir: Path, patchset: str, subfolder: str, *, shipped: Path | None = None
+) -> Path:
+    """The series folder a checkout applies: the user's own (``patches_dir``) when it has one
+    for this patchset and project, else the one rocm-build ships (``shipped``, by default
+    ``shipped_dir()``), else the user's (absent: no series)."""
+    own = series_root(patches_dir, patchset, subfolder)
+    if own.exists() or own.is_symlink():
+        return own
+    ship = shipped if shipped is not None else shipped_dir()
+    if ship is not None and series_root(ship, patchset, subfolder).is_dir():
+        return series_root(ship, patchset, subfolder)
+    return own
+
+
+def check_save_root(root: Path) -> None:
+    """Refuse to save a series into the installed package's copy of the shipped series: it
+    belongs to the installation (pip replaces it on upgrade), not to the user."""
+    installed = installed_dir().resolve()
+    target = root.resolve()
+    if target == installed or installed in target.parents:
+        msg = (
+            f"save-patches would write into {installed}, the series installed with rocm-build; "
+            "pass --patches-dir (or set patches_dir) to a folder of your own: its series "
+            "replace the shipped ones for the same patchset and project"
+        )
+        raise FileAccessError(msg)
 
 
 def sha256_file(path: Path) -> str:

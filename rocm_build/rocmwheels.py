@@ -42,6 +42,9 @@ from .errors import ConfigError, FileAccessError, RocmTreeError
 from .treepath import TreeGuard
 from .wheelfile import WheelWriter
 
+#: How a ``rocm wheels`` user allows a folder outside the tree (it has no setting for it).
+WHEELS_HINT = "rocm wheels --allow-outside DIR"
+
 CORE_DIST = "rocm-sdk-core"
 LIBRARIES_DIST = "rocm-sdk-libraries-{family}"
 META_DIST = "rocm"
@@ -233,7 +236,6 @@ def _make_output_dir(output_dir: Path) -> None:
         msg = f"--output-dir {output_dir}: a part of it is a file ({exc.strerror}); name a folder"
         raise FileAccessError(msg) from None
     tempfiles.check_folder(output_dir)
-    tempfiles.sweep(output_dir)  # what a killed run left
 
 
 #: The longest family name: the libraries package's wheel file name must stay a file name.
@@ -389,8 +391,23 @@ def build_wheels(
             f"{tree} is no ROCm tree (no lib/ or .info/version): pass the tree's top folder"
         )
     check_family(family)
-    guard = TreeGuard.of(tree, allow_outside)
+    guard = TreeGuard.of(tree, allow_outside, WHEELS_HINT)
     _make_output_dir(output_dir)
+    # What a killed run left goes at the start, and at the end what a run that was still going
+    # away at the start left (see tempfiles.swept), also when this run fails.
+    with tempfiles.swept(output_dir):
+        return _write_wheels(tree, output_dir, version, family, level, targets, guard)
+
+
+def _write_wheels(
+    tree: Path,
+    output_dir: Path,
+    version: str,
+    family: str,
+    level: int,
+    targets: Sequence[str],
+    guard: TreeGuard,
+) -> list[Path]:
     packages = tree_packages(tree, family, guard)
     env = dict(os.environ)
     core = packages[CORE_DIST]

@@ -94,6 +94,7 @@ def _save_one(
         else str(entry.get("patchset") or cfg.patchset)
     )
     root = patches.series_root(ctx.patches_dir, patchset, subfolder)
+    patches.check_save_root(root)
     repos = [rel for rel, _ in manifest.all_repos(src)]
     with locks.hold(root, f"the patch folder {root}", no_wait=cfg.general.no_wait):
         faults.point("save-patches.patch-folder-locked")

@@ -16,7 +16,18 @@ from pathlib import Path
 
 from .errors import BundleError, FileAccessError, UnsafeInput
 
-__all__ = ["TreeGuard", "denied", "outside_link", "reading", "refuse_outside_links", "walk_files"]
+__all__ = [
+    "BUNDLE_HINT",
+    "TreeGuard",
+    "denied",
+    "outside_link",
+    "reading",
+    "refuse_outside_links",
+    "walk_files",
+]
+
+#: How a ``bundle`` user allows a folder outside the tree (its flag, setting and variable).
+BUNDLE_HINT = "--allow-outside DIR (bundle.allow_outside, ROCM_BUILD_BUNDLE_ALLOW_OUTSIDE)"
 
 
 def denied(exc: OSError, what: str) -> FileAccessError:
@@ -44,14 +55,16 @@ def _within(path: Path, folder: Path) -> bool:
 @dataclass(frozen=True)
 class TreeGuard:
     """Paths of a tree that may go into a wheel: those whose real path is inside the tree's real
-    path or inside one of the ``allow`` folders (real paths too)."""
+    path or inside one of the ``allow`` folders (real paths too). ``hint``: how the user of
+    the command at hand allows a folder (each command has its own flags and settings)."""
 
     root: Path
     allow: tuple[Path, ...] = ()
+    hint: str = BUNDLE_HINT
 
     @classmethod
-    def of(cls, root: Path, allow: Sequence[Path] = ()) -> TreeGuard:
-        return cls(root.resolve(), tuple(Path(a).resolve() for a in allow))
+    def of(cls, root: Path, allow: Sequence[Path] = (), hint: str = BUNDLE_HINT) -> TreeGuard:
+        return cls(root.resolve(), tuple(Path(a).resolve() for a in allow), hint)
 
     def allowed(self, real: Path) -> bool:
         return _within(real, self.root) or any(_within(real, a) for a in self.allow)
@@ -71,7 +84,7 @@ class TreeGuard:
         raise BundleError(
             f"{shown} in the ROCm tree is a symlink to {target}, outside the tree {where}: "
             "refusing to put it in a wheel; if it belongs there, allow that folder with "
-            "--allow-outside DIR (bundle.allow_outside, ROCM_BUILD_BUNDLE_ALLOW_OUTSIDE)"
+            + self.hint
         )
 
     def _culprit(self, path: Path, real: Path) -> tuple[Path, Path]:

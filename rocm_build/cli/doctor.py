@@ -14,16 +14,19 @@ from .render import State, out_console, pass_state
 @o.command("doctor")
 @o.rocm_option("The tree to check.")
 @o.arch_option("The targets a build would use.")
+@o.train_option("Release train whose projects and ROCm floor to check.")
 @click.argument("projects", nargs=-1)
 @pass_state
-def command(state: State, rocm: str | None, arch: str | None, projects: tuple[str, ...]) -> None:
+def command(
+    state: State, rocm: str | None, arch: str | None, train: str | None, projects: tuple[str, ...]
+) -> None:
     """Check that this machine can build: tools, the ROCm tree, GPUs, memory, disk.
 
     Exits non-zero (with the first blocking problem's exit code) when something blocks a build.
     """
     from rocm_build import doctor as doctor_checks
 
-    ctx = state.resolve({"rocm": rocm, "arch": arch})
+    ctx = state.resolve({"rocm": rocm, "arch": arch, "train": train})
     specs = ctx.settings.selected_projects(projects)
     report = doctor_checks.check(ctx, specs)
     if state.json:

@@ -222,7 +222,10 @@ def src_dir(note: str = "") -> Decorator[Any]:
 
 src_dir_option = src_dir()
 patches_dir_option = click.option(
-    "--patches-dir", type=_DIR, metavar="DIR", help="Saved patch series (./patches)."
+    "--patches-dir",
+    type=_DIR,
+    metavar="DIR",
+    help="Your patch series (./patches); else the ones rocm-build ships.",
 )
 
 

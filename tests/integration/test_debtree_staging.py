@@ -4,6 +4,7 @@ SIGKILL at the fault point."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -27,11 +28,16 @@ def test_a_kill_while_debian_unpacks_is_cleaned_by_the_next_run(
     assert killed.returncode == -9, killed.stderr
     (staging,) = tmp_path.glob(".rocm.rocm-build-*.tmp")
     assert any(staging.iterdir())
-    other = tmp_path / ".rocm.rocm-build-1-foreign.tmp"  # not ours by pid: a live process's
+    other = tmp_path / ".rocm.rocm-build-1-foreign.tmp"  # another run's, still being written
     other.mkdir()
     (other / "keep").write_text("x")
-    again = run_cli(argv, cwd=tmp_path)
+    held = os.open(other, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # its writer holds its lock, as every writer does
+        again = run_cli(argv, cwd=tmp_path)
+    finally:
+        os.close(held)
     assert again.returncode == 0, again.stderr
     assert not staging.exists()
-    assert (other / "keep").exists()  # pid 1 is alive: provably not a killed run's
+    assert (other / "keep").exists()  # its lock is held: provably not a killed run's
     assert (dest / "lib/libamdhip64.so.5").exists()

@@ -114,7 +114,7 @@ def test_source_fork_takes_torch_from_rocms_fork_at_the_trains_branch(tmp_path: 
     assert cfg.project("torchvision").origin == "https://github.com/pytorch/vision.git"
     upstream = config.load(cwd=tmp_path, env={})
     assert upstream.project("torch").origin == "https://github.com/pytorch/pytorch.git"
-    assert upstream.floors["2.14"]["torch"] == ["hipfile"]
+    assert upstream.floors["2.14"]["torch"] == ["hipfile>=7.14"]
 
 
 def test_which_projects_must_carry_device_code(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rocm_build import config, context, git, sources
+from rocm_build import config, context, git, patches, sources
 from rocm_build.errors import ConfigError
 
 SHA1 = "1" * 40
@@ -38,6 +38,26 @@ def test_plan_takes_refs_from_the_train(tmp_path: Path) -> None:
     assert plan.projects[1].hipify == ()
     assert plan.manifest_path == tmp_path / "src" / sources.MANIFEST_NAME
     assert plan.log_dir == tmp_path / ".rocm-build" / "logs"
+
+
+def test_plan_takes_the_shipped_series_where_the_user_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The shipped folder stands in for rocm-build's own patches/ (which ships no series).
+    shipped = tmp_path / "shipped"
+    for project in ("torch", "torchvision"):
+        (shipped / "2.10" / project / "base").mkdir(parents=True)
+    monkeypatch.setattr(patches, "shipped_dir", lambda: shipped)
+    (tmp_path / "patches" / "2.10" / "torchvision").mkdir(parents=True)  # the user's own
+    cfg = _cfg(tmp_path, train="2.10")
+    torch, vision, audio = sources.plan(context.resolve(cfg), builtin_origins=_builtin()).projects
+    assert torch.patches_root == shipped / "2.10" / "torch"
+    assert vision.patches_root == tmp_path / "patches" / "2.10" / "torchvision"
+    assert audio.patches_root == tmp_path / "patches" / "2.10" / "torchaudio"
+    entry = {"origin": "file:///x/torch", "ref": "v2.10.0", "commit": SHA1, "patchset": "2.10"}
+    manifest = {"projects": {"torch": {**entry, "hipify": False}}}
+    (replayed,) = sources.plan(context.resolve(cfg), manifest=manifest).projects
+    assert replayed.patches_root == shipped / "2.10" / "torch"
 
 
 def test_plan_flags_and_user_refs(tmp_path: Path) -> None:

@@ -65,3 +65,58 @@ def test_doctor_checks_are_a_library_call(
     error = report.error()
     assert isinstance(error, RocmTreeError)
     assert "cannot target gfx1100" in str(error)
+
+
+def test_doctor_names_the_train_floor_the_tree_misses(
+    rocm_tree: Path, tmp_path: Path, run_cli: CliRunner
+) -> None:
+    # No release's LoadHIP.cmake confirms a floor (they are "unknown" built in): this one is the
+    # user's, shaped as the one seen for 2.14. The tree is ROCm 5.2.3 without hipFile.
+    (tmp_path / "rocm-build.toml").write_text(
+        '[projects.torch]\ncmake_packages = ["hip"]\n'
+        '[floors."2.14"]\nrocm = "7.14"\ntorch = ["hipfile"]\n'
+    )
+    args = ["doctor", "torch", "--rocm", str(rocm_tree), "--arch", "gfx90a"]
+    result = run_cli([*args, "--train", "2.14"], cwd=tmp_path, env=WIDE)
+    assert result.returncode == 8, result.stderr
+    assert "release train 2.14 needs ROCm 7.14 or newer" in result.stderr
+    assert "the tree is 5.2.3" in result.stderr
+    assert "release train 2.14's torch needs CMake packages missing from lib/cmake: hipfile" in (
+        result.stderr
+    )
+    assert "2.14: ROCm 7.14 or newer; torch needs hipfile" in result.stdout
+    data = json.loads(run_cli(["--json", *args, "--train", "2.14"], cwd=tmp_path, env=WIDE).stdout)
+    assert data["rocm"]["floor"]["met"] is False
+    # A built-in train: its floor is not recorded, and doctor says why instead of passing silently.
+    result = run_cli([*args, "--train", "2.9"], cwd=tmp_path, env=WIDE)
+    assert result.returncode == 0, result.stderr
+    assert "2.9: not recorded (v2.9.1's cmake/public/LoadHIP.cmake is not in the" in result.stdout
+    # The built-in 2.14 floor requires hipfile only from ROCm 7.14: a 5.2.3 tree passes it.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "rocm-build.toml").write_text('[projects.torch]\ncmake_packages = ["hip"]\n')
+    result = run_cli([*args, "--train", "2.14"], cwd=plain, env=WIDE)
+    assert result.returncode == 0, result.stderr
+    assert "2.14: ROCm floor not recorded; torch needs hipfile (from ROCm 7.14)" in result.stdout
+
+
+def test_doctor_counts_a_floor_package_only_from_its_rocm_version(
+    rocm_tree: Path, tmp_path: Path, run_cli: CliRunner
+) -> None:
+    # The tree is ROCm 5.2.3 without hipFile or rocBLAS's CMake package.
+    (tmp_path / "rocm-build.toml").write_text(
+        '[projects.torch]\ncmake_packages = ["hip"]\n'
+        '[floors."2.13"]\ntorch = ["hipfile>=7.14", "rocblas>=5.2"]\n'
+    )
+    args = ["doctor", "torch", "--rocm", str(rocm_tree), "--arch", "gfx90a", "--train", "2.13"]
+    result = run_cli(args, cwd=tmp_path, env=WIDE)
+    assert result.returncode == 8, result.stderr
+    assert "missing from lib/cmake: rocblas (from ROCm 5.2)" in result.stderr
+    assert "hipfile" not in result.stderr
+    (tmp_path / "rocm-build.toml").write_text(
+        '[projects.torch]\ncmake_packages = ["hip"]\n[floors."2.14"]\nrocm = "7.2"\n'
+    )
+    result = run_cli([*args[:-1], "2.14"], cwd=tmp_path, env=WIDE)
+    assert result.returncode == 8, result.stderr
+    assert "hipfile" not in result.stderr  # the built-in 2.14 table is replaced
+    assert "release train 2.14 needs ROCm 7.2 or newer" in result.stderr

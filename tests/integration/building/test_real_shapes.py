@@ -147,7 +147,9 @@ def test_tree_openblas_and_a_prefetched_aotriton_are_used(
     assert seen["OpenBLAS_HOME"] == str(tree / "lib" / "host-math")
     assert seen["OpenBLAS_LIB_NAME"] == "rocm-openblas"
     assert seen["AOTRITON_INSTALLED_PREFIX"] == str(prefix)
-    assert "USE_FLASH_ATTENTION" not in seen  # torch's own default: on
+    # features.flash_attention = auto: off without Triton built in the same run (TheRock's rule);
+    # the pre-fetched aotriton is still what the build would use
+    assert seen["USE_FLASH_ATTENTION"] == "0"
 
 
 def test_a_build_that_would_download_aotriton_is_announced_and_fails_loudly(
@@ -165,7 +167,10 @@ def test_a_build_that_would_download_aotriton_is_announced_and_fails_loudly(
 def test_a_train_whose_floor_the_tree_misses_fails_at_the_tree_check(
     workspace: Workspace,
 ) -> None:
-    # 2.14's torch needs ROCm 7.14 and hipFile (its LoadHIP.cmake); the tree is ROCm 5.2.3.
+    # A floor of your own (the built-in 2.14 one records no ROCm floor and needs hipFile only
+    # from ROCm 7.14); the tree is ROCm 5.2.3.
+    with (workspace.root / "rocm-build.toml").open("a") as f:
+        f.write('[floors."2.14"]\nrocm = "7.14"\ntorch = ["hipfile"]\n')
     result = workspace.build("torch", "--train", "2.14", "--dry-run")
     assert result.returncode == 8, result.stderr
     assert "release train 2.14 needs ROCm 7.14 or newer" in result.stderr

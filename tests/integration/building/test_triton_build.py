@@ -14,6 +14,7 @@ import pytest
 from tests.integration.tritonfix.repos import git, make_triton
 
 from .conftest import Workspace, read_member
+from .test_real_shapes import _shared_lib
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,14 @@ def test_triton_first_then_torch_requires_exactly_that_wheel(
     workspace: Workspace, tmp_path: Path
 ) -> None:
     commits = _add_triton(workspace, tmp_path)
-    user = {"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": "numpy>=1.0"}
+    # flash attention needs aotriton: a pre-fetched one in the cache, so the build never
+    # downloads it (without one, auto turns attention off: see test_real_shapes)
+    cache = tmp_path / "xdg-cache"
+    _shared_lib(
+        cache / "rocm-build" / "aotriton" / "rocm5.2.3" / "lib" / "libaotriton_v2.so.0.9",
+        "libaotriton_v2.so.0",
+    )
+    user = {"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": "numpy>=1.0", "XDG_CACHE_HOME": str(cache)}
     dry = workspace.build("torch", "triton", "--dry-run", as_json=True, env=user)
     assert dry.returncode == 0, dry.stderr
     steps = json.loads(dry.stdout)["projects"]
@@ -109,3 +117,27 @@ def test_flash_attention_on_without_triton_stops_before_building(workspace: Work
     assert dry.returncode == 0, dry.stderr
     (step,) = json.loads(dry.stdout)["projects"]
     assert step["env"]["USE_FLASH_ATTENTION"] == "0"  # auto, and no Triton in this run
+
+
+def test_flash_attention_without_aotriton(workspace: Workspace, tmp_path: Path) -> None:
+    """Triton is built and gfx90a requested, but no aotriton is pre-fetched: auto turns attention
+    off (the build would download aotriton), on stops before building, and a user's own
+    USE_FLASH_ATTENTION wins over the feature (its download is announced)."""
+    _add_triton(workspace, tmp_path)
+    empty = {"XDG_CACHE_HOME": str(tmp_path / "empty-cache")}
+    dry = workspace.build("torch", "triton", "--dry-run", as_json=True, env=empty)
+    assert dry.returncode == 0, dry.stderr
+    torch = json.loads(dry.stdout)["projects"][1]
+    assert torch["env"]["USE_FLASH_ATTENTION"] == "0"
+    assert torch["env"]["USE_MEM_EFF_ATTENTION"] == "0"
+    on = {**empty, "ROCM_BUILD_FEATURES_FLASH_ATTENTION": "on"}
+    res = workspace.build("torch", "triton", "--dry-run", env=on)
+    assert res.returncode == 2, res.stderr
+    assert "features.flash_attention = on needs aotriton" in res.stderr
+    assert "Traceback" not in res.stderr
+    mine = {**empty, "USE_FLASH_ATTENTION": "1", "USE_MEM_EFF_ATTENTION": "1"}
+    res = workspace.build("torch", "triton", "--dry-run", as_json=True, env=mine)
+    assert res.returncode == 0, res.stderr
+    assert "torch's CMake downloads aotriton during the build" in res.stderr
+    torch = json.loads(res.stdout)["projects"][1]
+    assert "USE_FLASH_ATTENTION" not in torch["env"]  # the user's, not rocm-build's

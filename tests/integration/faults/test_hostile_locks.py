@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import locks
+from rocm_build import debtree, locks
 from rocm_build.errors import FileAccessError, Locked
 from tests import hostile
 from tests.conftest import REPO
@@ -187,3 +187,42 @@ def test_bundle_refuses_planted_state_in_one_line(
     assert f"the {state} {path}" in line
     planted.assert_untouched()
     assert not list(bundler.out.glob("*.whl"))
+
+
+# No fifo here: the open("w") this replaced would block on one forever, not fail.
+@pytest.mark.parametrize("attack", ["wrong-type", "symlink", "foreign-owner"])
+def test_planted_debian_tree_lock_is_refused(tmp_path: Path, attack: str) -> None:
+    """``rocm debian`` locks ``.<tree>.lock`` beside the tree (a shared cache): a planted link
+    never makes it create or truncate another file, another user's or a folder is refused."""
+    dest = tmp_path / "cache" / "rocm"
+    path = dest.parent / f".{dest.name}.lock"
+    planted = hostile.plant(path, attack, elsewhere=tmp_path / "elsewhere", folder=False)
+    with pytest.raises(FileAccessError) as err, debtree._locked(dest):
+        pass
+    assert str(path) in _one_line(err)
+    planted.assert_untouched()
+
+
+@pytest.mark.parametrize("attack", ["stale", "crafted", "world-writable"])
+def test_leftover_debian_tree_lock_is_taken(tmp_path: Path, attack: str) -> None:
+    dest = tmp_path / "cache" / "rocm"
+    path = dest.parent / f".{dest.name}.lock"
+    left = b"left by a killed run\n"
+    elsewhere = tmp_path / "elsewhere"
+    planted = hostile.plant(path, attack, elsewhere=elsewhere, folder=False, content=left)
+    with debtree._locked(dest), path.open("rb") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            taken = True
+        except BlockingIOError:  # held: another run would wait
+            taken = False
+    assert not taken
+    planted.assert_untouched()
+
+
+def test_a_new_debian_tree_lock_is_private(tmp_path: Path) -> None:
+    dest = tmp_path / "cache" / "rocm"
+    with debtree._locked(dest):
+        pass
+    st = (dest.parent / ".rocm.lock").lstat()
+    assert (st.st_mode & 0o777, st.st_uid) == (0o600, os.geteuid())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,30 @@ def test_save_patches_into_a_read_only_patch_folder(project: Project, mounts: li
     assert "cannot write the patch folder" in line
     assert "Read-only file system" in line
     assert tree_bytes(patches) == before
+
+
+def test_save_patches_never_writes_into_the_series_installed_with_rocm_build(
+    project: Project,
+) -> None:
+    """The shipped series' installed copy (<prefix>/share/rocm-build/patches, of the Python that
+    runs rocm-build) belongs to the installation: save-patches stops before writing there."""
+    commit(project.src, {"NOTES": "new\n"}, "hipified: notes")
+    installed = Path(sys.prefix) / "share" / "rocm-build" / "patches"
+    existed = installed.exists()
+    before = tree_bytes(installed) if existed else {}
+    try:
+        res = project.rb("save-patches", "--patches-dir", str(installed), check=False)
+        assert installed.exists() == existed
+        assert (tree_bytes(installed) if existed else {}) == before
+    finally:
+        if not existed and installed.exists():  # a save-patches without the guard wrote it
+            shutil.rmtree(installed)
+            if not any(installed.parent.iterdir()):
+                installed.parent.rmdir()
+    assert res.returncode == 14, res.stderr
+    line = _one_line(res.stderr)
+    assert "the series installed with rocm-build" in line
+    assert "pass --patches-dir" in line
 
 
 def test_save_patches_does_not_ask_to_commit_build_output(project: Project) -> None:
