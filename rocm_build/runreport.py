@@ -156,6 +156,8 @@ def _smoke(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "packages": (data.get("plan") or {}).get("packages", []),
         "hip": hip,
         "code_object_targets": facts.get("found_targets", {}),
+        # Triton beside torch: where its HIP lookup led and the kernels compiled per target
+        "triton": facts.get("triton"),
         "devices": facts.get("devices", []),
         "log": data.get("log"),
     }

@@ -183,3 +183,21 @@ def test_parse_junit(tmp_path: Path) -> None:
         ("skipped", "no torch"),
     ]
     assert outcomes[1].name == "suite.test_generic::test_code_object_targets[vecadd]"
+
+
+@pytest.mark.parametrize(
+    ("env", "packages", "arch", "expected"),
+    [
+        ({}, ["torch"], "gfx942", None),  # no triton under test: not checked
+        ({"ROCM_BUILD_FEATURES_FLASH_ATTENTION": "on"}, ["torch", "triton"], "gfx942", True),
+        ({"ROCM_BUILD_FEATURES_FLASH_ATTENTION": "off"}, ["torch", "triton"], "gfx942", False),
+        ({}, ["torch", "triton"], "gfx1030", False),  # auto, and no target with aotriton kernels
+        ({"ROCM_BUILD_BUILD_AOTRITON": "off"}, ["torch", "triton"], "gfx942", False),
+        ({}, ["torch", "triton"], "gfx942", None),  # auto + aotriton auto: the build decided
+    ],
+)
+def test_flash_attention_expectation(
+    tmp_path: Path, env: dict[str, str], packages: list[str], arch: str, expected: bool | None
+) -> None:
+    cfg = config.load(cwd=tmp_path, env=env, flags={"arch": arch})
+    assert smoke.flash_expectation(context.resolve(cfg), packages) is expected
