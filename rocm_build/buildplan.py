@@ -270,7 +270,11 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
     names = [s.name for s in made.steps]
     if "torch" not in names:
         return made
-    if problem := featurecheck.ck_problem(ctx.settings, ctx.tree):
+    features = ctx.settings.features
+    # the tree only where CK is asked for: nothing else here needs it resolved
+    if (features.ck_sdpa or features.ck_gemm) and (
+        problem := featurecheck.ck_problem(ctx.settings, ctx.tree)
+    ):
         raise RocmTreeError(problem)
     setting = ctx.settings.features.flash_attention
     add = buildfeatures.torch_env(
