@@ -200,6 +200,26 @@ def _size(n: int | None) -> str:
     return "?" if n is None else human_size(n)
 
 
+def _feature_lines(data: Mapping[str, Any]) -> list[str]:
+    """The features asked for, and what each torch wheel says it was built with."""
+    asked = data.get("features") or {}
+    if not asked:
+        return []
+    lines = ["", "## Build features", ""]
+    lines.append("asked: " + ", ".join(f"{k} = {v}" for k, v in asked.items()))
+    wheels = data.get("wheels") or {}
+    for wheel in [*wheels.get("built", []), *wheels.get("bundled", [])]:
+        said = wheel.get("build_features")
+        if said:
+            asserts = {True: "on", False: "off"}.get(said["gpu_asserts"], "not recorded")
+            lines.append(
+                f"- {wheel['name']}: flash attention {'on' if said['flash_attention'] else 'off'}"
+                f" (aotriton images: {', '.join(said['aotriton_images']) or 'none'}), GPU asserts "
+                f"{asserts}, HIP {said['hip'] or 'not recorded'}"
+            )
+    return lines
+
+
 def render_markdown(data: Mapping[str, Any]) -> str:
     """A short human summary of a run report."""
     status = "passed" if data.get("ok") else f"FAILED in {data.get('failed_stage')}"
@@ -235,6 +255,7 @@ def render_markdown(data: Mapping[str, Any]) -> str:
                 f"| {w['name']} | {_size(w.get('size'))} | `{w.get('sha256', 'missing')}` |"
                 for w in wheels[kind]
             ]
+    lines += _feature_lines(data)
     smoke = data.get("smoke")
     lines += ["", "## Smoke tests", ""]
     if smoke:

@@ -97,3 +97,6 @@ def test_run_report_keeps_the_features_asked_and_each_torch_wheels_own(tmp_path:
     (entry,) = data["wheels"]["built"]
     assert entry["build_features"]["gpu_asserts"] is True
     assert entry["build_features"]["hip"] == "6.4.43482-0f2d60242"
+    text = runreport.render_markdown(data)
+    assert "gpu_asserts = True" in text
+    assert f"{wheel.name}: flash attention off (aotriton images: none), GPU asserts on" in text
