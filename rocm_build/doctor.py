@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -194,6 +195,10 @@ def _check_tree(
     return rocm
 
 
+#: What the loader says when a program needs a newer glibc than the machine's.
+_GLIBC_MISSING = re.compile(r"version `(GLIBC_[0-9.]+)' not found")
+
+
 def _clang_problem(
     clang_dir: Path, env: Mapping[str, str]
 ) -> tuple[type[RocmBuildError], str] | None:
@@ -210,6 +215,13 @@ def _clang_problem(
         return RocmTreeError, f"the tree's {clang} cannot run ({err}): use a complete tree"
     if result.returncode != 0 or "version" not in result.stdout:
         last = next((line for line in reversed(result.tail) if line.strip()), "no output")
+        glibc = _GLIBC_MISSING.search(last)
+        if glibc:
+            return RocmTreeError, (
+                f"the tree's {clang} needs a newer C library than this machine has ({glibc[1]} "
+                "not found): run rocm-build in a root of the tree's distribution (rocm-build rocm "
+                "sysroot, then rocm run ROOT --bind TREE -- ...; README: Modern ROCm)"
+            )
         return RocmTreeError, (
             f"the tree's {clang} --version fails (exit {result.returncode}: {last.strip()[:200]}):"
             " its libraries (lib/llvm/lib) may be missing or unreadable; use a complete tree"
