@@ -13,7 +13,7 @@ Four ways to make the same fat wheel, in one run, at the same zlib level (6):
 
 Each runs in its own child process; wall time and peak RSS (that process and everything it
 started) are reported, and (c) as ratios to the others. The inputs are cached under
-$RB_TEST_CACHE (default ~/.cache/rocm-build-tests): the Debian ROCm tree (rocm_build.debtree)
+$RB_TEST_CACHE (default ~/.cache/rocm-build-tests): the Debian ROCm tree (rocm_build.rocm.debtree)
 plus librocsparse0 from Debian.
 
     python benchmarks/bench_bundle.py [--level 6] [--keep] [--skip a,b]
@@ -59,7 +59,7 @@ def run(cmd: list[str], **kw: object) -> None:
 
 def prepare() -> dict[str, str]:
     """The tree (Debian ROCm + librocsparse) and the input wheel; cached."""
-    from rocm_build import debtree
+    from rocm_build.rocm import debtree
 
     cache = cache_dir()
     base = debtree.assemble(cache / "rocm-debian", cache=cache)
@@ -122,8 +122,9 @@ def closure(tree: Path, wheel: Path, ctx: dict[str, str] | None = None) -> list[
 
     ``ctx`` may name the wheel's extension (``ext``), its library folder (``lib_dir``) and
     whether the default dlopen list counts (``dlopen``: "default"); else this benchmark's own."""
-    from rocm_build import bundle, config, elf
-    from rocm_build.wheelfile import WheelReader
+    from rocm_build import bundle, config
+    from rocm_build.binary import elf
+    from rocm_build.wheel.wheelfile import WheelReader
 
     ctx = ctx or {}
     dlopen: tuple[str, ...] = ()
@@ -229,7 +230,8 @@ def approach_c(ctx: dict[str, str], out: Path, level: int) -> None:
 
 def approach_z(ctx: dict[str, str], out: Path, level: int) -> None:
     """(c) with the writer's zlib fallback forced, in this process: what libdeflate gains."""
-    from rocm_build import cli, rawdeflate
+    from rocm_build import cli
+    from rocm_build.wheel import rawdeflate
 
     rawdeflate.implementation = lambda: "zlib"
     args = ["-q", "bundle", ctx["wheel"], "--rocm", ctx["tree"], "--output-dir", str(out)]
@@ -341,7 +343,7 @@ def main() -> None:
                 ratio = results[key]["seconds"] / c["seconds"]
                 print(f"(c) vs {label}: {ratio:.2f}x faster (target: a >= 3, b >= 2, d >= 0.77)")
         print(f"(c) peak memory: {c['peak_mb']:.0f} MB (target < 256 MB)")
-        from rocm_build import rawdeflate
+        from rocm_build.wheel import rawdeflate
 
         print(f"(c) deflate: {rawdeflate.implementation()} at level {args.level}")
         if "z" in results:

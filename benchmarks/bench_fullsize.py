@@ -58,7 +58,8 @@ NAMES = {
 
 
 def prepare() -> dict[str, str]:
-    from rocm_build import bundle, config, debtree, dist, sysroot
+    from rocm_build import bundle, config
+    from rocm_build.rocm import debtree, dist, sysroot
     from tests.integration.modern.fullsize_wheel import build_wheel
 
     cache = bench_bundle.cache_dir()
@@ -142,7 +143,7 @@ CACHES = {"c": "cache-c", "w": "cache-c", "e": "cache-c", "l": "cache-l", "g": "
 def rebuilt_wheel(wheel: Path) -> Path:
     """The input as a rebuild leaves it: the same members, but the main library's bytes
     changed (one byte appended), so bundling it again is no no-op."""
-    from rocm_build.wheelfile import WheelReader, WheelWriter
+    from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
     out = WORK / "rebuilt" / wheel.name
     scratch = WORK / "rebuilt-scratch"
@@ -205,7 +206,7 @@ def phases(level: int, sample: int = 8) -> dict[str, float]:
     size to the same disk (with fsync). Seconds of one core each, measured here."""
     import hashlib
 
-    from rocm_build import rawdeflate
+    from rocm_build.wheel import rawdeflate
 
     ctx = json.loads((WORK / "ctx.json").read_text())
     bench_bundle.WORK = WORK

@@ -7,7 +7,7 @@ targets and a host file) with the ROCm tree's clang through ccache, configured b
 
     python benchmarks/bench_shared_cache.py [--rocm DIR] [--repeat 3]
 
-Without --rocm it assembles the Debian ROCm tree (rocm_build.debtree) under benchmarks/_work.
+Without --rocm it assembles the Debian ROCm tree (rocm_build.rocm.debtree) under benchmarks/_work.
 Target: the build served from Redis takes under 20% of the cold build, with no misses.
 """
 
@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build import cache  # noqa: E402
+from rocm_build.build import cache  # noqa: E402
 
 FIXTURE = REPO / "tests" / "integration" / "ci" / "hipproject"
 
@@ -106,7 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     rocm = args.rocm
     if rocm is None:
-        from rocm_build import debtree
+        from rocm_build.rocm import debtree
 
         work = HERE / "_work"
         rocm = debtree.assemble(work / "rocm-debian", cache=work)

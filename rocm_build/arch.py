@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .errors import ConfigError
+from rocm_build.errors import ConfigError
 
 __all__ = [
     "FEATURES",
@@ -276,3 +276,12 @@ def resolve_targets(
         "(e.g. --arch gfx1100 or --arch 'gfx90a;gfx942') or set PYTORCH_ROCM_ARCH"
     )
     raise ConfigError(msg)
+
+
+#: Targets with aotriton (flash attention) kernels start with one of these (TheRock's rule).
+FLASH_PREFIXES = ("gfx90a", "gfx942", "gfx950", "gfx11", "gfx12")
+
+
+def flash_targets(targets: Sequence[str]) -> list[str]:
+    """The targets among ``targets`` that aotriton has kernels for."""
+    return [t for t in targets if t.startswith(FLASH_PREFIXES)]

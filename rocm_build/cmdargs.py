@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .errors import ConfigError
-from .masking import mask_url
+from rocm_build.errors import ConfigError
+from rocm_build.masking import mask_url
 
 __all__ = ["check_origin", "check_ref", "positional"]
 

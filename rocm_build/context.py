@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from . import arch, dist
-from .config import Config
+from rocm_build import arch
+from rocm_build.config.loader import Config
+from rocm_build.rocm import dist
 
 __all__ = ["DownloadProgress", "RunContext", "resolve"]
 

@@ -18,14 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import arch as arch_mod
-from . import build as build_mod
-from . import cpus, dist, featurecheck, floors, proc
-from .config import Config, ProjectSpec
-from .context import RunContext
-from .errors import ConfigError, FileAccessError, RocmBuildError, RocmTreeError, ToolMissing
-from .sizes import human_size
-from .treepath import denied
+from rocm_build import arch as arch_mod
+from rocm_build import build as build_mod
+from rocm_build import cpus, proc
+from rocm_build.build import featurecheck, floors
+from rocm_build.config.loader import Config, ProjectSpec
+from rocm_build.context import RunContext
+from rocm_build.errors import (
+    ConfigError,
+    FileAccessError,
+    RocmBuildError,
+    RocmTreeError,
+    ToolMissing,
+)
+from rocm_build.rocm import dist
+from rocm_build.sizes import human_size
+from rocm_build.treepath import denied
 
 __all__ = ["TOOLS", "Blocker", "DoctorReport", "Row", "check"]
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import faults, proc
-from .cmdargs import positional
-from .errors import CommandFailed, PatchConflict, ToolMissing
-from .masking import mask_url
+from rocm_build import faults, proc
+from rocm_build.cmdargs import positional
+from rocm_build.errors import CommandFailed, PatchConflict, ToolMissing
+from rocm_build.masking import mask_url
 
 __all__ = [
     "IDENTITY",

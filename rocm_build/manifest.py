@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import faults, git, journal, locks
-from .errors import ConfigError
-from .masking import mask_url
+from rocm_build import faults, git, locks, tempfiles
+from rocm_build.errors import ConfigError
+from rocm_build.masking import mask_url
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -183,7 +183,7 @@ def update_manifest(path: Path, name: str, entry: Mapping[str, Any]) -> None:
     are removed here (the lock makes them nobody's)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with locks.hold(path, f"the source manifest {path}"):
-        journal.remove_stale(path.parent, f".{path.name}.")
+        tempfiles.remove_stale(path.parent, f".{path.name}.")
         data = read_manifest(path)
         data["format"] = MANIFEST_FORMAT
         data["projects"][name] = dict(entry)

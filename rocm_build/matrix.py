@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .config import Config, natural_key
-from .errors import ConfigError
+from rocm_build.config.loader import Config, natural_key
+from rocm_build.errors import ConfigError
 
 __all__ = [
     "JOB_KEYS",

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, bundle, config, faults, runreport, smoke, sources
-from . import build as build_mod
-from .config import Config
-from .context import RunContext
-from .errors import RocmBuildError
-from .progress import NO_PROGRESS, Progress
-from .runreport import StageOutcome
-from .stages import Outputs, StageResult
+from rocm_build import __version__, bundle, config, faults, runreport, smoke, sources
+from rocm_build import build as build_mod
+from rocm_build.config.loader import Config
+from rocm_build.context import RunContext
+from rocm_build.errors import RocmBuildError
+from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.runreport import StageOutcome
+from rocm_build.stages import Outputs, StageResult
 
 __all__ = ["PIPELINE", "STAGES", "Stage", "StageOutcome", "run_all", "stamp_key"]
 

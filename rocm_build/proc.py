@@ -44,8 +44,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .errors import CommandFailed, ToolMissing
-from .masking import mask_url
+from rocm_build.errors import CommandFailed, ToolMissing
+from rocm_build.masking import mask_url
 
 __all__ = [
     "Result",

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import sources, torchinfo
-from .context import RunContext
-from .errors import RocmBuildError
-from .masking import mask_values
-from .sizes import human_size
-from .wheelread import WheelReader
+from rocm_build import sources
+from rocm_build.context import RunContext
+from rocm_build.errors import RocmBuildError
+from rocm_build.masking import mask_values
+from rocm_build.sizes import human_size
+from rocm_build.wheel import torchinfo
+from rocm_build.wheel.wheelread import WheelReader
 
 __all__ = ["RunReport", "StageOutcome", "collect", "render_markdown", "write"]
 

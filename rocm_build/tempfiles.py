@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from . import faults
-from .errors import FileAccessError
+from rocm_build import faults
+from rocm_build.errors import FileAccessError
 
 __all__ = [
     "PATTERN",
@@ -282,3 +282,21 @@ def _copy(inp: BinaryIO, out: BinaryIO) -> None:
             raise
         shutil.copyfileobj(inp, out, 1 << 20)
         out.flush()
+
+
+def remove_stale(folder: Path, prefix: str) -> list[Path]:
+    """Remove what killed runs left in ``folder`` under names starting with ``prefix`` (temp
+    files, staging folders). The caller holds the lock that makes them nobody's."""
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    for path in folder.iterdir():
+        if not path.name.startswith(prefix):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+        log.info("removed %s (left by an interrupted run)", path)
+    return removed

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .configschema import TritonSettings
-from .errors import ConfigError
+from rocm_build.config.schema import TritonSettings
+from rocm_build.errors import ConfigError
 
 __all__ = [
     "PIN_FILE",

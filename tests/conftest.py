@@ -117,7 +117,7 @@ def _test_cache() -> Path:
 @pytest.fixture(scope="session")
 def rocm_tree() -> Path:
     """A real ROCm 5.2.3 tree (TheRock layout) from Debian's packages, cached between runs."""
-    from rocm_build import debtree
+    from rocm_build.rocm import debtree
 
     cache = _test_cache()
     return debtree.assemble(cache / "rocm-debian", cache=cache)
@@ -126,6 +126,6 @@ def rocm_tree() -> Path:
 @pytest.fixture(scope="session")
 def clang19_bin() -> Path:
     """Debian's clang 19 ``bin`` folder: gfx942/gfx1100 targets and compressed offload bundles."""
-    from rocm_build import debtree
+    from rocm_build.rocm import debtree
 
     return debtree.assemble_clang19(cache=_test_cache())

@@ -28,10 +28,15 @@ Rules (see the README's "Fat wheels" section):
 
 from __future__ import annotations
 
-from .analyze import PROVENANCE, ElfMember, PeMember, WheelAnalysis, analyze, may_be_elf
-from .apply import apply_plan, find_linkers
-from .data import data_destination, data_target_gaps, gfx_tokens, looked_up_at, select_data
-from .libraries import (
+from rocm_build.bundle.apply import apply_plan, find_linkers
+from rocm_build.bundle.data import (
+    data_destination,
+    data_target_gaps,
+    gfx_tokens,
+    looked_up_at,
+    select_data,
+)
+from rocm_build.bundle.libraries import (
     TREE_LIB_DIRS,
     Candidate,
     LibraryIndex,
@@ -39,9 +44,9 @@ from .libraries import (
     system_lib_dirs,
     tree_lib_dirs,
 )
-from .lines import missing_data_line, plan_lines, system_lines, warning_lines
-from .linux import bundle_wheel, project_lib_dir
-from .model import (
+from rocm_build.bundle.lines import missing_data_line, plan_lines, system_lines, warning_lines
+from rocm_build.bundle.linux import bundle_wheel, project_lib_dir
+from rocm_build.bundle.model import (
     BundlePlan,
     BundleResult,
     DataFile,
@@ -50,10 +55,18 @@ from .model import (
     ThinSource,
     TorchWheel,
 )
-from .plan import inside, make_plan, rel_origin
-from .policy import is_loader, platform_tag, policy_whitelist
-from .stage import BundlePlans, BundleResults, bundle_many, execute, plan
-from .windows import bundle_windows, is_windows_wheel
+from rocm_build.bundle.plan import inside, make_plan, rel_origin
+from rocm_build.bundle.policy import is_loader, platform_tag, policy_whitelist
+from rocm_build.bundle.stage import BundlePlans, BundleResults, bundle_many, execute, plan
+from rocm_build.bundle.windows import bundle_windows, is_windows_wheel
+from rocm_build.wheel.analyze import (
+    PROVENANCE,
+    ElfMember,
+    PeMember,
+    WheelAnalysis,
+    analyze,
+    may_be_elf,
+)
 
 __all__ = [
     "PROVENANCE",

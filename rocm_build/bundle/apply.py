@@ -15,13 +15,14 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from rocm_build import elf, elfpatch, faults, proc, tempfiles, wheelfile
-from rocm_build import prune as prune_
+from rocm_build import faults, proc, tempfiles
+from rocm_build.binary import elf, elfpatch
+from rocm_build.bundle import prune as prune_
+from rocm_build.bundle.model import BundlePlan
 from rocm_build.errors import BundleError, RocmBuildError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
-
-from .model import BundlePlan
+from rocm_build.wheel import wheelfile
+from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
     "alias_stub",

@@ -9,9 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rocm_build import arch
+from rocm_build.bundle.model import DataFile
 from rocm_build.treepath import TreeGuard, denied, reading, walk_files
-
-from .model import DataFile
 
 __all__ = [
     "AOTRITON_IMAGES",

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import arch, elf, prune
+from rocm_build import arch
+from rocm_build.binary import elf
+from rocm_build.bundle import prune
 from rocm_build.errors import BundleError, RequirementNotMet
 
 __all__ = ["NO_DEVICE", "DeviceFile", "DeviceOptions", "coverage_gaps", "gap_error", "plan_device"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from rocm_build import elf
+from rocm_build.binary import elf
 from rocm_build.treepath import TreeGuard, denied, reading
 
 __all__ = ["Candidate", "LibraryIndex", "Resolver", "system_lib_dirs", "tree_lib_dirs"]

@@ -7,9 +7,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rocm_build.bundle.model import BundleResult
 from rocm_build.sizes import human_size
-
-from .model import BundleResult
 
 __all__ = ["device_lines", "missing_data_line", "plan_lines", "system_lines", "warning_lines"]
 

@@ -14,15 +14,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, tempfiles, wheelfile
-from rocm_build.config import ProjectSpec
-from rocm_build.errors import BundleError, RocmTreeError
-from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.treepath import TreeGuard, denied, reading
-from rocm_build.wheelfile import WheelReader
-
-from .analyze import PROVENANCE, WheelAnalysis, analyze
-from .apply import (
+from rocm_build import __version__, faults, locks, tempfiles
+from rocm_build.bundle.apply import (
     apply_plan,
     find_linkers,
     fingerprint,
@@ -31,13 +24,27 @@ from .apply import (
     stat_entry,
     up_to_date,
 )
-from .data import aotriton_images_out, data_target_gaps, select_data
-from .device import NO_DEVICE, DeviceOptions, coverage_gaps, device_sources, gap_error, plan_device
-from .libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
-from .model import BundlePlan, BundleResult, DataFile, ThinSource, TorchWheel
-from .plan import make_plan
-from .policy import policy_whitelist
-from .rocmlabel import built_with, checked_version, other_rocm
+from rocm_build.bundle.data import aotriton_images_out, data_target_gaps, select_data
+from rocm_build.bundle.device import (
+    NO_DEVICE,
+    DeviceOptions,
+    coverage_gaps,
+    device_sources,
+    gap_error,
+    plan_device,
+)
+from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
+from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile, ThinSource, TorchWheel
+from rocm_build.bundle.plan import make_plan
+from rocm_build.bundle.policy import policy_whitelist
+from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm
+from rocm_build.config.loader import ProjectSpec
+from rocm_build.errors import BundleError, RocmTreeError
+from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.treepath import TreeGuard, denied, reading
+from rocm_build.wheel import wheelfile
+from rocm_build.wheel.analyze import PROVENANCE, WheelAnalysis, analyze
+from rocm_build.wheel.wheelfile import WheelReader
 
 __all__ = ["bundle_wheel", "check_tree", "project_lib_dir"]
 

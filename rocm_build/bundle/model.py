@@ -7,10 +7,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rocm_build import elf, wheelfile
-from rocm_build.wheelfile import WheelReader
-
-from .device import DeviceFile
+from rocm_build.binary import elf
+from rocm_build.bundle.device import DeviceFile
+from rocm_build.wheel import wheelfile
+from rocm_build.wheel.wheelfile import WheelReader
 
 __all__ = [
     "BundlePlan",

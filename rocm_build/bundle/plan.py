@@ -10,14 +10,21 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from rocm_build import elf, wheelfile
+from rocm_build.binary import elf
+from rocm_build.bundle.libraries import Candidate, Resolver
+from rocm_build.bundle.model import (
+    BundlePlan,
+    DataFile,
+    Library,
+    RpathChange,
+    ThinSource,
+    TorchWheel,
+)
+from rocm_build.bundle.policy import is_loader, platform_tag, policy_priority, tag_for_policy
 from rocm_build.errors import BundleError
-from rocm_build.wheelfile import WheelName
-
-from .analyze import PROVENANCE
-from .libraries import Candidate, Resolver
-from .model import BundlePlan, DataFile, Library, RpathChange, ThinSource, TorchWheel
-from .policy import is_loader, platform_tag, policy_priority, tag_for_policy
+from rocm_build.wheel import wheelfile
+from rocm_build.wheel.analyze import PROVENANCE
+from rocm_build.wheel.wheelfile import WheelName
 
 __all__ = ["inside", "make_plan", "rel_origin"]
 

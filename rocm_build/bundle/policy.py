@@ -10,10 +10,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from rocm_build import elf
+from rocm_build.binary import elf
+from rocm_build.bundle.libraries import MACHINE_ARCH
 from rocm_build.errors import ConfigError
-
-from .libraries import MACHINE_ARCH
 
 __all__ = ["is_loader", "platform_tag", "policy_priority", "policy_whitelist", "tag_for_policy"]
 

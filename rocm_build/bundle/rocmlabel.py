@@ -17,10 +17,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from rocm_build import dist, elf
+from rocm_build.binary import elf
+from rocm_build.bundle.model import Library
 from rocm_build.errors import RocmTreeError
-
-from .model import Library
+from rocm_build.rocm import dist
 
 __all__ = ["built_with", "checked_version", "other_rocm", "relabel", "same_release"]
 

@@ -39,18 +39,18 @@ from typing import Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, tempfiles, wheelfile
+from rocm_build import __version__, faults, locks, tempfiles
+from rocm_build.bundle.apply import sources_unchanged
+from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
+from rocm_build.bundle.model import BundleResult
+from rocm_build.bundle.stage import bundle_many
+from rocm_build.bundle.windows import is_windows_wheel
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
-
-from .analyze import PROVENANCE
-from .apply import sources_unchanged
-from .data import data_destination, gfx_tokens, looked_up_at
-from .model import BundleResult
-from .stage import bundle_many
-from .windows import is_windows_wheel
+from rocm_build.wheel import wheelfile
+from rocm_build.wheel.analyze import PROVENANCE
+from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
     "DEFAULT_DEVICE_NAME",

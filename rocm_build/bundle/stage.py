@@ -12,17 +12,17 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import arch, deflatecache, faults, tempfiles
-from rocm_build.config import BundleSettings, ProjectSpec
+from rocm_build import arch, faults, tempfiles
+from rocm_build.bundle.device import DeviceOptions
+from rocm_build.bundle.linux import bundle_wheel, project_lib_dir
+from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
+from rocm_build.bundle.windows import bundle_windows, is_windows_wheel
+from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheelfile import WheelName, WheelReader
-
-from .device import DeviceOptions
-from .linux import bundle_wheel, project_lib_dir
-from .model import BundleResult, ThinSource, TorchWheel
-from .windows import bundle_windows, is_windows_wheel
+from rocm_build.wheel import deflatecache
+from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
 __all__ = ["BundlePlans", "BundleResults", "bundle_many", "execute", "plan"]
 

@@ -15,17 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, locks, pe, proc, tempfiles, wheelfile
+from rocm_build import __version__, locks, proc, tempfiles
+from rocm_build.binary import pe
+from rocm_build.bundle.apply import fingerprint, rocm_version, stat_entry, up_to_date
+from rocm_build.bundle.data import select_data
+from rocm_build.bundle.linux import project_lib_dir
+from rocm_build.bundle.model import BundleResult, DataFile
+from rocm_build.bundle.rocmlabel import built_with, checked_version
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.treepath import TreeGuard
-from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
-
-from .analyze import PROVENANCE, analyze
-from .apply import fingerprint, rocm_version, stat_entry, up_to_date
-from .data import select_data
-from .linux import project_lib_dir
-from .model import BundleResult, DataFile
-from .rocmlabel import built_with, checked_version
+from rocm_build.wheel import wheelfile
+from rocm_build.wheel.analyze import PROVENANCE, analyze
+from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = ["bundle_windows", "is_windows_wheel"]
 

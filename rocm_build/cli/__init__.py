@@ -16,22 +16,21 @@ import click
 from rich.markup import escape
 
 from rocm_build import __version__
+from rocm_build.cli import all as all_cmd
+from rocm_build.cli import build as build_cmd
+from rocm_build.cli import bundle as bundle_cmd
+from rocm_build.cli import checkout as checkout_cmd
+from rocm_build.cli import config as config_cmd
+from rocm_build.cli import doctor as doctor_cmd
+from rocm_build.cli import inspect as inspect_cmd
+from rocm_build.cli import matrix as matrix_cmd
+from rocm_build.cli import rocm as rocm_cmd
+from rocm_build.cli import save_patches as save_patches_cmd
+from rocm_build.cli import smoke as smoke_cmd
+from rocm_build.cli.options import OrderedGroup, global_options
+from rocm_build.cli.render import State, err_console, setup_logging
 from rocm_build.errors import EXIT_CODES, RocmBuildError
 from rocm_build.masking import mask_url
-
-from . import all as all_cmd
-from . import build as build_cmd
-from . import bundle as bundle_cmd
-from . import checkout as checkout_cmd
-from . import config as config_cmd
-from . import doctor as doctor_cmd
-from . import inspect as inspect_cmd
-from . import matrix as matrix_cmd
-from . import rocm as rocm_cmd
-from . import save_patches as save_patches_cmd
-from . import smoke as smoke_cmd
-from .options import OrderedGroup, global_options
-from .render import State, err_console, setup_logging
 
 __all__ = ["cli", "fail", "main"]
 

@@ -9,11 +9,10 @@ from typing import Any
 
 import click
 
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 from rocm_build.errors import RocmBuildError
 from rocm_build.progress import Progress
-
-from . import options as o
-from .render import State, close_bars, err_console, out_console, pass_state
 
 
 @o.command("all")

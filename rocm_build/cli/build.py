@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 from rocm_build.masking import mask_values
-
-from . import options as o
-from .render import State, close_bars, err_console, out_console, pass_state
 
 
 @o.command("build")
@@ -60,7 +59,7 @@ def command(
     rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
     """
     from rocm_build import build as build_stage
-    from rocm_build import cache as cache_mod
+    from rocm_build.build import cache as cache_mod
 
     ctx = state.resolve(
         {

@@ -7,10 +7,9 @@ from typing import Any, Literal
 
 import click
 
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 from rocm_build.sizes import human_size
-
-from . import options as o
-from .render import State, close_bars, err_console, out_console, pass_state
 
 
 @o.command("bundle")
@@ -147,7 +146,7 @@ def command(
         return
     thin = None
     if mode == "thin":
-        from rocm_build import rocmwheels
+        from rocm_build.bundle import rocmwheels
 
         thin = rocmwheels.thin_source(ctx.tree.root, target_family)
     bars = state.progress()
@@ -182,7 +181,7 @@ def stop_dry_run(ctx: Any, dry_run: bool, plans: list[dict[str, Any]]) -> None:
 def show(results: list[Any]) -> None:
     """One line per bundled wheel with its size; a note when one is over PyPI's limit."""
     from rocm_build import bundle as bundle_stage
-    from rocm_build import report
+    from rocm_build.bundle import report
 
     word = {"bundled": "bundled", "up-to-date": "up to date", "unchanged": "unchanged"}
     for r in results:

@@ -8,9 +8,8 @@ from typing import Any
 import click
 
 from rocm_build import config
-
-from . import options as o
-from .render import State, close_bars, out_console, pass_state
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, close_bars, out_console, pass_state
 
 
 def checkout_flags(

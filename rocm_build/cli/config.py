@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rocm_build import config as settings
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, out_console, pass_state, show_settings
 from rocm_build.masking import mask_url, mask_values
-
-from . import options as o
-from .render import State, out_console, pass_state, show_settings
 
 
 @o.command("config")

@@ -7,9 +7,8 @@ from pathlib import Path
 import click
 
 from rocm_build import config, context
-
-from . import options as o
-from .render import State, out_console, pass_state
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, out_console, pass_state
 
 
 @o.command("inspect")
@@ -22,7 +21,7 @@ from .render import State, out_console, pass_state
 @pass_state
 def command(state: State, wheel: Path, require_arch: str | None) -> None:
     """Show what a wheel carries: libraries, search paths, gfx targets, sizes, platform tag."""
-    from rocm_build import report
+    from rocm_build.bundle import report
 
     ctx = context.resolve(config.from_environment(config_file=state.config_file))
     result = report.inspect_wheel(wheel, ctx, require_arch=require_arch)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from . import options as o
-from .render import State, pass_state
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, pass_state
 
 
 @o.command("matrix")

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 import click
 
 from rocm_build import config
-
-from .render import State, setup_logging
+from rocm_build.cli.render import State, setup_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[F], F]

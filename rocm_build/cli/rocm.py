@@ -7,10 +7,9 @@ from pathlib import Path
 
 import click
 
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, out_console, pass_state
 from rocm_build.sizes import human_size
-
-from . import options as o
-from .render import State, out_console, pass_state
 
 
 @click.group("rocm", cls=o.OrderedGroup)
@@ -43,7 +42,7 @@ def debian(state: State, dest: Path, cache: Path | None, release: str, mirror: s
     gives ROCm 6.4 with clang 21 and the math libraries, whose programs need a sid root to run
     (rocm-build rocm sysroot).
     """
-    from rocm_build import debtree, dist
+    from rocm_build.rocm import debtree, dist
 
     tree = debtree.assemble(dest, cache=cache, release=release, mirror=mirror)
     version = dist.open_tree(tree).version
@@ -88,7 +87,8 @@ def wheels(
     Same distribution names and site-packages folders (_rocm_sdk_core/, ...) as ROCm's own, at
     the tree's version: what thin wheels (bundle --mode thin) depend on.
     """
-    from rocm_build import config, context, rocmwheels
+    from rocm_build import config, context
+    from rocm_build.bundle import rocmwheels
 
     targets: tuple[str, ...] = ()
     if arch:
@@ -121,8 +121,8 @@ def fetch(state: State, url: str, sha256: str) -> None:
 
     Prints the tree's folder, for --rocm. The URL may end in #sha256=HEX.
     """
-    from rocm_build import dist
     from rocm_build.errors import ConfigError
+    from rocm_build.rocm import dist
 
     ctx = state.resolve()
     if not dist.is_url(url):
@@ -150,7 +150,7 @@ def sysroot(state: State, dest: Path, release: str, mirror: str) -> None:
     Made once with mmdebstrap (as root): python3 and venv, compilers, cmake, ninja and git, plus
     this machine's CA bundle and pip settings. Run commands in it with rocm-build rocm run.
     """
-    from rocm_build import sysroot as sysroot_mod
+    from rocm_build.rocm import sysroot as sysroot_mod
 
     root, made = sysroot_mod.make_root(dest, release=release, mirror=mirror)
     if state.json:
@@ -179,7 +179,7 @@ def run(state: State, root: Path, cmd: tuple[str, ...], binds: tuple[Path, ...])
     appear at their own paths inside, e.g.
     rocm-build rocm run ROOT -- hipcc --offload-arch=gfx1100 k.hip -o k
     """
-    from rocm_build import sysroot as sysroot_mod
+    from rocm_build.rocm import sysroot as sysroot_mod
 
     cfg = state.resolve().settings
     folders = list(binds)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from . import options as o
-from .checkout import checkout_flags
-from .render import State, out_console, pass_state
+from rocm_build.cli import options as o
+from rocm_build.cli.checkout import checkout_flags
+from rocm_build.cli.render import State, out_console, pass_state
 
 
 @o.command("save-patches")

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from . import options as o
-from .render import State, out_console, pass_state
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, out_console, pass_state
 
 
 @o.command("smoke")

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import build, buildenv, buildplan, config, dist
+from rocm_build import build, config
+from rocm_build.build import buildenv, buildplan
 from rocm_build.errors import BuildFailed, ConfigError
+from rocm_build.rocm import dist
 
 from .test_dist import make_tree
 
@@ -248,7 +250,7 @@ def test_build_requirements_cover_what_the_backend_asks_for(
 
 
 def test_torch_version_from_release_tag_or_dev_commit(tmp_path: Path) -> None:
-    from rocm_build.buildversion import Revision, release_version
+    from rocm_build.build.buildversion import Revision, release_version
 
     assert release_version("v2.9.1") == "2.9.1"
     assert release_version("v2.10.0-rc3") == "2.10.0"

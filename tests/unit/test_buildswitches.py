@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import buildswitches, config, dist
+from rocm_build import config
+from rocm_build.build import buildswitches
 from rocm_build.errors import ConfigError
+from rocm_build.rocm import dist
 
 from .test_dist import make_tree
 

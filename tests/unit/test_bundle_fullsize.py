@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle, wheelfile
+from rocm_build import bundle
+from rocm_build.wheel import wheelfile
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from rocm_build import bundle
+from rocm_build.binary.elf import ElfInfo
 from rocm_build.bundle import policy as bundle_policy
-from rocm_build.elf import ElfInfo
 from rocm_build.errors import BundleError
-from rocm_build.wheelfile import WheelName
+from rocm_build.wheel.wheelfile import WheelName
 
 GLIBC = (("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.14")),)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import bundle
-from rocm_build.elf import ElfInfo
+from rocm_build.binary.elf import ElfInfo
 from rocm_build.errors import BundleError
 from rocm_build.treepath import TreeGuard, walk_files
 

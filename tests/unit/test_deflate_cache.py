@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import deflatecache
-from rocm_build.deflatecache import DeflateCache
-from rocm_build.wheelfile import WheelReader, WheelWriter
+from rocm_build.wheel import deflatecache
+from rocm_build.wheel.deflatecache import DeflateCache
+from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
 DIST = "demo-1.0.dist-info"
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, dist
+from rocm_build import config
 from rocm_build.errors import ConfigError, RocmTreeError
+from rocm_build.rocm import dist
 
 CFG = config.load(cwd=Path("/nonexistent-cwd"), env={})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build import elf
+from rocm_build.binary import elf
 
 
 @pytest.mark.parametrize(

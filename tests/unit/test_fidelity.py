@@ -9,7 +9,9 @@ import fnmatch
 import re
 from pathlib import Path
 
-from rocm_build import buildplan, cache, config, dist
+from rocm_build import config
+from rocm_build.build import buildplan, cache
+from rocm_build.rocm import dist
 
 from .test_dist import make_tree
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, floors
+from rocm_build import config
+from rocm_build.build import floors
 from rocm_build.errors import ConfigError
 
 

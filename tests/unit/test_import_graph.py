@@ -60,3 +60,34 @@ def test_no_import_circles() -> None:
         graphlib.TopologicalSorter(import_graph()).prepare()
     except graphlib.CycleError as err:
         pytest.fail(f"import circle: {' -> '.join(err.args[1])}")
+
+
+STAGES = ("sources", "build", "bundle", "smoke")
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def test_no_stage_imports_another() -> None:
+    """The four stages sit on one floor: what two of them share lives below them."""
+    crossings = [
+        f"{m} -> {d}"
+        for m, deps in import_graph().items()
+        for d in deps
+        if _stage(m) and _stage(d) and _stage(d) != _stage(m)
+    ]
+    assert crossings == []
+
+
+def test_only_the_command_layer_reaches_up_into_the_stages() -> None:
+    allowed = ("rocm_build.cli", "rocm_build.pipeline", "rocm_build.doctor", "rocm_build.runreport")
+    upward = [
+        f"{m} -> {d}"
+        for m, deps in import_graph().items()
+        if not _stage(m) and not m.startswith(allowed)
+        for d in deps
+        if _stage(d)
+    ]
+    assert upward == []

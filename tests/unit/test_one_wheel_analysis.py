@@ -1,4 +1,4 @@
-"""Only the bundle's analysis walks a wheel's members looking for ELF files: the build's wheel
+"""Only the wheel analysis walks a wheel's members looking for ELF files: the build's wheel
 check, ``inspect`` and ``bundle`` use it, and nothing reaches into the bundle's private
 helpers."""
 
@@ -16,13 +16,13 @@ def sources() -> dict[str, str]:
 
 def test_only_the_analysis_looks_for_elf_magic() -> None:
     users = sorted(name for name, text in sources().items() if "ELF_MAGIC" in text)
-    assert users == ["bundle/analyze.py", "elf.py"]
+    assert users == ["binary/elf.py", "wheel/analyze.py"]
 
 
 def test_the_three_callers_use_the_analysis() -> None:
     text = sources()
-    assert "analyze_path(wheel)" in text["build.py"]
-    assert "analyze(reader, pe_files=True)" in text["report.py"]
+    assert "analyze_path(wheel)" in text["build/stage.py"]
+    assert "analyze(reader, pe_files=True)" in text["bundle/report.py"]
     assert "analyze(\n" in text["bundle/linux.py"]
 
 

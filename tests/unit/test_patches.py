@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import patches
 from rocm_build.errors import ConfigError
+from rocm_build.sources import patches
 
 
 def _write(root: Path, rel: str, text: str = "patch\n") -> Path:

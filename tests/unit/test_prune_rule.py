@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build import arch, elf, prune
+from rocm_build import arch
+from rocm_build.binary import elf
+from rocm_build.bundle import prune
 
 HIP = "hipv4-amdgcn-amd-amdhsa--"
 

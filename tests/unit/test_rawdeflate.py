@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from rocm_build import rawdeflate
 from rocm_build.errors import BundleError
+from rocm_build.wheel import rawdeflate
 
 needs_libdeflate = pytest.mark.skipif(
     rawdeflate.implementation() != "libdeflate", reason="libdeflate or libz not loadable here"

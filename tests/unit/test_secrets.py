@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from rocm_build import config, context, runreport
-from rocm_build.cache import mask_values
+from rocm_build.build.cache import mask_values
 
 URL = "redis://builder:s3cret-Pw0rd@cache.example:6379"
 
@@ -57,7 +57,7 @@ def test_mask_url_forms() -> None:
 
 def test_masked_origins_replay_with_the_configured_one() -> None:
     from rocm_build.masking import is_masked, strip_masked
-    from rocm_build.sourceplan import _replay_origin
+    from rocm_build.sources.sourceplan import _replay_origin
 
     recorded = "https://user:***@host/r.git"
     assert is_masked(recorded)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rocm_build import report, runreport
+from rocm_build import runreport
+from rocm_build.bundle import report
 from rocm_build.sizes import human_size
 
 from .test_runreport import report as run_report_data

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from rocm_build import config, context, git, patches, sources
+from rocm_build import config, context, git, sources
 from rocm_build.errors import ConfigError
+from rocm_build.sources import patches, stage
 
 SHA1 = "1" * 40
 SHA2 = "2" * 40
@@ -163,10 +164,10 @@ def test_tag_and_sha_refs_resolve_without_network(tmp_path: Path) -> None:
     plan = sources.plan(context.resolve(_cfg(tmp_path)), ["torch"])
     p = plan.projects[0]
     entry = {"origin": p.origin, "ref": p.ref, "ref_kind": "tag", "commit": SHA1}
-    ref = sources._resolve(p, entry, plan)
+    ref = stage._resolve(p, entry, plan)
     assert (ref.kind, ref.commit) == ("tag", SHA1)
     pinned = sources.ProjectPlan(**{**p.__dict__, "ref": SHA2})
-    assert sources._resolve(pinned, None, plan) == git.Ref(SHA2, "commit", SHA2, SHA2)
+    assert stage._resolve(pinned, None, plan) == git.Ref(SHA2, "commit", SHA2, SHA2)
 
 
 def test_manifest_is_written_atomically_and_only_when_it_changes(tmp_path: Path) -> None:

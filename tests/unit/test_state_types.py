@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from rocm_build.journal import _journal_problem
 from rocm_build.manifest import entry_problem
+from rocm_build.sources.journal import _journal_problem
 
 SHA = "0" * 40
 GOOD_JOURNAL: dict[str, Any] = {

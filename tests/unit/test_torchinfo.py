@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_build import config, context, runreport, torchinfo
-from rocm_build.wheelread import WheelReader
+from rocm_build import config, context, runreport
+from rocm_build.wheel import torchinfo
+from rocm_build.wheel.wheelread import WheelReader
 
 from .test_smoke_plan import make_wheel
 

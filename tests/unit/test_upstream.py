@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_build import upstream
+from rocm_build.smoke import upstream
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "upstream"
 

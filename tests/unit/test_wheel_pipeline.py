@@ -7,7 +7,7 @@ import hashlib
 import zipfile
 from pathlib import Path
 
-from rocm_build.wheelfile import DEFLATE_CHUNK, WheelReader, WheelWriter
+from rocm_build.wheel.wheelfile import DEFLATE_CHUNK, WheelReader, WheelWriter
 
 DIST = "demo-1.0.dist-info"
 

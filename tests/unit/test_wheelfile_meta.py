@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocm_build import wheelfile
+from rocm_build.wheel import wheelfile
 
 
 def test_metadata_version_wins_over_file_name() -> None:

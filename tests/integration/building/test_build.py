@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf
+from rocm_build.binary import elf
 from tests.conftest import GIT_IDENTITY
 
 from .conftest import Workspace, extract_member, read_member

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import dist
 from rocm_build.errors import FetchError, UnsafeInput
+from rocm_build.rocm import dist
 from tests.conftest import CliRunner
 
 

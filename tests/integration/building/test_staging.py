@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import debtree
 from rocm_build.errors import UnsafeInput
+from rocm_build.rocm import debtree
 from tests.conftest import CliRunner
 
 from .test_fetch import Server, server, small_tree_tarball

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf
+from rocm_build.binary import elf
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared

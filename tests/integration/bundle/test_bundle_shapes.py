@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf
+from rocm_build.binary import elf
 from rocm_build.bundle import apply as bundle_apply
 from rocm_build.errors import BundleError
 
@@ -268,7 +268,8 @@ def test_bundle_prints_size_and_notes_pypi_limit(
     this wheel's size) a note says what to do."""
     from click.testing import CliRunner
 
-    from rocm_build import cli, report
+    from rocm_build import cli
+    from rocm_build.bundle import report
 
     ext = cc_shared(tmp_path / "build" / "_p.so", "int p(void){return 1;}\n")
     wheel = make_wheel(tmp_path / "dist", "plain", "1.0", {"plain/_p.so": ext})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf
+from rocm_build.binary import elf
 
 from .helpers import (
     cc_shared,

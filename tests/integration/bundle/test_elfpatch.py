@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf, elfpatch
+from rocm_build.binary import elf, elfpatch
 
 from .helpers import cc_shared
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rocm_build import elf
+from rocm_build.binary import elf
 
 from .helpers import cc_shared, device_code, fatbin_source, make_bundle, make_wheel
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, context, elf, report
+from rocm_build import config, context
+from rocm_build.binary import elf
+from rocm_build.bundle import report
 
 from .helpers import make_wheel
 

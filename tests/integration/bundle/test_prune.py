@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from rocm_build import elf, elfpatch, prune
+from rocm_build.binary import elf, elfpatch
+from rocm_build.bundle import prune
 
 from .comgr import Comgr
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf
+from rocm_build.binary import elf
 
 from .comgr import Comgr
 from .conftest import INIT, make_venv, pip_install

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import rocmwheels, tempfiles
+from rocm_build import tempfiles
+from rocm_build.bundle import rocmwheels
 from rocm_build.errors import BundleError
 
 

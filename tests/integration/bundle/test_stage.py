@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import build, bundle, config, context, report
-from rocm_build.bundle.analyze import analyze_path
+from rocm_build import build, bundle, config, context
+from rocm_build.bundle import report
+from rocm_build.wheel.analyze import analyze_path
 
 
 def _ctx(tmp_path: Path, rocm_tree: Path, **flags: object) -> context.RunContext:

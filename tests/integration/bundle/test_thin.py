@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf
+from rocm_build.binary import elf
 
 from .conftest import make_venv
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf
+from rocm_build.binary import elf
 from tests.conftest import _test_cache
 
 from .conftest import make_venv, pip_install

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import rawdeflate, wheelfile
 from rocm_build.errors import BundleError
-from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
+from rocm_build.wheel import rawdeflate, wheelfile
+from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 from .helpers import make_wheel
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocm_build import config, patches
+from rocm_build import config
 from rocm_build.errors import FileAccessError, RocmBuildError
+from rocm_build.sources import patches
 from tests.conftest import REPO, CliRunner
 from tests.integration.ci.test_checks import rocm_build_calls, unknown_calls
 

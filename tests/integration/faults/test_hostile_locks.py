@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import debtree, locks
+from rocm_build import locks
 from rocm_build.errors import FileAccessError, Locked
+from rocm_build.rocm import debtree
 from tests import hostile
 from tests.conftest import REPO
 

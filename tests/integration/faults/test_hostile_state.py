@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import deflatecache, tempfiles
-from rocm_build.deflatecache import DeflateCache
+from rocm_build import tempfiles
 from rocm_build.errors import FileAccessError
-from rocm_build.wheelfile import WheelWriter
+from rocm_build.wheel import deflatecache
+from rocm_build.wheel.deflatecache import DeflateCache
+from rocm_build.wheel.wheelfile import WheelWriter
 from tests import hostile
 
 DIST = "demo-1.0.dist-info"

@@ -16,7 +16,7 @@ from tests.conftest import _test_cache
 
 @pytest.fixture(scope="session")
 def sid_tree() -> Path:
-    from rocm_build import debtree
+    from rocm_build.rocm import debtree
 
     return debtree.assemble(_test_cache() / "rocm-sid", release="sid")
 
@@ -26,7 +26,7 @@ def sid_root() -> Path:
     """A Debian sid root (mmdebstrap, as root), cached between runs."""
     import os
 
-    from rocm_build import sysroot
+    from rocm_build.rocm import sysroot
 
     if os.geteuid() != 0:
         pytest.skip("making and entering a root needs root (mmdebstrap, mount, chroot)")

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from rocm_build import bundle, config, dist
+from rocm_build import bundle, config
+from rocm_build.rocm import dist
 from tests.conftest import DEFLATE_CACHE_ENV, _test_cache
 from tests.integration.modern.fullsize_wheel import LINKED, build_wheel
 
@@ -106,7 +107,7 @@ def test_fullsize_bundles(
     # the wheel's HIP library needs what torch's does from ROCm
     with zipfile.ZipFile(fullsize_wheel) as zf:
         zf.extract("torch/lib/libtorch_hip.so", work / "input")
-    from rocm_build import elf
+    from rocm_build.binary import elf
 
     info = elf.read_elf(work / "input/torch/lib/libtorch_hip.so")
     for lib in ("librocblas.so.4", "libhipblaslt.so.1", "libMIOpen.so.1", "libroctx64.so.4"):

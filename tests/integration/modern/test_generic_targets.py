@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import arch, elf
+from rocm_build import arch
+from rocm_build.binary import elf
 
 
 @pytest.mark.slow

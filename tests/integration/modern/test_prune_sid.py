@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import elf, elfpatch, prune, sysroot
+from rocm_build.binary import elf, elfpatch
+from rocm_build.bundle import prune
+from rocm_build.rocm import sysroot
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from rocm_build import elf, sysroot
+from rocm_build.binary import elf
+from rocm_build.rocm import sysroot
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from rocm_build import dist, elf
+from rocm_build.binary import elf
+from rocm_build.rocm import dist
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,261 @@
+"""Set an ELF file's DT_RPATH or DT_RUNPATH as byte patches, applied while the file is streamed.
+
+patchelf reads a whole file into memory and writes it back; for a 1.3 GB ROCm library that is
+1.3 GB of memory and a full extra write. A search-path change only touches a few hundred bytes,
+so this module computes those bytes and the caller applies them while copying the file into the
+wheel:
+
+* ``inplace``: the file already has a DT_RPATH or DT_RUNPATH string at least as long as the new
+  one. The string is overwritten (NUL padded, as patchelf does when it shrinks one), the tag
+  becomes DT_RPATH and any second search-path entry is dropped from the dynamic array.
+* ``append``: no string to reuse. A copy of ``.dynstr`` with the new string at its end is
+  appended to the file and mapped by turning the PT_NOTE program header into a PT_LOAD (notes
+  stay readable through their section headers); DT_STRTAB/DT_STRSZ and the ``.dynstr`` section
+  header point at the copy and a DT_RPATH entry takes a spare slot of the dynamic array. String
+  offsets are unchanged, so symbol and version tables stay valid. This is the layout patchelf
+  itself produces for shared libraries (new data in a new segment at the end).
+
+When neither applies (no spare dynamic slot, no PT_NOTE, 32-bit or big-endian files) the plan is
+``None`` and the caller falls back to patchelf.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from rocm_build.binary.elf import _elf
+
+__all__ = ["Overlay", "PatchedFile", "RpathEdit", "apply_to_file", "plan_rpath"]
+
+DT_NULL, DT_STRTAB, DT_STRSZ, DT_RPATH, DT_RUNPATH = 0, 5, 10, 15, 29
+PT_LOAD, PT_NOTE = 1, 4
+PF_R = 4
+_DYN = struct.Struct("<qQ")
+_PHDR = struct.Struct("<IIQQQQQQ")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+
+
+@dataclass(frozen=True)
+class RpathEdit:
+    method: Literal["inplace", "append"]
+    patches: tuple[tuple[int, bytes], ...]  # (file offset, new bytes), sorted, not overlapping
+    append_at: int  # file offset where ``append`` goes (== original size when nothing appended)
+    append: bytes
+    original_size: int
+
+    @property
+    def new_size(self) -> int:
+        return self.append_at + len(self.append) if self.append else self.original_size
+
+
+def plan_rpath(path: Path | str, rpath: str, *, runpath: bool = False) -> RpathEdit | None:
+    """The byte patches that give ``path`` exactly ``DT_RPATH=rpath`` and no DT_RUNPATH
+    (``runpath``: ``DT_RUNPATH=rpath`` and no DT_RPATH)."""
+    new = rpath.encode()
+    path_tag = DT_RUNPATH if runpath else DT_RPATH
+    with _elf(path) as (elf, mm):
+        if elf.elfclass != 64 or not elf.little_endian:
+            return None
+        dynamic = elf.get_section_by_name(".dynamic")
+        dynstr = elf.get_section_by_name(".dynstr")
+        if dynamic is None or dynstr is None:
+            return None
+        dyn_off = int(dynamic["sh_offset"])
+        slots = int(dynamic["sh_size"]) // _DYN.size
+        entries: list[tuple[int, int]] = []
+        for i in range(slots):
+            tag, val = _DYN.unpack_from(mm, dyn_off + i * _DYN.size)
+            if tag == DT_NULL:
+                break
+            entries.append((tag, val))
+        str_off = int(dynstr["sh_offset"])
+        str_size = int(dynstr["sh_size"])
+        paths = [(i, v) for i, (t, v) in enumerate(entries) if t in (DT_RPATH, DT_RUNPATH)]
+        patches: list[tuple[int, bytes]] = []
+        for _i, val in paths:
+            end = mm.find(b"\0", str_off + val, str_off + str_size)
+            if end >= 0 and end - (str_off + val) >= len(new):
+                old_len = end - (str_off + val)
+                patches.append((str_off + val, new + b"\0" * (old_len - len(new))))
+                keep = [e for e in entries if e[0] not in (DT_RPATH, DT_RUNPATH)]
+                keep.append((path_tag, val))
+                patches.append((dyn_off, _dynamic_bytes(keep, slots)))
+                return RpathEdit("inplace", tuple(sorted(patches)), len(mm), b"", len(mm))
+        # append: a new .dynstr with the string at its end, in a new PT_LOAD
+        keep = [e for e in entries if e[0] not in (DT_RPATH, DT_RUNPATH)]
+        if len(keep) + 2 > slots:
+            return None
+        phoff, phnum = int(elf["e_phoff"]), int(elf["e_phnum"])
+        phdrs = [_PHDR.unpack_from(mm, phoff + i * _PHDR.size) for i in range(phnum)]
+        notes = [i for i, p in enumerate(phdrs) if p[0] == PT_NOTE]
+        loads = [p for p in phdrs if p[0] == PT_LOAD]
+        if not notes or not loads:
+            return None
+        align = max(0x1000, *(p[7] for p in loads))
+        end_vaddr = max(p[3] + p[6] for p in loads)  # p_vaddr + p_memsz
+        size = len(mm)
+        at = (size + 15) & ~15
+        vaddr = ((end_vaddr + align - 1) & ~(align - 1)) + (at % align)
+        table = bytes(mm[str_off : str_off + str_size])
+        if not table.endswith(b"\0"):
+            table += b"\0"
+        blob = table + new + b"\0"
+        keep = [
+            (DT_STRTAB, vaddr)
+            if t == DT_STRTAB
+            else (DT_STRSZ, len(blob))
+            if t == DT_STRSZ
+            else (t, v)
+            for t, v in keep
+        ]
+        keep.append((path_tag, len(table)))
+        patches.append((dyn_off, _dynamic_bytes(keep, slots)))
+        note = notes[-1]
+        patches.append(
+            (
+                phoff + note * _PHDR.size,
+                _PHDR.pack(PT_LOAD, PF_R, at, vaddr, vaddr, len(blob), len(blob), align),
+            )
+        )
+        shoff, shentsize = int(elf["e_shoff"]), int(elf["e_shentsize"])
+        index = _section_index(elf, ".dynstr")
+        sh = list(_SHDR.unpack_from(mm, shoff + index * shentsize))
+        sh[3], sh[4], sh[5] = vaddr, at, len(blob)  # sh_addr, sh_offset, sh_size
+        patches.append((shoff + index * shentsize, _SHDR.pack(*sh)))
+        padding = b"\0" * (at - size)
+        return RpathEdit("append", tuple(sorted(patches)), size, padding + blob, size)
+
+
+def _section_index(elf: object, name: str) -> int:
+    for i, section in enumerate(elf.iter_sections()):  # type: ignore[attr-defined]
+        if section.name == name:
+            return i
+    raise ValueError(name)
+
+
+def _dynamic_bytes(entries: Sequence[tuple[int, int]], slots: int) -> bytes:
+    out = b"".join(_DYN.pack(t, v) for t, v in entries)
+    return out + b"\0" * ((slots - len(entries)) * _DYN.size)
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """``length`` bytes at ``offset`` replaced by ``data`` (or what ``make`` returns, made when
+    the stream first reaches them), zeros after it up to ``length``: how other edits (pruned
+    offload bundles) join the search-path patches in one stream."""
+
+    offset: int
+    length: int
+    data: bytes = b""
+    make: Callable[[], bytes] | None = field(default=None, compare=False)
+
+
+class PatchedFile:
+    """A read-only stream of ``path`` with ``edit`` (may be None) and ``overlays`` applied: what
+    the edited file would hold. Overlays are sorted, do not overlap each other or the edit's
+    patches, and lie inside the original file."""
+
+    def __init__(
+        self, path: Path, edit: RpathEdit | None, overlays: Sequence[Overlay] = ()
+    ) -> None:
+        self._fh: BinaryIO = path.open("rb")
+        size = path.stat().st_size
+        self._edit = edit or RpathEdit("inplace", (), size, b"", size)
+        patches = [Overlay(off, len(data), data) for off, data in self._edit.patches]
+        self._overlays = sorted(
+            (o for o in [*patches, *overlays] if o.length > 0), key=lambda o: o.offset
+        )
+        self._starts = [o.offset for o in self._overlays]
+        self._made: dict[int, bytes] = {}  # overlay offset -> the bytes ``make`` returned
+        self._pos = 0
+
+    @property
+    def size(self) -> int:
+        return self._edit.new_size
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> PatchedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _bytes(self, o: Overlay, lo: int, hi: int) -> bytes:
+        """Bytes ``lo:hi`` (relative to ``o.offset``) of what overlay ``o`` puts there."""
+        data = o.data
+        if o.make is not None:
+            if o.offset not in self._made:
+                self._made = {o.offset: o.make()}  # one at a time: the stream moves on
+            data = self._made[o.offset]
+        part = data[lo:hi]
+        return part + bytes(hi - lo - len(part))
+
+    def _hits(self, start: int, end: int) -> bool:
+        # Sorted, apart and not empty: of the overlays that start before ``end``, the last one
+        # reaches furthest.
+        j = bisect.bisect_left(self._starts, end)
+        return j > 0 and self._overlays[j - 1].offset + self._overlays[j - 1].length > start
+
+    def _zeros(self, start: int, end: int) -> int:
+        """How many bytes to read from ``start`` if all of them are an overlay's zeros; 0 if not."""
+        end = min(end, self._edit.original_size)
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i < 0:
+            return 0
+        o = self._overlays[i]
+        zero = o.make is None and o.offset + len(o.data) <= start
+        return end - start if zero and o.offset + o.length >= end else 0
+
+    def _overlay(self, chunk: bytearray, start: int) -> None:
+        end = start + len(chunk)
+        i = max(bisect.bisect_right(self._starts, start) - 1, 0)
+        while i < len(self._overlays) and self._overlays[i].offset < end:
+            o = self._overlays[i]
+            lo, hi = max(o.offset, start), min(o.offset + o.length, end)
+            if lo < hi:
+                chunk[lo - start : hi - start] = self._bytes(o, lo - o.offset, hi - o.offset)
+            i += 1
+
+    def read(self, n: int = -1) -> bytes:
+        edit = self._edit
+        total = edit.new_size
+        if n < 0:
+            n = total - self._pos
+        n = min(n, total - self._pos)
+        if n <= 0:
+            return b""
+        start, end = self._pos, self._pos + n
+        parts: list[bytes] = []
+        if start < edit.original_size and (zeros := self._zeros(start, end)):
+            parts.append(bytes(zeros))  # dropped device code: not read at all
+        elif start < edit.original_size:
+            self._fh.seek(start)
+            raw = self._fh.read(min(end, edit.original_size) - start)
+            # only a few blocks carry edits: the rest pass through uncopied
+            if self._hits(start, start + len(raw)):
+                chunk = bytearray(raw)
+                self._overlay(chunk, start)
+                raw = bytes(chunk)
+            parts.append(raw)
+        if end > edit.original_size and edit.append:
+            lo = max(start, edit.append_at) - edit.append_at
+            hi = end - edit.append_at
+            parts.append(edit.append[lo:hi])
+        self._pos = end
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def apply_to_file(src: Path, edit: RpathEdit, dest: Path) -> Path:
+    """Write the edited file to ``dest`` (streamed)."""
+    with PatchedFile(src, edit) as pf, dest.open("wb") as out:
+        while block := pf.read(1 << 20):
+            out.write(block)
+    dest.chmod(src.stat().st_mode & 0o7777)
+    return dest

@@ -1,0 +1,32 @@
+"""The build stage: the plan (:mod:`.buildplan`: projects in order, versions, switches, features,
+floors), the build venv and environment (:mod:`.buildvenv`, :mod:`.buildenv`), the compiler
+cache (:mod:`.cache`), Triton (:mod:`.tritonbuild`), and the run with its wheel check
+(:mod:`.stage`)."""
+
+from __future__ import annotations
+
+from rocm_build.build.stage import (
+    GIB,
+    BuildPlan,
+    check_wheel,
+    default_jobs,
+    execute,
+    memory_available,
+    pin_requirement,
+    plan,
+    read_build_requirements,
+    wheel_metadata,
+)
+
+__all__ = [
+    "GIB",
+    "BuildPlan",
+    "check_wheel",
+    "default_jobs",
+    "execute",
+    "memory_available",
+    "pin_requirement",
+    "plan",
+    "read_build_requirements",
+    "wheel_metadata",
+]

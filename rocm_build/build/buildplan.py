@@ -1,0 +1,512 @@
+"""The build stage's plan: per project its folder, environment, command, log and jobs.
+
+``plan(ctx, specs)`` reads the run context (settings, tree, targets) and picks the compiler
+cache; ``make_plan`` is pure: from those values it makes the frozen ``BuildPlan`` that
+``build.execute`` walks (no processes, no writes).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from rocm_build import cpus
+from rocm_build.build import buildfeatures, featurecheck, floors, tritonbuild
+from rocm_build.build.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
+from rocm_build.build.buildversion import Revision, read_revision, release_version
+from rocm_build.build.cache import CompilerCache, mask_values, resolve_cache
+from rocm_build.config.loader import ProjectSpec
+from rocm_build.context import RunContext
+from rocm_build.errors import BuildFailed, ConfigError, RocmTreeError
+from rocm_build.rocm import dist
+
+__all__ = [
+    "GIB",
+    "REPORT_NAME",
+    "BuildPlan",
+    "ProjectStep",
+    "default_jobs",
+    "make_plan",
+    "memory_available",
+    "plan",
+    "project_version",
+    "read_build_requirements",
+    "req_name",
+]
+
+log = logging.getLogger(__name__)
+
+REPORT_NAME = "build-report.json"
+GIB = 1 << 30
+
+
+def memory_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """Bytes of memory available to new processes (MemAvailable), or None when unknown."""
+    try:
+        for line in meminfo.read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def default_jobs(cores: int, available: int | None, job_memory_gb: float) -> int:
+    """The smaller of the core count and how many jobs of ``job_memory_gb`` fit in memory."""
+    jobs = max(cores, 1)
+    if available is not None and job_memory_gb > 0:
+        jobs = min(jobs, int(available // (job_memory_gb * GIB)))
+    return max(jobs, 1)
+
+
+def project_version(
+    source: Path, spec: ProjectSpec, label: str, revision: Revision | None = None
+) -> str:
+    """The version the build is told to use: the version file (for a ``version_from_tag``
+    project: the release tag's version, or the version file +git<sha8> for a development
+    build) plus the local label; "" when the project has no version file (it versions itself)."""
+    if not spec.version_file or not spec.version_env:
+        return ""
+    path = source / spec.version_file
+    if not path.is_file():
+        return ""
+    base = path.read_text(encoding="utf-8").strip()
+    if spec.version_from_tag and revision is not None and revision.commit:
+        tagged = release_version(revision.tag)
+        dev = f"git{revision.commit[:8]}"
+        base = tagged or (f"{base}.{dev}" if "+" in base else f"{base}+{dev}")
+    local = label.lstrip("+")
+    text = f"{base}.{local}" if "+" in base else f"{base}+{local}"
+    try:
+        Version(text)
+    except InvalidVersion:
+        msg = f"{spec.name}: '{text}' is not a valid version; fix --version-suffix or {path}"
+        raise ConfigError(msg) from None
+    return text
+
+
+#: PEP 517/518's fallback for a pyproject.toml without a [build-system] table (torchvision's and
+#: torchaudio's have tool settings only) or without ``requires``/``build-backend`` in it; pip does
+#: the same.
+DEFAULT_BUILD_REQUIRES = ("setuptools>=40.8.0",)
+LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
+
+
+def read_build_requirements(source: Path, spec: ProjectSpec) -> tuple[str, ...]:
+    """What the build environment needs before the build runs: the ``[build-system] requires``
+    of the project (the PEP 517 default without one), plus what its backend would ask for.
+
+    A build without isolation (``pip wheel --no-build-isolation``, ``setup.py bdist_wheel``)
+    never asks the backend (``get_requires_for_build_wheel``): setuptools' backend asks for
+    ``wheel``, which setuptools before 70.1 needs for bdist_wheel (Python 3.11's venvs come with
+    setuptools 65), so it is added here whenever setuptools builds the wheel."""
+    pyproject = source / "pyproject.toml"
+    data: dict[str, Any] = {}
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            msg = f"{pyproject}: not valid TOML ({exc})"
+            raise BuildFailed(msg) from None
+    table = data.get("build-system")
+    table = table if isinstance(table, dict) else {}
+    raw = table.get("requires")
+    requires = [str(r) for r in raw] if isinstance(raw, list) else list(DEFAULT_BUILD_REQUIRES)
+    backend = str(table.get("build-backend") or LEGACY_BACKEND)
+    by_setuptools = spec.build_tool == "setup.py" or backend.startswith("setuptools.build_meta")
+    if by_setuptools and not any(req_name(r) == "wheel" for r in requires):
+        requires.append("wheel")
+    return tuple(requires)
+
+
+def req_name(line: str) -> str | None:
+    try:
+        return canonicalize_name(Requirement(line).name)
+    except InvalidRequirement:
+        return None
+
+
+@dataclass(frozen=True)
+class ProjectStep:
+    """How one project is built."""
+
+    name: str
+    source: Path
+    command: tuple[str, ...]
+    env: Mapping[str, str]
+    changed: Mapping[str, str]  # what the build environment sets or extends
+    removed: tuple[str, ...]  # variables of another ROCm/CUDA setup, dropped
+    log: Path
+    jobs: int
+    version: str  # "" = the project versions itself
+    version_from: str  # where the version came from: a release tag, a dev build, the file
+    depends: tuple[str, ...]
+    pin_env: Mapping[str, str]  # variable -> project whose built version it carries
+    requires: tuple[str, ...]  # build-system requirements (projects we build are left out)
+    requirement_files: tuple[Path, ...]
+    wheel_dir: Path
+    install_after: bool  # a later project builds against this one
+    device_code: bool = True  # the wheel must carry HIP code objects (see ProjectSpec)
+    notes: tuple[str, ...] = ()  # what the plan decided for the user (buildswitches)
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    steps: tuple[ProjectStep, ...]
+    tree: dist.RocmTree
+    targets: tuple[str, ...]
+    base_python: Path  # makes the venv
+    python: Path  # runs the builds
+    venv: Path | None  # created when missing; None = use base_python as it is
+    output_dir: Path
+    work_dir: Path
+    pip_args: tuple[str, ...]
+    cache: str  # "ccache", "sccache" or "none"
+    force: bool = False  # rebuild projects whose inputs did not change
+    no_wait: bool = False  # Locked instead of waiting for an output wheel another run writes
+    #: The cache ``cache`` names, with its program and variables (``plan`` sets it).
+    compiler_cache: CompilerCache = field(default_factory=lambda: CompilerCache("none"))
+    #: Triton built in this run, and who requires it (``tritonbuild``); None = no Triton.
+    triton: tritonbuild.TritonBuild | None = None
+
+    @property
+    def report_path(self) -> Path:
+        return self.output_dir / REPORT_NAME
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "rocm": {"root": str(self.tree.root), "version": self.tree.version},
+            "targets": list(self.targets),
+            "python": str(self.python),
+            "venv": str(self.venv) if self.venv else None,
+            "output_dir": str(self.output_dir),
+            "cache": self.cache,
+            "projects": [
+                {
+                    "name": s.name,
+                    "folder": str(s.source),
+                    "command": list(s.command),
+                    "env": mask_values(s.changed),
+                    "removed_env": list(s.removed),
+                    "jobs": s.jobs,
+                    "version": s.version,
+                    "version_from": s.version_from,
+                    "device_code": s.device_code,
+                    "notes": list(s.notes),
+                    "log": str(s.log),
+                    "requires": list(s.requires),
+                    "requirement_files": [str(p) for p in s.requirement_files],
+                }
+                for s in self.steps
+            ],
+        }
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
+    """The build plan for the run context (``build`` and ``all`` share it): its tree and targets.
+
+    Refuses a tree that cannot build these projects for these targets (its warnings are logged)
+    and picks the compiler cache; everything else comes from the settings.
+    """
+    cfg = ctx.settings
+    tree, targets = ctx.tree, ctx.targets
+    check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
+    for warning in check.warnings:
+        log.warning("%s", warning)
+    dist.require_valid(check)
+    compiler_cache = resolve_cache(
+        cfg.build.cache, cfg.build.cache_url, cfg.env, base_dir=ctx.src_dir
+    )
+    venv_setting = cfg.build.venv
+    if venv_setting not in ("", "create", "current"):
+        venv_setting = str((cfg.cwd / venv_setting).resolve())
+    made = make_plan(
+        specs=specs,
+        src_dir=ctx.src_dir,
+        work_dir=ctx.work_dir,
+        output_dir=ctx.output_dir,
+        tree=tree,
+        targets=targets,
+        env=cfg.env,
+        base_python=Path(sys.executable),
+        venv_setting=venv_setting,
+        jobs=cfg.general.jobs,
+        cores=cpus.available(),
+        memory=memory_available(),
+        version_suffix=cfg.build.version_suffix,
+        cache=compiler_cache.kind,
+        cache_env=compiler_cache.env,
+        index_url=cfg.build.index_url,
+        find_links=[str((cfg.cwd / f).resolve()) for f in cfg.build.find_links],
+        no_index=cfg.build.no_index,
+        force=cfg.build.force,
+        aotriton=cfg.build.aotriton
+        if cfg.build.aotriton in ("", "auto", "off")
+        else str(cfg.absolute(cfg.build.aotriton)),
+        revisions={
+            s.name: read_revision(ctx.src_dir / s.name, s.name, ctx.src_dir)
+            for s in specs
+            if s.version_from_tag
+        },
+    )
+    made = _with_features(made, ctx)
+    made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
+    return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
+
+
+def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
+    """torch's build features (flash attention follows Triton being built in this run)."""
+    names = [s.name for s in made.steps]
+    if "torch" not in names:
+        return made
+    features = ctx.settings.features
+    # the tree only where CK is asked for: nothing else here needs it resolved
+    if (features.ck_sdpa or features.ck_gemm) and (
+        problem := featurecheck.ck_problem(ctx.settings, ctx.tree)
+    ):
+        raise RocmTreeError(problem)
+    setting = ctx.settings.features.flash_attention
+    add = buildfeatures.torch_env(
+        ctx.settings.features,
+        triton=tritonbuild.TRITON in names,
+        targets=made.targets,
+        given=next(s.env for s in made.steps if s.name == "torch"),
+    )
+    torch = next(s for s in made.steps if s.name == "torch")
+    spec = next(s for s in ctx.settings.selected_projects(["torch"]))
+    given = {**ctx.settings.env, **pairs(spec.build_env, "build_env", "torch")}
+    if any(k in given for k in buildfeatures.ATTENTION):
+        # the user's own USE_FLASH_ATTENTION / USE_MEM_EFF_ATTENTION win over the feature
+        add = {k: v for k, v in add.items() if k not in buildfeatures.ATTENTION}
+    elif add["USE_FLASH_ATTENTION"] == "1" and torch.env.get("USE_FLASH_ATTENTION") == "0":
+        # the aotriton switch turned attention off: no aotriton to be had without the network
+        if setting == "on":
+            msg = (
+                "features.flash_attention = on needs aotriton, and there is none pre-fetched "
+                "(see the plan's aotriton note): unpack an aotriton release for this ROCm and "
+                "set build.aotriton to its folder, or set features.flash_attention to auto or off"
+            )
+            raise ConfigError(msg)
+        add = {k: v for k, v in add.items() if k not in buildfeatures.ATTENTION}
+    steps = tuple(add_env(s, add) if s.name == "torch" else s for s in made.steps)
+    return replace(made, steps=steps)
+
+
+def _with_triton(made: BuildPlan, ctx: RunContext, label: str) -> BuildPlan:
+    """Triton's version suffix and torch's requirement of it in the steps' environments."""
+    names = [s.name for s in made.steps]
+    adds, build = tritonbuild.configure(names, ctx.settings.triton, ctx.src_dir, label)
+    if build is None:
+        return made
+    for name in build.requirers:
+        adds[name] = tritonbuild.requirement_env(
+            next(s.env for s in made.steps if s.name == name), build, tritonbuild.PLACEHOLDER
+        )
+    steps = tuple(add_env(s, adds.get(s.name, {})) for s in made.steps)
+    return replace(made, steps=steps, triton=build)
+
+
+def add_env(step: ProjectStep, add: Mapping[str, str]) -> ProjectStep:
+    """``step`` with ``add`` set in its build environment (and shown as set by rocm-build)."""
+    if not add:
+        return step
+    return replace(step, env={**step.env, **add}, changed={**step.changed, **add})
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every project's step is made from (``make_plan``'s arguments, resolved)."""
+
+    specs: Sequence[ProjectSpec]
+    src_dir: Path
+    work_dir: Path
+    tree: dist.RocmTree
+    targets: Sequence[str]
+    env: Mapping[str, str]
+    python: Path
+    venv: Path | None
+    label: str
+    jobs: int
+    cores: int
+    memory: int | None
+    cache_env: Mapping[str, str]
+    revisions: Mapping[str, Revision]
+    aotriton: str
+
+
+def make_plan(
+    *,
+    specs: Sequence[ProjectSpec],
+    src_dir: Path,
+    work_dir: Path,
+    output_dir: Path,
+    tree: dist.RocmTree,
+    targets: Sequence[str],
+    env: Mapping[str, str],
+    base_python: Path,
+    venv_setting: str,
+    jobs: int = 0,
+    cores: int = 1,
+    memory: int | None = None,
+    version_suffix: str = "",
+    cache: str = "none",
+    cache_env: Mapping[str, str] | None = None,
+    index_url: str = "",
+    find_links: Sequence[str] = (),
+    no_index: bool = False,
+    force: bool = False,
+    revisions: Mapping[str, Revision] | None = None,
+    aotriton: str = "auto",
+) -> BuildPlan:
+    """Everything ``execute`` will do, decided up front (no processes, no writes)."""
+    if venv_setting == "current":
+        venv: Path | None = None
+        python = base_python
+    else:
+        venv = work_dir / "venv" if venv_setting in ("", "create") else Path(venv_setting)
+        python = _venv_python(venv)
+    shared = _Shared(
+        specs=specs,
+        src_dir=src_dir,
+        work_dir=work_dir,
+        tree=tree,
+        targets=targets,
+        env=env,
+        python=python,
+        venv=venv,
+        label=dist.local_version_label(tree.version, version_suffix),
+        jobs=jobs,
+        cores=cores,
+        memory=memory,
+        cache_env=cache_env or {},
+        revisions=revisions or {},
+        aotriton=aotriton,
+    )
+    return BuildPlan(
+        steps=tuple(_step(shared, spec) for spec in specs),
+        tree=tree,
+        targets=tuple(targets),
+        base_python=base_python,
+        python=python,
+        venv=venv,
+        output_dir=output_dir,
+        work_dir=work_dir,
+        pip_args=_pip_args(index_url, find_links, no_index=no_index),
+        cache=cache,
+        force=force,
+    )
+
+
+def _pip_args(index_url: str, find_links: Sequence[str], *, no_index: bool) -> tuple[str, ...]:
+    pip_args: list[str] = []
+    if index_url:
+        pip_args += ["--index-url", index_url]
+    for folder in find_links:
+        pip_args += ["--find-links", folder]
+    if no_index:
+        pip_args.append("--no-index")
+    return tuple(pip_args)
+
+
+def _source(shared: _Shared, spec: ProjectSpec) -> Path:
+    source = shared.src_dir / spec.name
+    if not source.is_dir():
+        msg = (
+            f"no checkout of {spec.name} at {source}; run 'rocm-build checkout {spec.name}' "
+            "or pass --src-dir"
+        )
+        raise ConfigError(msg)
+    if spec.build_tool not in ("pip", "setup.py"):
+        msg = f"[projects.{spec.name}] build_tool must be 'pip' or 'setup.py'"
+        raise ConfigError(msg)
+    return source
+
+
+def _command(python: Path, spec: ProjectSpec, wheel_dir: Path) -> tuple[str, ...]:
+    if spec.build_tool == "pip":
+        return (
+            str(python),
+            *("-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps"),
+            *("--wheel-dir", str(wheel_dir), "--", "."),
+        )
+    return (str(python), "setup.py", "bdist_wheel", "--dist-dir", str(wheel_dir))
+
+
+def _version_from(spec: ProjectSpec, revision: Revision | None) -> str:
+    if not spec.version_from_tag or revision is None:
+        return f"{spec.version_file} + local label"
+    return revision.describe()
+
+
+def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
+    source = _source(shared, spec)
+    n = shared.jobs or default_jobs(shared.cores, shared.memory, spec.job_memory_gb)
+    revision = shared.revisions.get(spec.name)
+    version = project_version(source, spec, shared.label, revision)
+    version_from = _version_from(spec, revision) if version else "set by the project"
+    versions = dict.fromkeys(spec.version_env, version) if version else {}
+    pin_env = pairs(spec.pin_env, "pin_env", spec.name)
+    build_env = pairs(spec.build_env, "build_env", spec.name)
+    chosen = switches(
+        spec,
+        shared.tree,
+        given={**shared.env, **build_env},
+        aotriton=shared.aotriton,
+        aotriton_cache=aotriton_cache_dir(shared.env, shared.work_dir),
+    )
+    for note in chosen.notes:
+        log.warning("%s: %s", spec.name, note)
+    extra = merge_env(chosen.env, build_env, shared.cache_env)
+    composed = dist.compose_env(
+        shared.env,
+        tree=shared.tree,
+        targets=shared.targets,
+        jobs=n,
+        versions=versions,
+        extra=extra,
+        path_prepend=[shared.python.parent] if shared.venv is not None else [],
+    )
+    run_env = dict(composed.env)
+    changed = dict(composed.changed)
+    if shared.venv is not None:
+        run_env["VIRTUAL_ENV"] = changed["VIRTUAL_ENV"] = str(shared.venv)
+    for var, project in pin_env.items():
+        # The real value is known once the dependency is built; shown as a placeholder.
+        run_env[var] = changed[var] = f"<version of {project}>"
+    wheel_dir = shared.work_dir / "dist" / spec.name
+    skip = {canonicalize_name(n) for n in (spec.name, *spec.depends)}
+    names = [s.name for s in shared.specs]
+    later = names[names.index(spec.name) + 1 :]
+    return ProjectStep(
+        name=spec.name,
+        source=source,
+        command=_command(shared.python, spec, wheel_dir),
+        env=run_env,
+        changed=changed,
+        removed=composed.removed,
+        log=shared.work_dir / "logs" / f"build-{spec.name}.log",
+        jobs=n,
+        version=version,
+        version_from=version_from,
+        depends=spec.depends,
+        pin_env=pin_env,
+        requires=tuple(r for r in read_build_requirements(source, spec) if req_name(r) not in skip),
+        requirement_files=tuple(source / f for f in spec.requirements if (source / f).is_file()),
+        wheel_dir=wheel_dir,
+        install_after=any(spec.name in s.depends for s in shared.specs if s.name in later),
+        device_code=spec.device_code,
+        notes=chosen.notes,
+    )

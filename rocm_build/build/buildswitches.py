@@ -1,0 +1,190 @@
+"""Switches the reference builds set that a project's own defaults would leave to the build
+machine: the project's ``reference_env`` (constant values, as TheRock's
+``external-builds/pytorch/build_prod_wheels.py`` and PyTorch's CI set them) and the variables its
+``tree_env`` names, which come from the ROCm tree. ``docs/fidelity.md`` lists each with the
+reference it mirrors.
+
+``tree_env`` entries:
+
+- ``rocm-source-dir``: ``ROCM_SOURCE_DIR`` = the tree (PyTorch's Kineto defaults it to
+  ``/opt/rocm``, so a machine with another ROCm there would build the profiler against that one);
+- ``host-blas``: CPU BLAS/LAPACK from the tree's ``lib/host-math`` OpenBLAS (``BLAS=OpenBLAS``,
+  ``OpenBLAS_HOME``, ``OpenBLAS_LIB_NAME``), or a note that the tree has none;
+- ``sysdeps-pkgconfig``: ``PKG_CONFIG_PATH`` at ``lib/rocm_sysdeps/lib/pkgconfig`` (aotriton's
+  build finds liblzma there);
+- ``aotriton``: with flash or memory-efficient attention on (PyTorch's default), the build
+  downloads the aotriton runtime in the middle of CMake (or clones and builds it); instead a
+  pre-fetched one is passed as ``AOTRITON_INSTALLED_PREFIX``, or both are turned off with a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocm_build.config.loader import ProjectSpec
+from rocm_build.errors import ConfigError
+from rocm_build.rocm.dist import EXTENDED_FLAGS, EXTENDED_PATHS, RocmTree, join_values
+
+__all__ = [
+    "AOTRITON_LIB",
+    "TREE_ENV",
+    "Switches",
+    "aotriton_cache_dir",
+    "merge_env",
+    "pairs",
+    "switches",
+]
+
+TREE_ENV = ("rocm-source-dir", "host-blas", "sysdeps-pkgconfig", "aotriton")
+#: What marks an aotriton install prefix (PyTorch's aotriton.cmake links this library).
+AOTRITON_LIB = "libaotriton_v2.so*"
+_OFF = frozenset({"0", "off", "false", "no", "n"})
+_ATTENTION = ("USE_FLASH_ATTENTION", "USE_MEM_EFF_ATTENTION")
+
+
+@dataclass(frozen=True)
+class Switches:
+    """The variables for one project's build and what the plan should say about them."""
+
+    env: Mapping[str, str]
+    notes: tuple[str, ...] = ()
+
+
+def pairs(items: Sequence[str], what: str, project: str) -> dict[str, str]:
+    """``NAME=VALUE`` lines as a mapping; a line without ``=`` is a ``ConfigError``."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            msg = f"[projects.{project}] {what}: expected NAME=VALUE, got '{item}'"
+            raise ConfigError(msg)
+        out[name.strip()] = value.strip()
+    return out
+
+
+def merge_env(*layers: Mapping[str, str]) -> dict[str, str]:
+    """Later layers win, except that search paths and compiler flags given by several layers
+    are all kept (a user's ``CXXFLAGS`` in ``build_env`` adds to the reference's)."""
+    out: dict[str, str] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key in out and key in EXTENDED_FLAGS:
+                out[key] = join_values(out[key], value, sep=" ")
+            elif key in out and key in EXTENDED_PATHS:
+                out[key] = join_values(value, out[key])
+            else:
+                out[key] = value
+    return out
+
+
+def aotriton_cache_dir(env: Mapping[str, str], work_dir: Path) -> Path:
+    """Where pre-fetched aotriton installs live: ``<cache>/rocm-build/aotriton``."""
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "rocm-build" / "aotriton"
+    if env.get("HOME"):
+        return Path(env["HOME"]) / ".cache" / "rocm-build" / "aotriton"
+    return work_dir / "aotriton"
+
+
+def _is_prefix(folder: Path) -> bool:
+    return folder.is_dir() and any((folder / "lib").glob(AOTRITON_LIB))
+
+
+def find_aotriton(tree: RocmTree, setting: str, cache: Path) -> Path | None:
+    """The aotriton install ``build.aotriton`` leads to (a folder, or auto's pre-fetched one)."""
+    if setting == "off":
+        return None
+    if setting not in ("", "auto"):
+        return Path(setting) if _is_prefix(Path(setting)) else None
+    candidates = [tree.root, cache / f"rocm{tree.version or 'unknown'}"]
+    return next((c for c in candidates if _is_prefix(c)), None)
+
+
+def _aotriton(
+    tree: RocmTree, setting: str, cache: Path, given: Mapping[str, str]
+) -> tuple[dict[str, str], str]:
+    if given.get("AOTRITON_INSTALLED_PREFIX"):
+        return {}, ""  # the user's own prefix
+    if all(given.get(k, "1").strip().lower() in _OFF for k in _ATTENTION):
+        return {}, ""  # both off already: aotriton is not built
+    off = dict.fromkeys(_ATTENTION, "0")
+    if setting == "off":
+        return off, "flash and memory-efficient attention are off (build.aotriton = off)"
+    if setting not in ("", "auto"):
+        prefix = Path(setting)
+        if not _is_prefix(prefix):
+            msg = (
+                f"build.aotriton: {prefix} is not an aotriton install (no lib/{AOTRITON_LIB}); "
+                "unpack an aotriton release there, or set it to auto or off"
+            )
+            raise ConfigError(msg)
+        return {"AOTRITON_INSTALLED_PREFIX": str(prefix)}, f"aotriton from {prefix}"
+    version = tree.version or "unknown"
+    candidates = [tree.root, cache / f"rocm{version}"]
+    found = next((c for c in candidates if _is_prefix(c)), None)
+    if found is not None:
+        return {"AOTRITON_INSTALLED_PREFIX": str(found)}, f"aotriton from {found}"
+    asked = [k for k in _ATTENTION if given.get(k, "").strip().lower() not in _OFF | {""}]
+    if asked:
+        return {}, (
+            f"{', '.join(f'{k}={given[k]}' for k in asked)} and no pre-fetched aotriton (lib/"
+            f"{AOTRITON_LIB} in the tree or in {candidates[1]}): torch's CMake downloads aotriton "
+            "during the build, which needs the network"
+        )
+    note = (
+        f"no pre-fetched aotriton (lib/{AOTRITON_LIB} in the tree or in {candidates[1]}): flash "
+        "and memory-efficient attention are off, so the build does not download aotriton in the "
+        "middle of CMake; unpack an aotriton release for this ROCm there, or set build.aotriton "
+        "to its folder"
+    )
+    return off, note
+
+
+def _host_blas(tree: RocmTree) -> tuple[dict[str, str], str]:
+    host = tree.root / "lib" / "host-math"
+    if not host.is_dir():
+        return {}, (
+            "the tree has no lib/host-math: CPU BLAS/LAPACK is whatever torch's CMake finds "
+            "on this machine (or none)"
+        )
+    name = "rocm-openblas" if any((host / "lib").glob("librocm-openblas.so*")) else "openblas"
+    env = {"BLAS": "OpenBLAS", "OpenBLAS_HOME": str(host), "OpenBLAS_LIB_NAME": name}
+    return env, ""
+
+
+def switches(
+    spec: ProjectSpec,
+    tree: RocmTree,
+    *,
+    given: Mapping[str, str],
+    aotriton: str = "auto",
+    aotriton_cache: Path,
+) -> Switches:
+    """The project's reference and tree variables. ``given`` is what the user's environment and
+    the project's ``build_env`` already set (they win over these)."""
+    unknown = [e for e in spec.tree_env if e not in TREE_ENV]
+    if unknown:
+        msg = (
+            f"[projects.{spec.name}] tree_env: unknown {', '.join(unknown)} "
+            f"(known: {', '.join(TREE_ENV)})"
+        )
+        raise ConfigError(msg)
+    env = pairs(spec.reference_env, "reference_env", spec.name)
+    notes: list[str] = []
+    if "rocm-source-dir" in spec.tree_env:
+        env["ROCM_SOURCE_DIR"] = str(tree.root)
+    parts = []
+    if "host-blas" in spec.tree_env:
+        parts.append(_host_blas(tree))
+    if "aotriton" in spec.tree_env:
+        parts.append(_aotriton(tree, aotriton, aotriton_cache, given))
+    for part_env, note in parts:
+        env.update(part_env)
+        if note:
+            notes.append(note)
+    pkgconfig = tree.root / "lib" / "rocm_sysdeps" / "lib" / "pkgconfig"
+    if "sysdeps-pkgconfig" in spec.tree_env and pkgconfig.is_dir():
+        env["PKG_CONFIG_PATH"] = str(pkgconfig)
+    return Switches(env=env, notes=tuple(notes))

@@ -1,0 +1,117 @@
+"""The build venv: made so that a kill at any moment never leaves one that every later build
+trusts and fails in ("No module named pip").
+
+A venv's scripts and ``pyvenv.cfg`` name its own folder, so it cannot be made under another name
+and renamed into place. Instead it is made in place with a state file written first
+(``making``) and replaced last (``complete``, after pip is in): a venv whose state file says
+``making`` is rocm-build's own half-made one and is made again. A folder with no state file is a
+venv the user made (``build.venv``): used as it is when it has pip, never deleted; in the default
+place (``<work-dir>/venv``, rocm-build's own) one without a working pip is made again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from rocm_build import faults, proc
+from rocm_build.build.buildplan import BuildPlan
+from rocm_build.errors import ConfigError, FileAccessError
+
+__all__ = ["STATE_FILE", "ensure_venv"]
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = ".rocm-build-venv"
+_MAKING, _COMPLETE = "making", "complete"
+
+
+def _state(venv: Path) -> str | None:
+    """What the state file says (``making``/``complete``, anything else counts as ``making``),
+    or None when there is none. Read without following a planted link."""
+    try:
+        fd = os.open(venv / STATE_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return _MAKING
+    with os.fdopen(fd, "rb") as fh:
+        text = fh.read(64).decode("ascii", "replace").strip()
+    return text if text in (_MAKING, _COMPLETE) else _MAKING
+
+
+def _write_state(venv: Path, state: str) -> None:
+    tmp = venv / f"{STATE_FILE}.tmp"
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(state + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(venv / STATE_FILE)
+
+
+def _has_pip(python: Path) -> bool:
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('pip') is None)"
+    try:
+        return proc.run([str(python), "-c", probe], capture=True, check=False).returncode == 0
+    except OSError:
+        return False
+
+
+def _remove(venv: Path) -> None:
+    """Remove a half-made venv of ours: a real folder this user owns, never a link's target."""
+    st = venv.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        msg = (
+            f"the build venv {venv} is a half-made one but is a link, not a folder, or belongs to "
+            "another user; remove it yourself or set build.venv to another folder"
+        )
+        raise FileAccessError(msg)
+    shutil.rmtree(venv)
+
+
+def ensure_venv(plan: BuildPlan) -> None:
+    """Make the build venv if it is missing or half made; keep a whole one."""
+    venv = plan.venv
+    if venv is None:
+        return
+    own = venv == plan.work_dir / "venv"
+    if os.path.lexists(venv):
+        if not venv.is_dir() or (own and venv.is_symlink()):
+            msg = f"the build venv {venv} is a link or a file, not a folder; remove it"
+            raise FileAccessError(msg)
+        state = _state(venv)
+        if state == _COMPLETE and plan.python.exists():
+            return
+        if state is None and plan.python.exists() and _has_pip(plan.python):
+            return  # a venv the user made: used as it is
+        if state is None and not own:
+            msg = (
+                f"build.venv {venv} is not a working Python environment (no python or no pip in "
+                "it) and rocm-build did not make it; remove it (rocm-build makes it again) or "
+                "name another folder"
+            )
+            raise ConfigError(msg)
+        log.warning("the build venv %s was left half made (a killed run?): making it again", venv)
+        _remove(venv)
+    _make(plan, venv)
+
+
+def _make(plan: BuildPlan, venv: Path) -> None:
+    log.info("creating the build environment %s", venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    venv.mkdir(mode=0o700)
+    _write_state(venv, _MAKING)
+    cmd = [str(plan.base_python), "-m", "venv", "--without-pip", "--", str(venv)]
+    proc.run(cmd, what="creating the build venv")
+    faults.point("buildvenv.without-pip")
+    # What `python -m venv` itself runs to put pip in, as a step of its own so that a kill
+    # between the two is a state the next run recognises.
+    ensurepip = [str(plan.python), "-m", "ensurepip", "--upgrade", "--default-pip"]
+    proc.run(ensurepip, capture=True, what="installing pip into the build venv")
+    _write_state(venv, _COMPLETE)
+    faults.point("buildvenv.complete")

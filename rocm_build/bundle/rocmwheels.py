@@ -1,0 +1,445 @@
+"""A ROCm tree as ROCm's own Python packages (``rocm wheels``).
+
+ROCm publishes its runtime and libraries as Python distributions: ``rocm-sdk-core`` (HIP
+runtime, HSA, comgr, the bundled system libraries), ``rocm-sdk-libraries-<target family>``
+(math libraries and their data) and the pure ``rocm`` meta package. Each platform package
+installs one import folder in site-packages, ``_rocm_sdk_core/`` or
+``_rocm_sdk_libraries_<family>/`` (dashes as underscores), holding the tree's own layout:
+``lib/``, ``lib/rocm_sysdeps/lib``, ``lib/llvm/lib``, ... This module writes the same
+distributions from a tree so thin wheels (``bundle --mode thin``) can be installed and tested
+without ROCm's package index: same names, same folders, version = the tree's version.
+
+A wheel holds no symlinks: a library is stored once, under the name the loader looks up (its
+soname). Core libraries keep their search paths (``$ORIGIN``-relative inside the same layout);
+the libraries package's ELF files get entries into ``_rocm_sdk_core``'s folders as well.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocm_build import __version__, arch, tempfiles
+from rocm_build.binary import elf
+from rocm_build.bundle import (
+    LibraryIndex,
+    ThinSource,
+    gfx_tokens,
+    platform_tag,
+    policy_whitelist,
+    prune,
+    system_lib_dirs,
+    tree_lib_dirs,
+)
+from rocm_build.bundle.apply import rocm_version as _rocm_version
+from rocm_build.bundle.apply import stream_elf as _stream_elf
+from rocm_build.bundle.device import plan_device
+from rocm_build.bundle.plan import rel_origin as _rel_origin
+from rocm_build.bundle.policy import is_loader as _is_loader
+from rocm_build.errors import ConfigError, FileAccessError, RocmTreeError
+from rocm_build.treepath import TreeGuard
+from rocm_build.wheel.wheelfile import WheelWriter
+
+#: How a ``rocm wheels`` user allows a folder outside the tree (it has no setting for it).
+WHEELS_HINT = "rocm wheels --allow-outside DIR"
+
+CORE_DIST = "rocm-sdk-core"
+LIBRARIES_DIST = "rocm-sdk-libraries-{family}"
+META_DIST = "rocm"
+DEFAULT_FAMILY = "all"
+
+#: Libraries of the core package (with everything they need from the tree); the other shared
+#: libraries of ``lib/`` go into the libraries package.
+CORE_LIBS = (
+    "libamdhip64.so*",
+    "libhiprtc*.so*",
+    "libhsa-runtime64.so*",
+    "libhsakmt.so*",
+    "libamd_comgr*.so*",
+    "libroctx64.so*",
+    "libroctracer64.so*",
+    "librocprofiler*.so*",
+    "libhsa-amd-aqlprofile64.so*",
+    "librocm_smi64.so*",
+    "libamd_smi.so*",
+    "librocm-core.so*",
+    "librocm_sysdeps_*.so*",
+)
+#: Data of the core package's libraries (libdrm's GPU names), tree-relative.
+CORE_DATA = ("lib/rocm_sysdeps/share/libdrm", "share/libdrm")
+#: Data trees of the libraries package outside ``lib/`` (MIOpen's databases and kernels).
+LIBRARIES_DATA = ("share/miopen",)
+#: Folders of ``lib/`` that are no library's data tree.
+_NOT_DATA = ("cmake", "pkgconfig", "llvm", "llvm-*", "rocm_sysdeps", "host-math", "python*")
+
+
+def import_folder(dist: str) -> str:
+    """The folder a platform distribution installs: ``_`` + its name with ``_`` for ``-``."""
+    return "_" + dist.replace("-", "_")
+
+
+def libraries_dist(family: str) -> str:
+    return LIBRARIES_DIST.format(family=family)
+
+
+def _file_dist(dist: str) -> str:
+    """The distribution's name as a wheel file name spells it."""
+    return re.sub(r"[-_.]+", "_", dist)
+
+
+@dataclass(frozen=True)
+class TreeLib:
+    name: str  # the name the loader looks up (soname, else file name)
+    source: Path  # the real file
+    rel_dir: str  # its lib folder relative to the tree, e.g. "lib/rocm_sysdeps/lib"
+    info: elf.ElfInfo
+    system: bool = False  # from the build machine, not the tree
+
+
+def _tree_libs(tree: Path, guard: TreeGuard | None = None) -> dict[str, TreeLib]:
+    """Every shared library of the tree's lib folders, by every name it has there; with
+    ``guard``, a library reached through a link out of the tree is refused (as ``bundle`` does)."""
+    out: dict[str, TreeLib] = {}
+    by_file: dict[Path, TreeLib] = {}
+    for folder in tree_lib_dirs(tree):
+        rel_dir = folder.relative_to(tree).as_posix()
+        for path in sorted(folder.iterdir()):
+            if ".so" not in path.name or not path.is_file() or path.name in out:
+                continue
+            real = guard.check(path) if guard is not None else path.resolve()
+            if real not in by_file:
+                try:
+                    info = elf.read_elf(real)
+                except elf.NotElfError:
+                    continue
+                if not info.is_host:
+                    continue
+                by_file[real] = TreeLib(info.soname or path.name, real, rel_dir, info)
+            out[path.name] = by_file[real]
+    return out
+
+
+def _closure(seeds: Iterable[TreeLib], libs: dict[str, TreeLib], skip: set[Path]) -> list[TreeLib]:
+    found: dict[Path, TreeLib] = {}
+    queue = [s for s in seeds if s.source not in skip]
+    while queue:
+        lib = queue.pop()
+        if lib.source in found or lib.source in skip:
+            continue
+        found[lib.source] = lib
+        queue += [libs[n] for n in lib.info.needed if n in libs]
+    return sorted(found.values(), key=lambda lib: (lib.rel_dir, lib.name))
+
+
+def _files_under(folder: Path, guard: TreeGuard | None = None) -> list[Path]:
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for path in (Path(root) / f for f in sorted(files)):
+            if path.is_file():
+                if guard is not None and path.is_symlink():
+                    guard.check(path)
+                out.append(path)
+    return out
+
+
+def _data_files(
+    tree: Path, targets: Sequence[str] = (), guard: TreeGuard | None = None
+) -> list[Path]:
+    """The libraries package's data: the trees under ``lib/`` (rocBLAS, hipBLASLt, rocFFT
+    kernels) and :data:`LIBRARIES_DATA`; with ``targets``, a file whose path inside its tree
+    names gfx targets only if one of them is wanted (the rule of ``bundle --arch``)."""
+    lib = tree / "lib"
+    roots: list[Path] = []
+    for sub in sorted(lib.iterdir()) if lib.is_dir() else []:
+        if not sub.is_dir() or sub.is_symlink():
+            continue
+        if any(fnmatch.fnmatchcase(sub.name, p) for p in _NOT_DATA):
+            continue
+        roots.append(sub)
+    roots += [tree / rel for rel in LIBRARIES_DATA]
+    out: list[Path] = []
+    for root in roots:
+        for path in _files_under(root, guard):
+            tokens = gfx_tokens(path.relative_to(root).as_posix())
+            if arch.keeps(tokens, targets):
+                out.append(path)
+    return out
+
+
+SYSDEPS_DIR = "lib/rocm_sysdeps/lib"  # where ROCm keeps the system libraries it ships
+
+
+def _system_deps(libs: Sequence[TreeLib], env: dict[str, str]) -> list[TreeLib]:
+    """Libraries ``libs`` need that the tree lacks, from the build machine's folders as in a fat
+    wheel (the manylinux whitelist and the loader stay with the system); they go into
+    :data:`SYSDEPS_DIR`, which ROCm's libraries search, as ROCm's own packages ship them."""
+    if not libs:
+        return []
+    provided = {lib.name for lib in libs}
+    whitelist = policy_whitelist("auto")
+    index = LibraryIndex([], system_lib_dirs(libs[0].info.machine, env=env))
+    found: dict[str, TreeLib] = {}
+    queue = list(libs)
+    while queue:
+        lib = queue.pop()
+        for name in lib.info.needed:
+            if name in provided or name in found or name in whitelist or _is_loader(name):
+                continue
+            cand = index.find(name, lib.info)
+            if cand is not None:  # else left to the system: the platform tag says so
+                found[name] = TreeLib(name, cand.path.resolve(), SYSDEPS_DIR, cand.info, True)
+                queue.append(found[name])
+    return sorted(found.values(), key=lambda lib: lib.name)
+
+
+def _metadata(dist: str, version: str, summary: str, requires: Sequence[str]) -> bytes:
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {dist}",
+        f"Version: {version}",
+        f"Summary: {summary}",
+        *(f"Requires-Dist: {r}" for r in requires),
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _wheel_info(tags: Sequence[str], purelib: bool) -> bytes:
+    lines = [
+        "Wheel-Version: 1.0",
+        f"Generator: rocm-build {__version__}",
+        f"Root-Is-Purelib: {'true' if purelib else 'false'}",
+        *(f"Tag: {t}" for t in tags),
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class _OnCore:
+    """What a package that requires rocm-sdk-core gets from it: the requirement, the library
+    names core provides, and core's library folders (site-packages-relative)."""
+
+    requirement: str
+    names: frozenset[str]
+    dirs: Sequence[str]
+
+
+def _make_output_dir(output_dir: Path) -> None:
+    if output_dir.exists() and not output_dir.is_dir():
+        msg = f"--output-dir {output_dir} is a file, not a folder; name a folder"
+        raise FileAccessError(msg)
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        msg = f"--output-dir {output_dir}: a part of it is a file ({exc.strerror}); name a folder"
+        raise FileAccessError(msg) from None
+    tempfiles.check_folder(output_dir)
+
+
+#: The longest family name: the libraries package's wheel file name must stay a file name.
+MAX_FAMILY = 64
+
+
+def check_family(family: str) -> str:
+    """``--target-family``, checked: it becomes part of a distribution name, a folder name in
+    site-packages and the search paths written into thin wheels."""
+    if len(family) > MAX_FAMILY or not re.fullmatch(r"[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*", family):
+        shown = family if len(family) <= MAX_FAMILY else family[:MAX_FAMILY] + "..."
+        msg = (
+            f"bad --target-family '{shown}': use letters, digits and single - _ . between them, "
+            f"at most {MAX_FAMILY} characters (as gfx94X-dcgpu)"
+        )
+        raise ConfigError(msg)
+    return family
+
+
+def _write_platform_wheel(
+    output_dir: Path,
+    dist: str,
+    version: str,
+    summary: str,
+    libs: Sequence[TreeLib],
+    data: Sequence[tuple[Path, str]],
+    on_core: _OnCore | None,
+    level: int,
+    targets: Sequence[str] = (),
+) -> Path:
+    """One platform package: ``libs`` under ``<import folder>/<their lib folder>``; their search
+    path gains ``on_core``'s folders (site-packages-relative) after their own entries; their
+    offload bundles keep only the code that serves ``targets`` (all when empty)."""
+    folder = import_folder(dist)
+    extra_dirs = on_core.dirs if on_core else ()
+    provided = {lib.name for lib in libs} | (on_core.names if on_core else set())
+    external = {n for lib in libs for n in lib.info.needed if n not in provided}
+    machine = libs[0].info.machine if libs else "EM_X86_64"
+    plat = platform_tag([lib.info for lib in libs], external, machine)
+    tags = [f"py3-none-{p}" for p in plat.split(".")]
+    name = f"{_file_dist(dist)}-{version}-py3-none-{plat}.whl"
+    dist_info = f"{_file_dist(dist)}-{version}.dist-info"
+    out = output_dir / name
+    with (
+        tempfiles.folder(output_dir, f"{name}.scratch") as scratch,
+        WheelWriter(out, dist_info, level=level) as writer,
+    ):
+        writer.add_bytes(f"{folder}/__init__.py", f'__version__ = "{version}"\n'.encode())
+        for lib in libs:
+            here = f"{folder}/{lib.rel_dir}"
+            arc = f"{here}/{lib.name}"
+            cut = _cut(arc, lib, targets)
+            if extra_dirs or lib.system or cut:
+                own = ["$ORIGIN"] if lib.system else list(lib.info.search_path)
+                entries = [*own, *(_rel_origin(here, d) for d in extra_dirs)]
+                rpath = ":".join(dict.fromkeys(entries)) if extra_dirs or lib.system else None
+                _stream_elf(writer, arc, lib.source, rpath, Path(scratch), 0o755, prune=cut)
+            else:
+                writer.add_file(arc, lib.source, 0o755)
+        for path, rel in data:
+            writer.add_file(f"{folder}/{rel}", path, 0o644)
+        requires = [on_core.requirement] if on_core else []
+        writer.add_bytes(f"{dist_info}/METADATA", _metadata(dist, version, summary, requires))
+        writer.add_bytes(f"{dist_info}/WHEEL", _wheel_info(tags, purelib=False))
+        writer.commit()
+    return out
+
+
+def _cut(arc: str, lib: TreeLib, targets: Sequence[str]) -> prune.PrunePlan | None:
+    """How ``lib``'s device code is pruned for ``targets`` (None: left as it is)."""
+    if not targets or not lib.info.has_fatbin:
+        return None
+    files = plan_device([(arc, lib.source)], targets, prune_code=True)
+    return files[0].cut if files and files[0].pruned else None
+
+
+def _write_meta_wheel(output_dir: Path, version: str, family: str, level: int) -> Path:
+    dist_info = f"{META_DIST}-{version}.dist-info"
+    out = output_dir / f"{META_DIST}-{version}-py3-none-any.whl"
+    requires = [
+        f"{CORE_DIST}=={version}",
+        f'{libraries_dist(family)}=={version}; extra == "libraries"',
+    ]
+    meta = _metadata(META_DIST, version, "ROCm (meta package)", requires)
+    meta = meta.replace(b"Requires-Dist", b"Provides-Extra: libraries\nRequires-Dist", 1)
+    with WheelWriter(out, dist_info, level=level) as writer:
+        writer.add_bytes("rocm_sdk/__init__.py", f'__version__ = "{version}"\n'.encode())
+        writer.add_bytes(f"{dist_info}/METADATA", meta)
+        writer.add_bytes(f"{dist_info}/WHEEL", _wheel_info(["py3-none-any"], purelib=True))
+        writer.commit()
+    return out
+
+
+def tree_packages(
+    tree: Path, family: str = DEFAULT_FAMILY, guard: TreeGuard | None = None
+) -> dict[str, list[TreeLib]]:
+    """The tree's libraries by the distribution they belong to (core, libraries)."""
+    libs = _tree_libs(tree, guard)
+    seeds = [
+        lib
+        for n, lib in libs.items()
+        if lib.rel_dir == "lib" and any(fnmatch.fnmatchcase(n, p) for p in CORE_LIBS)
+    ]
+    core = _closure(seeds, libs, set())
+    rest = [lib for lib in libs.values() if lib.rel_dir == "lib"]
+    extra = _closure(rest, libs, {lib.source for lib in core})
+    return {CORE_DIST: core, libraries_dist(family): extra}
+
+
+def package_dirs(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, tuple[str, str]]:
+    """NEEDED name -> (distribution, its folder relative to site-packages) for the tree's
+    libraries as :func:`build_wheels` packages them."""
+    out: dict[str, tuple[str, str]] = {}
+    libs = _tree_libs(tree)
+    for dist, members in tree_packages(tree, family).items():
+        for lib in members:
+            where = (dist, f"{import_folder(dist)}/{lib.rel_dir}")
+            out[lib.name] = where
+            for n, other in libs.items():
+                if other.source == lib.source:
+                    out.setdefault(n, where)
+    return out
+
+
+def thin_source(tree: Path, family: str = DEFAULT_FAMILY) -> ThinSource:
+    """What ``bundle --mode thin`` needs: the tree's version and each library's package."""
+    check_family(family)
+    version = _rocm_version(tree)
+    if not version:
+        raise RocmTreeError(
+            f"ROCm tree {tree} has no .info/version: thin wheels require ROCm's packages at the "
+            "tree's version; use a tree with .info/version, or bundle in fat mode"
+        )
+    return ThinSource(version, family, package_dirs(tree, family))
+
+
+def build_wheels(
+    tree: Path,
+    output_dir: Path,
+    *,
+    family: str = DEFAULT_FAMILY,
+    level: int = 6,
+    targets: Sequence[str] = (),
+    allow_outside: Sequence[Path] = (),
+) -> list[Path]:
+    """Write rocm-sdk-core, rocm-sdk-libraries-<family> and rocm wheels of ``tree``; the
+    libraries package keeps the data and the device code of ``targets`` only (all when empty), as
+    ROCm's per-family packages do, from one all-targets tree. Nothing outside the tree (or the
+    ``allow_outside`` folders) enters a wheel through a symlink."""
+    version = _rocm_version(tree)
+    if not version or not (tree / "lib").is_dir():
+        raise RocmTreeError(
+            f"{tree} is no ROCm tree (no lib/ or .info/version): pass the tree's top folder"
+        )
+    check_family(family)
+    guard = TreeGuard.of(tree, allow_outside, WHEELS_HINT)
+    _make_output_dir(output_dir)
+    # What a killed run left goes at the start, and at the end what a run that was still going
+    # away at the start left (see tempfiles.swept), also when this run fails.
+    with tempfiles.swept(output_dir):
+        return _write_wheels(tree, output_dir, version, family, level, targets, guard)
+
+
+def _write_wheels(
+    tree: Path,
+    output_dir: Path,
+    version: str,
+    family: str,
+    level: int,
+    targets: Sequence[str],
+    guard: TreeGuard,
+) -> list[Path]:
+    packages = tree_packages(tree, family, guard)
+    env = dict(os.environ)
+    core = packages[CORE_DIST]
+    core = core + _system_deps(core, env)
+    core_dirs = sorted({f"{import_folder(CORE_DIST)}/{lib.rel_dir}" for lib in core})
+    libraries = libraries_dist(family)
+    libraries_libs = packages[libraries]
+    libraries_libs = libraries_libs + _system_deps([*core, *libraries_libs], env)
+    libraries_libs = [lib for lib in libraries_libs if lib not in core]
+    data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree, targets, guard)]
+    core_data = [
+        (p, p.relative_to(tree).as_posix())
+        for rel in CORE_DATA
+        for p in _files_under(tree / rel, guard)
+    ]
+    # The libraries package requires core at its version: core's libraries are no external
+    # needs of it, so its tag is what its own files need (as `inspect` reads it).
+    on_core = _OnCore(f"{CORE_DIST}=={version}", frozenset(lib.name for lib in core), core_dirs)
+    return [
+        _write_platform_wheel(
+            output_dir, CORE_DIST, version, "ROCm core runtime (HIP, HSA, comgr)", core,
+            core_data, None, level,
+        ),
+        _write_platform_wheel(
+            output_dir, libraries, version, f"ROCm libraries for {family}", libraries_libs,
+            data, on_core, level, targets,
+        ),
+        _write_meta_wheel(output_dir, version, family, level),
+    ]  # fmt: skip
+
+
+def requirement_lines(dists: Iterable[str], version: str) -> list[str]:
+    return [f"{d}=={version}" for d in sorted(set(dists))]

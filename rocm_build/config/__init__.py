@@ -1,0 +1,34 @@
+"""Settings: the schema (:mod:`.schema`), the built-in defaults (``defaults.toml``) and their
+resolution from files, environment and flags (:mod:`.loader`)."""
+
+from __future__ import annotations
+
+from rocm_build.config.loader import (
+    PROJECT_SETTINGS,
+    SCALAR_SECTIONS,
+    SECTIONS,
+    SETTINGS,
+    Config,
+    ProjectSpec,
+    Source,
+    check,
+    flag_name,
+    from_environment,
+    load,
+    load_defaults,
+)
+
+__all__ = [
+    "PROJECT_SETTINGS",
+    "SCALAR_SECTIONS",
+    "SECTIONS",
+    "SETTINGS",
+    "Config",
+    "ProjectSpec",
+    "Source",
+    "check",
+    "flag_name",
+    "from_environment",
+    "load",
+    "load_defaults",
+]

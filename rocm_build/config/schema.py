@@ -1,0 +1,321 @@
+"""The settings' schema: one frozen dataclass per section, each field with its type, range and
+help (``Setting``), and ``check``, the one validation the config file, the environment and the
+command-line flags all go through. ``config.load`` fills the sections in; ``config`` re-exports
+every public name here (``config.SETTINGS``, ``config.check``).
+
+A new setting is a field in one of these sections (with its default in ``defaults.toml``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rocm_build.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one setting may hold: its type, its range or choices, and one line of help.
+
+    The one table of constraints: the config file, the environment and the command-line flags
+    are all checked against it, before any work starts."""
+
+    kind: type
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def allowed(self) -> str:
+        """What the setting accepts, as the error message and ``--help`` say it."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        name = "list of str" if self.kind is list else self.kind.__name__
+        if self.min is not None and self.max is not None:
+            return f"{name} ({_num(self.min)} to {_num(self.max)})"
+        if self.min is not None:
+            return f"{name} (>= {_num(self.min)})"
+        if self.max is not None:
+            return f"{name} (<= {_num(self.max)})"
+        return name
+
+    @property
+    def ranged(self) -> bool:
+        return self.min is not None or self.max is not None or bool(self.choices)
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _setting(
+    kind: type,
+    help: str,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    choices: tuple[str, ...] = (),
+) -> Any:
+    """A section field: its value comes from ``load``; its type, range and help live here."""
+    return field(metadata={"setting": Setting(kind, help, min, max, choices)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeneralSettings:
+    """The top-level keys of the config file (``ROCM_BUILD_<KEY>``)."""
+
+    src_dir: str = _setting(str, "checkouts, one folder per project")
+    patches_dir: str = _setting(str, "saved patch series")
+    patchset: str = _setting(str, "patch series name; '' = the release train's name")
+    train: str = _setting(str, "release train: which project refs go together")
+    default_projects: tuple[str, ...] = _setting(
+        list, "projects a command works on when none are named"
+    )
+    arch: str = _setting(str, "gfx targets, ';' or ',' separated; families expand")
+    rocm: str = _setting(str, "the ROCm tree; '' = ROCM_PATH, ROCM_HOME, then /opt/rocm")
+    output_dir: str = _setting(str, "built and bundled wheels")
+    work_dir: str = _setting(str, "logs, reports, the build environment")
+    jobs: int = _setting(int, "parallel compile jobs; 0 = from cores and memory", min=0)
+    no_wait: bool = _setting(bool, "stop (exit 13) instead of waiting for another run's lock")
+    source: str = _setting(
+        str, "upstream repositories, or the forks in [forks]", choices=("upstream", "fork")
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckoutSettings:
+    """``[checkout]``."""
+
+    depth: int = _setting(int, "history depth; 0 = full history", min=0)
+    jobs: int = _setting(int, "parallel submodule fetches", min=1)
+    hipify: bool = _setting(bool, "run the project's hipify step")
+    patches: bool = _setting(bool, "apply the patch series")
+    force: bool = _setting(bool, "discard local changes and commits")
+    manifest: str = _setting(str, "replay this source manifest instead of the train")
+    retries: int = _setting(int, "network attempts before failing (0 counts as 1)", min=0)
+    retry_delay: float = _setting(float, "seconds before the first retry (doubles)", min=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildSettings:
+    """``[build]``."""
+
+    cache: str = _setting(str, "compiler cache", choices=("auto", "ccache", "sccache", "none"))
+    cache_url: str = _setting(str, "remote compiler cache storage")
+    version_suffix: str = _setting(
+        str, "local version label ({rocm}: the tree's ROCm version); '' = +rocm<ROCm version>"
+    )
+    venv: str = _setting(str, "create, current, or a venv folder")
+    index_url: str = _setting(str, "index for build requirements")
+    find_links: tuple[str, ...] = _setting(list, "local folders of wheels for build requirements")
+    no_index: bool = _setting(bool, "only the find_links folders")
+    dry_run: bool = _setting(bool, "print the plan, build nothing")
+    force: bool = _setting(bool, "rebuild projects whose inputs are unchanged")
+    rocm_cache: str = _setting(str, "downloaded ROCm trees")
+    aotriton: str = _setting(str, "pre-fetched aotriton for flash attention: auto, off or a folder")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundleSettings:
+    """``[bundle]``."""
+
+    compression_level: int = _setting(
+        int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9
+    )
+    deflate_cache: str = _setting(str, "deflated members kept for the next bundle; none = off")
+    deflate_cache_gb: float = _setting(
+        float, "size bound of the deflate cache, in GB", min=0, max=1_000_000
+    )
+    dry_run: bool = _setting(bool, "print the plan, write nothing")
+    platform: str = _setting(
+        str, "auto (from the wheel tag), linux or windows", choices=("auto", "linux", "windows")
+    )
+    policy: str = _setting(str, "manylinux policy to tag with; auto = the best that fits")
+    dlopen_libs: tuple[str, ...] = _setting(list, "libraries ROCm loads by name (fnmatch patterns)")
+    data_trees: tuple[str, ...] = _setting(
+        list, "data the bundled libraries find next to themselves"
+    )
+    allow_outside: tuple[str, ...] = _setting(
+        list, "folders outside the tree its symlinks may lead to"
+    )
+    system_libs: tuple[str, ...] = _setting(list, "libraries that may come from the build machine")
+    rocm_libs: tuple[str, ...] = _setting(list, "ROCm's libraries: never from the build machine")
+    device_name: str = _setting(str, "--split-arch: device wheel name, from {project} and {target}")
+    allow_rocm_mismatch: bool = _setting(
+        bool, "bundle a wheel built with another ROCm than the tree's, relabelled +rocm<tree's>"
+    )
+    keep_other_rocm: bool = _setting(
+        bool, "keep unused copies of another ROCm's libraries the wheel carries"
+    )
+    prune_device_code: bool = _setting(bool, "with arch: drop other targets' device code")
+    allow_missing_arch: bool = _setting(bool, "a target without device code warns, not exit 11")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeSettings:
+    """``[smoke]``."""
+
+    python: str = _setting(str, "interpreter for the smoke venv; '' = this one")
+    offline: bool = _setting(bool, "install only from find_links")
+    find_links: tuple[str, ...] = _setting(list, "local folders of wheels: dependencies, pytest")
+    packages: tuple[str, ...] = _setting(list, "import names to test; [] = what the wheels install")
+    upstream_tests: str = _setting(str, "glob of PyTorch's own test files to run too")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixSettings:
+    """``[matrix]``."""
+
+    pythons: tuple[str, ...] = _setting(list, "Python versions of the CI jobs")
+    trains: tuple[str, ...] = _setting(
+        list, "release trains of the CI jobs; [] = the train setting"
+    )
+    arch_groups: tuple[str, ...] = _setting(list, "gfx target groups of the CI jobs")
+    rocm: str = _setting(str, "the ROCm tree (folder or URL) each job builds against; required")
+    gpu_labels: tuple[str, ...] = _setting(list, "runs-on labels of the GPU smoke job")
+    version_suffix: str = _setting(str, "build --version-suffix per job, distinct per group")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TritonSettings:
+    """``[triton]``: where the ``triton`` project comes from and how torch requires it."""
+
+    repo: str = _setting(
+        str, "fork (ROCm's, TheRock's choice) or upstream Triton", choices=("fork", "upstream")
+    )
+    fork_url: str = _setting(str, "git URL of ROCm's Triton fork")
+    upstream_url: str = _setting(str, "git URL of upstream Triton")
+    release: bool = _setting(bool, "check out release/X.Y.x of torch's Triton version")
+    wheel_name: str = _setting(str, "distribution name torch's wheel requires")
+    marker: str = _setting(str, "environment marker of torch's Triton requirement")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureSettings:
+    """``[features]``: torch's ROCm build features."""
+
+    flash_attention: str = _setting(
+        str, "aotriton flash attention: auto, on or off", choices=("auto", "on", "off")
+    )
+    ck_sdpa: bool = _setting(bool, "composable-kernel SDPA backend (USE_ROCM_CK_SDPA)")
+    ck_gemm: bool = _setting(bool, "composable-kernel GEMM backend (USE_ROCM_CK_GEMM)")
+    gpu_asserts: bool = _setting(bool, "HIP kernel asserts (ROCM_FORCE_ENABLE_GPU_ASSERTS)")
+
+
+#: Each section of scalar settings and its dataclass; "" holds the top-level keys. A new setting
+#: is a field in one of these (with its default in defaults.toml: a unit test holds them together).
+SECTIONS: Mapping[str, type] = {
+    "": GeneralSettings,
+    "checkout": CheckoutSettings,
+    "build": BuildSettings,
+    "bundle": BundleSettings,
+    "smoke": SmokeSettings,
+    "matrix": MatrixSettings,
+    "triton": TritonSettings,
+    "features": FeatureSettings,
+}
+
+
+def dotted(section: str, name: str) -> str:
+    return f"{section}.{name}" if section else name
+
+
+#: Every scalar setting by dotted key (``bundle.compression_level``), made from the sections'
+#: fields: the one table of types, ranges and help that the file, the environment and the flags
+#: are all checked against.
+SETTINGS: Mapping[str, Setting] = {
+    dotted(section, f.name): f.metadata["setting"]
+    for section, cls in SECTIONS.items()
+    for f in fields(cls)
+}
+
+
+#: The scalar fields of ``[projects.NAME]`` tables that have a type or range to check.
+PROJECT_SETTINGS: Mapping[str, Setting] = {
+    "job_memory_gb": Setting(float, "peak memory of one compile job, in GB", min=0.1),
+    "build_tool": Setting(str, "how the project is built", choices=("pip", "setup.py")),
+    "device_code": Setting(bool, "the wheel must carry HIP code objects for the targets"),
+    "version_from_tag": Setting(bool, "version from the release tag (else version.txt +git<sha>)"),
+}
+
+
+def flag_name(key: str) -> str:
+    """The flag of a setting: ``bundle.compression_level`` -> ``--compression-level``."""
+    return "--" + key.rsplit(".", 1)[-1].replace("_", "-")
+
+
+def check(key: str, raw: Any, origin: str, spec: Setting | None = None) -> Any:
+    """``raw`` made the setting's type and checked against its range or choices.
+
+    ``origin`` names where the value came from (the config file's path, ``environment variable
+    ROCM_BUILD_JOBS``, ``flag --jobs``); a bad value is a one-line ``ConfigError`` that names the
+    origin, the key and what is allowed."""
+    spec = spec or SETTINGS[key]
+    value = _coerce(raw, spec.kind)
+    bad = value is _INVALID
+    if not bad and spec.choices:
+        bad = value not in spec.choices
+    if not bad and spec.min is not None:
+        bad = value < spec.min
+    if not bad and spec.max is not None:
+        bad = value > spec.max
+    if bad:
+        msg = f"{origin}: '{key}' must be {spec.allowed()}, got {raw!r}"
+        raise ConfigError(msg)
+    return value
+
+
+_INVALID: Any = object()
+
+
+def _coerce(raw: Any, kind: type) -> Any:
+    """``raw`` as ``kind``; strings (the environment, flags) are parsed. ``_INVALID`` if it is
+    not one: a float where an int is wanted is refused, not truncated."""
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off", ""):
+            return False
+        return _INVALID
+    if isinstance(raw, bool):
+        return _INVALID
+    if kind is int:
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, str):
+            try:
+                return int(raw.strip())
+            except ValueError:
+                return _INVALID
+        return _INVALID
+    if kind is float:
+        if isinstance(raw, (int, float)):
+            value = float(raw)
+        elif isinstance(raw, str):
+            try:
+                value = float(raw.strip())
+            except ValueError:
+                return _INVALID
+        else:
+            return _INVALID
+        return value if math.isfinite(value) else _INVALID
+    if kind is list:
+        if isinstance(raw, str):
+            return [p.strip() for p in raw.replace(";", ",").split(",") if p.strip()]
+        if isinstance(raw, (list, tuple)):
+            return [str(x) for x in raw]
+        return _INVALID
+    if kind is str:
+        if isinstance(raw, (list, tuple)):
+            return ";".join(str(x) for x in raw)
+        if isinstance(raw, (str, int, float, Path)):
+            return str(raw)
+        return _INVALID
+    return _INVALID

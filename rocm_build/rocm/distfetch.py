@@ -1,0 +1,224 @@
+"""Downloading a ROCm tree from a URL (``--rocm URL``, ``rocm fetch``): resumed, retried,
+checked and unpacked safely into the cache (re-exported by ``dist``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+import tarfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urldefrag, urlparse
+from urllib.request import url2pathname
+
+from rocm_build import faults, tempfiles
+from rocm_build.errors import ConfigError, FetchError, UnsafeInput
+from rocm_build.masking import mask_url
+from rocm_build.treepath import refuse_outside_links
+
+if TYPE_CHECKING:
+    import requests
+
+__all__ = ["DOWNLOAD_RETRIES", "Progress", "download_cache_dir", "fetch"]
+
+log = logging.getLogger(__name__)
+
+#: ``progress(done_bytes, total_bytes_or_None)``; the CLI renders it.
+Progress = Callable[[int, int | None], None]
+# Small reads keep what arrived before a dropped connection (it is resumed from there).
+_NET_CHUNK = 1 << 16
+
+
+def download_cache_dir(setting: str, env: Mapping[str, str], work_dir: Path) -> Path:
+    """Where downloaded trees live: the setting, else $XDG_CACHE_HOME/rocm-build/rocm or
+    ~/.cache/rocm-build/rocm, else under the work folder."""
+    if setting:
+        return Path(setting).expanduser()
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "rocm-build" / "rocm"
+    if env.get("HOME"):
+        return Path(env["HOME"]) / ".cache" / "rocm-build" / "rocm"
+    return work_dir / "rocm-downloads"
+
+
+def _split_url(url: str, sha256: str) -> tuple[str, str]:
+    plain, fragment = urldefrag(url)
+    if fragment.startswith("sha256="):
+        from_url = fragment.split("=", 1)[1]
+        if sha256 and sha256.lower() != from_url.lower():
+            msg = f"--sha256 {sha256} disagrees with the URL's #sha256={from_url}; keep one"
+            raise ConfigError(msg)
+        sha256 = from_url
+    if sha256 and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        msg = f"'{sha256}' is not a sha256 (64 hex digits)"
+        raise ConfigError(msg)
+    return plain, sha256.lower()
+
+
+#: Transient HTTP failures (rate limits, a mirror's 5xx, a refused connection) are retried this
+#: many times, with exponential back-off (0, 2, 4, 8 s) or the server's Retry-After, before the
+#: download fails and asks for another run.
+DOWNLOAD_RETRIES = 4
+_RETRY_STATUS = (429, 500, 502, 503, 504)
+
+
+def _session() -> requests.Session:
+    """A session whose requests are retried by urllib3's own ``Retry`` (requests' adapter)."""
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    retry = Retry(
+        total=DOWNLOAD_RETRIES,
+        backoff_factor=1.0,
+        status_forcelist=_RETRY_STATUS,
+        allowed_methods=frozenset({"GET"}),
+        respect_retry_after_header=True,
+        raise_on_status=False,  # the last answer is reported with its status
+    )
+    session = requests.Session()
+    adapter = HTTPAdapter(max_retries=retry)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def _download(url: str, dest: Path, progress: Progress | None) -> None:
+    import requests  # deferred: only downloads need it
+
+    part = dest.with_name(dest.name + ".part")
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        source = Path(url2pathname(parsed.path))
+        if not source.is_file():
+            msg = f"{source} (from {mask_url(url)}) is not a file; check the URL"
+            raise FetchError(msg)
+        shutil.copyfile(source, part)
+        part.replace(dest)
+        return
+    have = part.stat().st_size if part.exists() else 0
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    try:
+        with (
+            _session() as session,
+            session.get(url, headers=headers, stream=True, timeout=60) as resp,
+        ):
+            if resp.status_code == 416 and have:
+                # The partial file is already complete (or bigger than the remote one).
+                part.unlink()
+                _download(url, dest, progress)
+                return
+            if resp.status_code in _RETRY_STATUS:
+                msg = (
+                    f"download of {mask_url(url)} failed: HTTP {resp.status_code} after "
+                    f"{DOWNLOAD_RETRIES + 1} attempts; the server is busy or down: run again later"
+                )
+                raise FetchError(msg)
+            if resp.status_code not in (200, 206):
+                msg = f"download of {mask_url(url)} failed: HTTP {resp.status_code}; check the URL"
+                raise FetchError(msg)
+            resumed = resp.status_code == 206
+            if not resumed:
+                have = 0
+            length = resp.headers.get("Content-Length")
+            total = have + int(length) if length and length.isdigit() else None
+            if have:
+                log.info("resuming download of %s at %d bytes", mask_url(url), have)
+            with part.open("ab" if resumed else "wb") as fh:
+                done = have
+                for chunk in resp.iter_content(_NET_CHUNK):
+                    fh.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+            if total is not None and done != total:
+                msg = (
+                    f"download of {mask_url(url)} stopped at {done} of {total} bytes; "
+                    "run again to resume"
+                )
+                raise FetchError(msg)
+    except requests.RequestException as exc:
+        msg = f"download of {mask_url(url)} failed ({exc.__class__.__name__}); run again to resume"
+        raise FetchError(msg) from exc
+    part.replace(dest)
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _tree_root_in(folder: Path) -> Path:
+    """The tree inside an unpacked archive: the folder itself, or its single top folder."""
+    entries = [p for p in folder.iterdir() if p.name not in (".", "..")]
+    markers = ("lib", "bin", "include", ".info")
+    if any(p.name in markers for p in entries):
+        return folder
+    dirs = [p for p in entries if p.is_dir() and not p.is_symlink()]
+    if len(dirs) == 1:
+        return _tree_root_in(dirs[0])
+    return folder
+
+
+def _unpack(archive: Path, dest: Path) -> None:
+    tempfiles.sweep(dest.parent)  # what a killed unpack left
+    with tempfiles.folder(dest.parent, dest.name) as tmp:
+        try:
+            with tarfile.open(archive) as tar:
+                # The data filter refuses members outside the target, absolute paths, links that
+                # point outside, and device files.
+                tar.extractall(tmp, filter="data")
+        except tarfile.FilterError as exc:
+            msg = f"{archive.name} is unsafe: {exc}; refusing to unpack it"
+            raise UnsafeInput(msg) from exc
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            msg = f"{archive.name} is not a readable tarball ({exc}); check the URL"
+            raise FetchError(msg) from exc
+        refuse_outside_links(tmp, archive.name)
+        faults.point("fetch.unpacked")
+        root = _tree_root_in(tmp)
+        if dest.exists():
+            shutil.rmtree(dest)
+        root.rename(dest)
+
+
+def fetch(
+    url: str,
+    *,
+    cache_dir: Path,
+    sha256: str = "",
+    progress: Progress | None = None,
+) -> Path:
+    """Download (resuming a partial download) and unpack a tarball of a ROCm tree into the
+    cache; return the tree's root. An unchanged URL is not fetched again."""
+    plain, sha256 = _split_url(url, sha256)
+    shown = mask_url(plain)  # what is logged and stored; a rotated token is the same tree
+    key = hashlib.sha256(shown.encode()).hexdigest()[:16]
+    folder = cache_dir / key
+    tree = folder / "tree"
+    stamp = folder / "done.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    if stamp.is_file() and tree.is_dir():
+        recorded = json.loads(stamp.read_text(encoding="utf-8"))
+        if not sha256 or recorded.get("sha256") == sha256:
+            log.info("ROCm tree from %s is already in %s", shown, tree)
+            return tree
+    name = Path(urlparse(plain).path).name or "rocm.tar"
+    archive = folder / name
+    if not archive.exists():
+        _download(plain, archive, progress)
+    actual = _sha256(archive)
+    if sha256 and actual != sha256:
+        archive.unlink()
+        msg = f"{name} has sha256 {actual}, expected {sha256}; the download was deleted"
+        raise FetchError(msg)
+    _unpack(archive, tree)
+    tmp_stamp = stamp.with_name(stamp.name + ".tmp")
+    tmp_stamp.write_text(json.dumps({"url": shown, "sha256": actual}), encoding="utf-8")
+    tmp_stamp.replace(stamp)
+    archive.unlink()
+    return tree

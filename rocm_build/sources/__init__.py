@@ -1,0 +1,32 @@
+"""The checkout stage: fetch each project at its ref, apply its series, hipify, pin it in a
+manifest (:mod:`.stage`, :mod:`.sourceplan`, :mod:`.checkoutsteps`), resume a killed run
+(:mod:`.journal`, :mod:`.resumecheck`), and save a developer's commits back into the series
+(:mod:`.savepatches`, :mod:`.patches`). Git itself is :mod:`.git` and :mod:`.gitremote`."""
+
+from __future__ import annotations
+
+from rocm_build.sources.stage import (
+    MANIFEST_NAME,
+    CheckoutResult,
+    ProjectPlan,
+    execute,
+    parse_related_commits,
+    plan,
+    read_manifest,
+    save_patches,
+    stamp,
+    write_manifest,
+)
+
+__all__ = [
+    "MANIFEST_NAME",
+    "CheckoutResult",
+    "ProjectPlan",
+    "execute",
+    "parse_related_commits",
+    "plan",
+    "read_manifest",
+    "save_patches",
+    "stamp",
+    "write_manifest",
+]

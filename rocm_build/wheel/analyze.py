@@ -1,0 +1,243 @@
+"""One pass over a wheel: what the build's wheel check, ``inspect`` and ``bundle`` need to know.
+
+Member names were checked when the :class:`~rocm_build.wheelfile.WheelReader` opened the wheel.
+ELF members (and, when asked, Windows DLL/PYD members) are extracted one at a time to a scratch
+folder and read: NEEDED, RPATH/RUNPATH, machine and symbol versions (:class:`elf.ElfInfo`), and
+the device code in their ``.hip_fatbin`` (offload bundles: targets and bytes per target). Copies
+are deleted again unless the caller keeps them (``bundle`` streams the ones it patches).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocm_build import faults, tempfiles
+from rocm_build.binary import elf, pe
+from rocm_build.errors import FileAccessError
+from rocm_build.wheel.wheelfile import WheelName, WheelReader
+
+__all__ = [
+    "CodeMember",
+    "ElfMember",
+    "PeMember",
+    "WheelAnalysis",
+    "analyze",
+    "analyze_path",
+    "may_be_elf",
+]
+
+#: Where the bundle records what it did, inside the wheel's top-level package.
+PROVENANCE = ".rocm-build-bundle.json"
+
+_NOT_ELF_SUFFIXES = (
+    ".py", ".pyc", ".pyi", ".txt", ".md", ".json", ".h", ".hpp", ".cuh", ".cmake", ".pc",
+    ".typed", ".cfg", ".toml", ".yaml", ".yml", ".html", ".csv", ".dat", ".co", ".hsaco",
+    ".kdb", ".db", ".model", ".aks2", ".ids", ".pth", ".pt",
+)  # fmt: skip
+
+
+def may_be_elf(name: str) -> bool:
+    """A member whose name does not rule out a host ELF file (no source, data or code object)."""
+    base = posixpath.basename(name)
+    return not name.endswith("/") and not base.endswith(_NOT_ELF_SUFFIXES)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeMember:
+    """A compiled file in the wheel and the device code it carries."""
+
+    arcname: str
+    #: offload bundles of its device code section (() without one or when not asked for)
+    bundles: tuple[elf.OffloadBundle, ...] = ()
+
+    @property
+    def targets(self) -> frozenset[str]:
+        """The gfx targets its device code covers (features stripped)."""
+        return frozenset().union(*(b.targets for b in self.bundles))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElfMember(CodeMember):
+    """A host ELF file in the wheel."""
+
+    info: elf.ElfInfo
+    #: the extracted copy, when the caller keeps them (else None: deleted again)
+    path: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PeMember(CodeMember):
+    """A Windows DLL or PYD in the wheel."""
+
+    machine: str
+    imports: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WheelAnalysis:
+    """What one pass over a wheel found."""
+
+    name: WheelName
+    dist_info: str
+    #: every member name, folders included, in archive order
+    members: tuple[str, ...]
+    #: uncompressed size of every file member
+    sizes: Mapping[str, int]
+    metadata: str
+    #: host ELF files by member name, in archive order
+    elves: Mapping[str, ElfMember]
+    #: Windows DLLs and PYDs (only when asked for)
+    pes: Mapping[str, PeMember]
+    #: members that start like an ELF file but cannot be read as one
+    unreadable: tuple[str, ...]
+    #: the bundle provenance files (``<top>/.rocm-build-bundle.json``) that parse, by member
+    provenance: Mapping[str, Mapping[str, Any]]
+
+    @property
+    def infos(self) -> dict[str, elf.ElfInfo]:
+        return {arc: m.info for arc, m in self.elves.items()}
+
+    @property
+    def device_targets(self) -> frozenset[str]:
+        """Every gfx target the wheel's device code (ELF and PE) covers."""
+        return frozenset().union(*(m.targets for m in self.code_members))
+
+    @property
+    def code_members(self) -> list[CodeMember]:
+        return [*self.elves.values(), *self.pes.values()]
+
+    def bundle_record(self) -> Mapping[str, Any]:
+        """The provenance a bundle left (the last one, as archive order has them); {} if none."""
+        found = list(self.provenance.values())
+        return found[-1] if found else {}
+
+
+def analyze(
+    reader: WheelReader,
+    *,
+    keep_in: Path | None = None,
+    device_code: bool = True,
+    pe_files: bool = False,
+    elf_files: bool = True,
+    fault: str = "",
+) -> WheelAnalysis:
+    """Read ``reader``'s wheel once (see the module docstring).
+
+    ``keep_in``: the folder where host ELF copies stay (at their member paths, for the caller
+    to stream or patch); else a temporary folder that is removed. ``device_code``: read the
+    offload bundles of files with a ``.hip_fatbin`` section. ``pe_files``: also read Windows
+    DLLs and PYDs (``elf_files=False``: only those). ``fault``: the fault point passed after
+    each ELF file read.
+    """
+    files = [m for m in reader.members if not m.is_dir]
+    with _scratch(keep_in) as folder:
+        elves, unreadable = (
+            _read_elves(reader, folder, keep_in is not None, device_code, fault)
+            if elf_files
+            else ({}, [])
+        )
+        pes = _read_pes(reader, folder) if pe_files else {}
+    return WheelAnalysis(
+        name=reader.name,
+        dist_info=reader.dist_info,
+        members=tuple(m.name for m in reader.members),
+        sizes={m.name: m.file_size for m in files},
+        metadata=reader.metadata(),
+        elves=elves,
+        pes=pes,
+        unreadable=tuple(unreadable),
+        provenance=_provenance(reader, [m.name for m in files]),
+    )
+
+
+def analyze_path(path: Path, **options: Any) -> WheelAnalysis:
+    """:func:`analyze` on the wheel at ``path`` (opened and closed here)."""
+    with WheelReader(path) as reader:
+        return analyze(reader, **options)
+
+
+@contextmanager
+def _scratch(keep_in: Path | None) -> Iterator[Path]:
+    if keep_in is not None:
+        yield keep_in
+        return
+    with tempfile.TemporaryDirectory(prefix="rocm-build-analyze-") as tmp:
+        try:
+            yield Path(tmp)
+        except OSError as exc:
+            if not tempfiles.is_full(exc):
+                raise
+            free = shutil.disk_usage(tmp).free / 1e6
+            raise FileAccessError(
+                f"no space left in {Path(tmp).parent} to unpack the wheel's libraries one at a "
+                f"time for reading ({free:,.0f} MB free); free some space there or point TMPDIR "
+                "at a folder with room"
+            ) from exc
+
+
+def _read_elves(
+    reader: WheelReader, folder: Path, keep: bool, device_code: bool, fault: str
+) -> tuple[dict[str, ElfMember], list[str]]:
+    elves: dict[str, ElfMember] = {}
+    unreadable: list[str] = []
+    for m in reader.members:
+        if not may_be_elf(m.name) or m.file_size < 64:
+            continue
+        if reader.head(m.name, 4) != elf.ELF_MAGIC:
+            continue
+        dest = reader.extract(m.name, folder, None if keep else "elf")
+        try:
+            info = elf.read_elf(dest)
+        except elf.NotElfError:
+            unreadable.append(m.name)
+            dest.unlink()
+            continue
+        if info.is_host:
+            bundles = elf.offload_bundles(dest) if device_code and info.has_fatbin else ()
+            elves[m.name] = ElfMember(
+                arcname=m.name, bundles=bundles, info=info, path=dest if keep else None
+            )
+        if not (keep and info.is_host):
+            dest.unlink()
+        if fault:
+            faults.point(fault)
+    return elves, unreadable
+
+
+def _read_pes(reader: WheelReader, folder: Path) -> dict[str, PeMember]:
+    pes: dict[str, PeMember] = {}
+    for m in reader.members:
+        if not m.name.lower().endswith((".dll", ".pyd")) or reader.head(m.name, 2) != b"MZ":
+            continue
+        dest = reader.extract(m.name, folder, "pe")
+        try:
+            if found := pe.read_pe(dest):
+                machine, imports, fatbin = found
+                bundles = elf.offload_bundles_at(dest, *fatbin) if fatbin else ()
+                pes[m.name] = PeMember(
+                    arcname=m.name, bundles=bundles, machine=machine, imports=tuple(imports)
+                )
+        finally:
+            dest.unlink()
+    return pes
+
+
+def _provenance(reader: WheelReader, names: list[str]) -> dict[str, Mapping[str, Any]]:
+    found: dict[str, Mapping[str, Any]] = {}
+    for name in names:
+        if name.endswith(PROVENANCE):
+            try:
+                data = json.loads(reader.read_bytes(name))
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                found[name] = data
+    return found

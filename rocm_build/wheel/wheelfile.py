@@ -1,0 +1,585 @@
+"""Streaming wheel reader and writer.
+
+Why a hand-written ZIP writer: the standard library's ``zipfile`` has no public way to copy a
+member's compressed bytes into another archive, so every unchanged member of a 5 GB wheel would be
+inflated and deflated again. The writer here is small and only does what wheels need:
+
+* members are written one after another; unchanged members are copied raw (compressed bytes,
+  CRC and sizes taken from the input's central directory; ``os.copy_file_range`` where the kernel
+  offers it), new members are deflated in fixed-size chunks on a thread pool (``rawdeflate``:
+  libdeflate, or zlib where it is missing; both release the GIL) and joined into one raw deflate
+  stream; sha256 and CRC-32 are computed while reading, so RECORD needs no second pass;
+* a local header is written before the data and patched in place (seek) once CRC and sizes are
+  known: no data descriptors;
+* ZIP64 extra fields are used per member when a size or offset needs them, and the ZIP64 end
+  records when the archive or its entry count does;
+* the archive is written to a temporary name in the target folder and renamed into place.
+
+Memory use is bounded by the chunk size times the number of chunks in flight, whatever the
+size of the wheel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import io
+import logging
+import os
+import struct
+import zipfile
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+from rocm_build import cpus, faults, tempfiles
+from rocm_build.errors import BundleError
+from rocm_build.wheel import deflatecache, rawdeflate
+from rocm_build.wheel.wheelmeta import (
+    add_requirement,
+    consistent_version,
+    metadata_version,
+    set_metadata_version,
+    set_wheel_tags,
+)
+from rocm_build.wheel.wheelread import (
+    CHUNK,
+    Member,
+    RecordCheck,
+    RecordEntry,
+    WheelName,
+    WheelReader,
+    check_member_names,
+    copy_checked,
+    copy_range,
+    record_hash,
+)
+from rocm_build.wheel.wheelread import LOCAL as _LOCAL
+
+__all__ = [
+    "CHUNK",
+    "DEFLATE_CHUNK",
+    "Member",
+    "RecordCheck",
+    "RecordEntry",
+    "WheelName",
+    "WheelReader",
+    "WheelWriter",
+    "add_requirement",
+    "check_member_names",
+    "consistent_version",
+    "metadata_version",
+    "record_hash",
+    "set_metadata_version",
+    "set_wheel_tags",
+    "zip64_reasons",
+]
+
+DEFLATE_CHUNK = 4 << 20  # deflate work unit: a chunk boundary costs the ratio < 1 %
+_ZIP32_LIMIT = 0xFFFFFFFF  # sizes/offsets from here on need ZIP64 (tests lower it)
+_MARKER = 0xFFFFFFFF  # the value a 32-bit field holds when the ZIP64 extra has the real one
+_DOS_EPOCH = (1980, 1, 1, 0, 0, 0)
+_CACHE_MIN = 4096  # smaller files are not worth a deflate cache entry
+
+log = logging.getLogger(__name__)
+
+_CENTRAL = struct.Struct("<4s6H3L5H2L")  # 46 bytes
+_EOCD = struct.Struct("<4s4H2LH")
+_EOCD64 = struct.Struct("<4sQ2H2L4Q")
+_EOCD64_LOC = struct.Struct("<4sLQL")
+
+
+class Readable(Protocol):
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
+@dataclass
+class _Central:
+    name: bytes
+    flag_bits: int
+    compress_type: int
+    date_time: tuple[int, int, int, int, int, int]
+    crc: int
+    compress_size: int
+    file_size: int
+    header_offset: int
+    external_attr: int
+
+
+def _dos_time(dt: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
+    year = max(dt[0], 1980)
+    date = ((year - 1980) << 9) | (dt[1] << 5) | dt[2]
+    time = (dt[3] << 11) | (dt[4] << 5) | (dt[5] // 2)
+    return date, time
+
+
+@dataclass(eq=False)
+class _NewMember:
+    """A member being added: what is known of it while its pieces are deflated."""
+
+    arcname: str
+    entry: _Central
+    zip64: bool
+    key: str  # in the deflate cache; "" = not cached
+    sha256: hashlib._Hash = field(default_factory=hashlib.sha256)
+    crc: int = 0
+    total: int = 0  # bytes read
+    written: int = 0  # bytes of deflate stream written
+    stream_crc: int = 0  # CRC-32 of those (the cache's check)
+    data_start: int = 0
+
+
+_Job = tuple[str, _NewMember, "Future[bytes | bytearray] | None", int]
+
+
+@dataclass
+class WheelWriter:
+    """Write a wheel member by member to a temporary file; ``commit()`` renames it into place.
+
+    ``add_*`` for new bytes (deflated at ``level``), ``copy_member`` for unchanged ones (raw).
+    RECORD is written by ``commit()`` from what was added, as the last member. New members are
+    deflated on a thread pool while the next ones are read and hashed, and written in the order
+    they were added. ``cache``: the deflate cache (:mod:`rocm_build.deflatecache`; by default
+    the one the settings turned on, if any) that ``add_file`` and keyed ``add_stream`` use.
+    """
+
+    final_path: Path
+    dist_info: str
+    level: int = 6
+    workers: int = 0  # deflate threads; 0 = the CPUs this process may use (cpus.available)
+    date_time: tuple[int, int, int, int, int, int] = _DOS_EPOCH
+    _entries: list[_Central] = field(default_factory=list)
+    _records: list[RecordEntry] = field(default_factory=list)
+    _names: set[str] = field(default_factory=set)
+    cache: deflatecache.DeflateCache | None = field(default_factory=deflatecache.active)
+
+    def __post_init__(self) -> None:
+        self.final_path = Path(self.final_path)
+        self.final_path.parent.mkdir(parents=True, exist_ok=True)
+        # Named and locked so that the next run removes it if this one is killed (tempfiles).
+        fd, self._tmp = tempfiles.create_file(self.final_path)
+        self._fh: BinaryIO = os.fdopen(fd, "w+b")
+        self.workers = self.workers or cpus.available()
+        self._pool = ThreadPoolExecutor(max_workers=self.workers)
+        self._done = False
+        self._queue: deque[_Job] = deque()  # members and pieces not written yet, in order
+        self._jobs = 0  # deflate jobs in the queue
+        # Member bytes consumed, and written for them so far: their ratio estimates how large
+        # the finished wheel will be (a full disk's message says how much space it needs).
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    # --- context management: an exception discards the temporary file ---------------------------
+
+    def __enter__(self) -> WheelWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is not None or not self._done:
+            self.abort()
+
+    def abort(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        # Unlink first: closing flushes the buffer, which fails again on a full disk.
+        self._tmp.unlink(missing_ok=True)
+        if not self._fh.closed:
+            with contextlib.suppress(OSError):
+                self._fh.close()
+
+    # --- members ---------------------------------------------------------------------------------
+
+    def _check_name(self, name: str) -> None:
+        if name in self._names:
+            raise BundleError(f"duplicate wheel member {name}")
+        if name.startswith("/") or ".." in name.split("/"):
+            raise BundleError(f"unsafe wheel member name {name}")
+        self._names.add(name)
+
+    def _write_local(self, entry: _Central, zip64: bool) -> int:
+        extra = b""
+        if zip64:
+            extra = struct.pack("<HHQQ", 1, 16, entry.file_size, entry.compress_size)
+        date, time = _dos_time(entry.date_time)
+        offset = self._fh.tell()
+        self._fh.write(
+            _LOCAL.pack(
+                b"PK\x03\x04",
+                45 if zip64 else 20,
+                entry.flag_bits,
+                entry.compress_type,
+                time,
+                date,
+                entry.crc,
+                _MARKER if zip64 else entry.compress_size,
+                _MARKER if zip64 else entry.file_size,
+                len(entry.name),
+                len(extra),
+            )
+        )
+        self._fh.write(entry.name)
+        self._fh.write(extra)
+        return offset
+
+    def copy_member(self, reader: WheelReader, name: str, arcname: str | None = None) -> None:
+        """Copy ``name`` from ``reader`` without recompressing; its RECORD row is reused.
+
+        A member whose bytes were not checked yet (by ``extract`` or ``read_bytes``) is checked
+        against RECORD while it is copied: its compressed bytes are read once, written and
+        inflated for the hash. A mismatch raises :class:`UnsafeInput` (the caller's ``with``
+        then discards the partial output).
+        """
+        member = reader.member(name)
+        arcname = arcname or name
+        self._check_name(arcname)
+        self._drain(0)
+        encoded = arcname.encode("utf-8")
+        entry = _Central(
+            name=encoded,
+            flag_bits=(member.flag_bits & 0x800) | (0 if encoded.isascii() else 0x800),
+            compress_type=member.compress_type,
+            date_time=member.date_time,
+            crc=member.crc,
+            compress_size=member.compress_size,
+            file_size=member.file_size,
+            header_offset=0,
+            external_attr=member.external_attr,
+        )
+        zip64 = max(member.file_size, member.compress_size) >= _ZIP32_LIMIT
+        entry.header_offset = self._write_local(entry, zip64)
+        digest = reader.verified.get(name)
+        with reader.path.open("rb") as src:
+            start = reader.data_offset(member, src)
+            if digest is not None:
+                copy_range(src, start, self._fh, member.compress_size)
+            elif member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                digest = copy_checked(src, start, self._fh, member, reader.checker(name))
+        if digest is None:  # bzip2/lzma members (not seen in wheels): check, then copy
+            reader.verify_all()
+            digest = reader.verified[name]
+            with reader.path.open("rb") as src:
+                copy_range(src, reader.data_offset(member, src), self._fh, member.compress_size)
+        self.bytes_in += member.compress_size
+        self.bytes_out += member.compress_size
+        self._entries.append(entry)
+        self._records.append(RecordEntry(arcname, digest, member.file_size))
+
+    def cache_key(self, path: Path, transform: str = "", *, content: str | None = None) -> str:
+        """The deflate cache's key for ``path``'s bytes after ``transform`` ('' = no cache).
+        ``content``: a hash of the bytes (a wheel member's RECORD hash) to key them by instead
+        of the file's identity; "" for a file made for this run only (never seen again)."""
+        if self.cache is None or self.level == 0 or content == "":
+            return ""
+        if path.stat().st_size < _CACHE_MIN:
+            return ""
+        return deflatecache.file_key(path, self.level, transform, content)
+
+    def add_file(self, arcname: str, path: Path, mode: int | None = None) -> None:
+        st = path.stat()
+        key = self.cache_key(path)
+        with path.open("rb") as fh:
+            mode = mode if mode is not None else st.st_mode
+            self.add_stream(arcname, fh, st.st_size, mode, key=key)
+
+    def add_bytes(self, arcname: str, data: bytes, mode: int = 0o644) -> None:
+        self.add_stream(arcname, io.BytesIO(data), len(data), mode)
+
+    def add_stream(
+        self, arcname: str, src: Readable, size: int, mode: int, *, key: str = ""
+    ) -> None:
+        """Add ``size`` bytes read from ``src``: hashed here, deflated on the pool, written in
+        order while the next members are read. ``key``: the deflate cache's key of these bytes
+        (:meth:`cache_key`); a hit copies the stored stream, a miss stores it."""
+        self._check_name(arcname)
+        encoded = arcname.encode("utf-8")
+        stored = self.level == 0
+        entry = _Central(
+            name=encoded,
+            flag_bits=0 if encoded.isascii() else 0x800,
+            compress_type=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED,
+            date_time=self.date_time,
+            crc=0,
+            compress_size=0,
+            file_size=size,
+            header_offset=0,
+            external_attr=((0o100000 | (mode & 0o7777)) << 16),
+        )
+        if key and self._add_cached(arcname, entry, key):
+            return
+        # Deflate can grow incompressible data slightly: leave room before deciding on ZIP64.
+        new = _NewMember(arcname, entry, size >= _ZIP32_LIMIT - (size >> 10) - 1024, key)
+        if stored:
+            self._drain(0)
+            self._start(new)
+            while block := src.read(CHUNK):
+                new.sha256.update(block)
+                new.crc = rawdeflate.crc32(block, new.crc)
+                self._fh.write(block)
+                new.total += len(block)
+                new.written += len(block)
+                self.bytes_in += len(block)
+                self.bytes_out += len(block)
+            self._check_size(new, size)
+            self._finish(new)
+            return
+        self._queue.append(("start", new, None, 0))
+        in_flight = 2 * self.workers
+        prev = b""
+        block = src.read(DEFLATE_CHUNK)
+        if not block:  # an empty member is one empty final block
+            self._submit(new, b"", True, b"")
+        while block:
+            nxt = src.read(DEFLATE_CHUNK)
+            new.sha256.update(block)
+            new.crc = rawdeflate.crc32(block, new.crc)
+            new.total += len(block)
+            self._submit(new, block, not nxt, prev)
+            prev = block
+            self._drain(in_flight)
+            block = nxt
+        self._check_size(new, size)
+        self._queue.append(("finish", new, None, 0))
+        self._drain(in_flight)
+
+    def _check_size(self, new: _NewMember, size: int) -> None:
+        if new.total != size:
+            msg = f"{new.arcname}: changed while being added ({size} -> {new.total} bytes)"
+            raise BundleError(msg)
+
+    def _submit(self, new: _NewMember, block: bytes, last: bool, prev: bytes) -> None:
+        job = self._pool.submit(rawdeflate.compress, block, self.level, last, prev)
+        self._queue.append(("piece", new, job, len(block)))
+        self._jobs += 1
+
+    def _drain(self, limit: int) -> None:
+        """Write what the queue holds, in order, until at most ``limit`` deflate jobs are left
+        (0: everything, so that the file ends with the last member added)."""
+        while self._queue and (limit == 0 or self._jobs > limit):
+            what, new, job, consumed = self._queue.popleft()
+            if what == "start":
+                self._start(new)
+            elif what == "finish":
+                self._finish(new)
+            else:
+                assert job is not None
+                self._jobs -= 1
+                out = job.result()
+                self._fh.write(out)
+                if new.key:
+                    new.stream_crc = rawdeflate.crc32(out, new.stream_crc)
+                new.written += len(out)
+                self.bytes_in += consumed
+                self.bytes_out += len(out)
+
+    def _start(self, new: _NewMember) -> None:
+        new.entry.header_offset = self._write_local(new.entry, new.zip64)
+        new.data_start = self._fh.tell()
+
+    def _finish(self, new: _NewMember) -> None:
+        """Patch the member's local header with its CRC and sizes; store it in the cache."""
+        entry, size, written = new.entry, new.total, new.written
+        if not new.zip64 and written >= _ZIP32_LIMIT:
+            raise BundleError(f"{new.arcname}: deflated size overflowed; use compression level 0")
+        entry.crc, entry.compress_size = new.crc, written
+        end = self._fh.tell()
+        self._fh.seek(entry.header_offset + 14)
+        if new.zip64:
+            self._fh.write(struct.pack("<L", new.crc))
+            self._fh.seek(entry.header_offset + _LOCAL.size + len(entry.name) + 4)
+            self._fh.write(struct.pack("<QQ", size, written))
+        else:
+            self._fh.write(struct.pack("<LLL", new.crc, written, size))
+        self._fh.seek(end)
+        digest = new.sha256.digest()
+        self._entries.append(entry)
+        self._records.append(RecordEntry(new.arcname, record_hash(digest), size))
+        if new.key and self.cache is not None and entry.compress_type == zipfile.ZIP_DEFLATED:
+            cached = deflatecache.Entry(Path(), new.crc, size, written, new.stream_crc, digest)
+            self._store(new.key, new.data_start, cached)
+
+    def _store(self, key: str, start: int, entry: deflatecache.Entry) -> None:
+        """Copy a member's stream just written into the cache (a failure only costs the entry)."""
+        assert self.cache is not None
+        self._fh.flush()
+        here = self._fh.tell()
+        try:
+            with self.cache.new_entry(key) as out:
+                copy_range(self._fh, start, out, entry.compress_size)
+                self.cache.seal(out, key, entry)
+        except OSError as err:
+            log.debug("deflate cache: entry not stored (%s)", err)
+        finally:
+            self._fh.seek(here)
+
+    def _add_cached(self, arcname: str, entry: _Central, key: str) -> bool:
+        """Write the member from the cache: False (and nothing written) on a miss or when the
+        stored stream fails its length or CRC-32 check (that entry is removed)."""
+        assert self.cache is not None
+        hit = self.cache.get(key)
+        if hit is None or hit.file_size != entry.file_size:
+            return False
+        self._drain(0)
+        entry.crc, entry.compress_size = hit.crc, hit.compress_size
+        zip64 = max(hit.file_size, hit.compress_size) >= _ZIP32_LIMIT
+        entry.header_offset = self._write_local(entry, zip64)
+        crc = 0
+
+        def seen(block: bytes) -> None:
+            nonlocal crc
+            crc = rawdeflate.crc32(block, crc)
+
+        try:
+            with hit.open() as src:
+                copy_range(src, deflatecache.HEAD.size, self._fh, hit.compress_size, seen)
+        except (OSError, BundleError):
+            crc = ~hit.stream_crc
+        if crc != hit.stream_crc:
+            log.info("deflate cache: damaged entry for %s removed", arcname)
+            self._fh.seek(entry.header_offset)
+            self._fh.truncate()
+            self.cache.discard(key)
+            entry.crc = entry.compress_size = 0
+            return False
+        self.cache.hits += 1
+        self.bytes_in += hit.file_size
+        self.bytes_out += hit.compress_size
+        self._entries.append(entry)
+        self._records.append(RecordEntry(arcname, record_hash(hit.sha256), hit.file_size))
+        return True
+
+    # --- finish ----------------------------------------------------------------------------------
+
+    def commit(self) -> Path:
+        """Write RECORD and the central directory, then rename the archive into place."""
+        record_name = f"{self.dist_info}/RECORD"
+        self._drain(0)
+        self.add_bytes(record_name, self._record_text(record_name).encode())
+        self._drain(0)
+        cd_start = self._fh.tell()
+        for entry in self._entries:
+            self._write_central(entry)
+        cd_end = self._fh.tell()
+        self._write_end(cd_start, cd_end - cd_start)
+        self._fh.flush()
+        faults.point("wheel.commit.written")
+        os.fsync(self._fh.fileno())
+        self._pool.shutdown(wait=True)
+        self._tmp.chmod(0o644)
+        faults.point("wheel.commit.synced")
+        self._tmp.replace(self.final_path)
+        self._done = True
+        # The folder's entry too, so that a power cut after this keeps the new wheel.
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(self.final_path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        self._fh.close()  # releases the lock on the (renamed) file
+        if self.cache is not None and self.cache.stored:
+            with contextlib.suppress(OSError):
+                self.cache.trim()
+        faults.point("wheel.commit.renamed")
+        return self.final_path
+
+    def _record_text(self, record_name: str) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        for rec in self._records:
+            writer.writerow([rec.path, rec.hash, "" if rec.size is None else rec.size])
+        writer.writerow([record_name, "", ""])
+        return out.getvalue()
+
+    def _write_central(self, e: _Central) -> None:
+        extra_fields: list[int] = []
+        file_size, compress_size, offset = e.file_size, e.compress_size, e.header_offset
+        if file_size >= _ZIP32_LIMIT:
+            extra_fields.append(file_size)
+            file_size = _MARKER
+        if compress_size >= _ZIP32_LIMIT:
+            extra_fields.append(compress_size)
+            compress_size = _MARKER
+        if offset >= _ZIP32_LIMIT:
+            extra_fields.append(offset)
+            offset = _MARKER
+        extra = b""
+        if extra_fields:
+            extra = struct.pack(f"<HH{len(extra_fields)}Q", 1, 8 * len(extra_fields), *extra_fields)
+        version = 45 if extra_fields else 20
+        date, time = _dos_time(e.date_time)
+        self._fh.write(
+            _CENTRAL.pack(
+                b"PK\x01\x02",
+                (3 << 8) | version,  # made by: Unix, so external_attr holds st_mode
+                version,
+                e.flag_bits,
+                e.compress_type,
+                time,
+                date,
+                e.crc,
+                compress_size,
+                file_size,
+                len(e.name),
+                len(extra),
+                0,
+                0,
+                0,
+                e.external_attr,
+                offset,
+            )
+        )
+        self._fh.write(e.name)
+        self._fh.write(extra)
+
+    def _write_end(self, cd_offset: int, cd_size: int) -> None:
+        count = len(self._entries)
+        if count > 0xFFFF or cd_offset >= _ZIP32_LIMIT or cd_size >= _ZIP32_LIMIT:
+            eocd64_offset = self._fh.tell()
+            self._fh.write(
+                _EOCD64.pack(
+                    b"PK\x06\x06", _EOCD64.size - 12, 45, 45, 0, 0, count, count, cd_size, cd_offset
+                )
+            )
+            self._fh.write(_EOCD64_LOC.pack(b"PK\x06\x07", 0, eocd64_offset, 1))
+            count16 = 0xFFFF if count >= 0xFFFF else count
+            self._fh.write(
+                _EOCD.pack(
+                    b"PK\x05\x06",
+                    0,
+                    0,
+                    count16,
+                    count16,
+                    _MARKER if cd_size >= _ZIP32_LIMIT else cd_size,
+                    _MARKER if cd_offset >= _ZIP32_LIMIT else cd_offset,
+                    0,
+                )
+            )
+        else:
+            self._fh.write(_EOCD.pack(b"PK\x05\x06", 0, 0, count, count, cd_size, cd_offset, 0))
+
+
+def zip64_reasons(path: Path) -> list[str]:
+    """Why the zip file at ``path`` needs ZIP64 records, read from its central directory: members
+    of 4 GiB or more, members whose local header starts at or past 4 GiB, more than 65,535
+    members, a central directory that starts past 4 GiB. Empty: plain ZIP would do."""
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        start_dir = zf.start_dir
+    big = [i for i in infos if max(i.file_size, i.compress_size) >= _ZIP32_LIMIT]
+    far = [i for i in infos if i.header_offset >= _ZIP32_LIMIT]
+    reasons: list[str] = []
+    if big:
+        names = ", ".join(f"{i.filename} ({i.file_size} bytes)" for i in big[:3])
+        reasons.append(f"{len(big)} member(s) of 4 GiB or more: {names}")
+    if far:
+        reasons.append(
+            f"{len(far)} of {len(infos)} members start past 4 GiB, from {far[0].filename} "
+            f"at offset {far[0].header_offset}"
+        )
+    if len(infos) > 0xFFFF:
+        reasons.append(f"{len(infos)} members, more than 65,535")
+    if start_dir >= _ZIP32_LIMIT:
+        reasons.append(f"the central directory starts at offset {start_dir}")
+    return reasons
