@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build.build import cache  # noqa: E402
+from rocm_build.building import cache  # noqa: E402
 
 FIXTURE = REPO / "tests" / "integration" / "ci" / "hipproject"
 

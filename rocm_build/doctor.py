@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import arch as arch_mod
-from rocm_build import build as build_mod
+from rocm_build import building as build_mod
 from rocm_build import cpus, proc
-from rocm_build.build import featurecheck, floors
+from rocm_build.building import featurecheck, floors
 from rocm_build.config.loader import Config, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import (

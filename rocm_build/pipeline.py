@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import __version__, bundle, config, faults, runreport, smoke, sources
-from rocm_build import build as build_mod
+from rocm_build import building as build_mod
 from rocm_build.config.loader import Config
 from rocm_build.context import RunContext
 from rocm_build.errors import RocmBuildError

@@ -58,8 +58,8 @@ def command(
     rocm-build build --rocm /opt/rocm --arch gfx1100
     rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
     """
-    from rocm_build import build as build_stage
-    from rocm_build.build import cache as cache_mod
+    from rocm_build import building as build_stage
+    from rocm_build.building import cache as cache_mod
 
     ctx = state.resolve(
         {

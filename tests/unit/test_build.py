@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import build, config
-from rocm_build.build import buildenv, buildplan
+from rocm_build import building as build
+from rocm_build import config
+from rocm_build.building import buildenv, buildplan
 from rocm_build.errors import BuildFailed, ConfigError
 from rocm_build.rocm import dist
 
@@ -250,7 +251,7 @@ def test_build_requirements_cover_what_the_backend_asks_for(
 
 
 def test_torch_version_from_release_tag_or_dev_commit(tmp_path: Path) -> None:
-    from rocm_build.build.buildversion import Revision, release_version
+    from rocm_build.building.buildversion import Revision, release_version
 
     assert release_version("v2.9.1") == "2.9.1"
     assert release_version("v2.10.0-rc3") == "2.10.0"

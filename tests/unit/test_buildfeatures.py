@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config
-from rocm_build.build import buildfeatures
+from rocm_build.building import buildfeatures
 from rocm_build.errors import ConfigError
 
 

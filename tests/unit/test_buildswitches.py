@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config
-from rocm_build.build import buildswitches
+from rocm_build.building import buildswitches
 from rocm_build.errors import ConfigError
 from rocm_build.rocm import dist
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.build import cache
+from rocm_build.building import cache
 from rocm_build.errors import ConfigError, ToolMissing
 
 CCACHE_475 = """ccache version 4.7.5

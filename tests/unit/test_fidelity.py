@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from rocm_build import config
-from rocm_build.build import buildplan, cache
+from rocm_build.building import buildplan, cache
 from rocm_build.rocm import dist
 
 from .test_dist import make_tree

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config
-from rocm_build.build import floors
+from rocm_build.building import floors
 from rocm_build.errors import ConfigError
 
 

@@ -52,7 +52,7 @@ def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
     assert "rocm_build.errors" in graph["rocm_build.proc"]
     assert "rocm_build.config" in graph["rocm_build.pipeline"]
-    assert "rocm_build.build" in graph["rocm_build.pipeline"]  # from . import build as build_mod
+    assert "rocm_build.building" in graph["rocm_build.pipeline"]  # from . import build as build_mod
 
 
 def test_no_import_circles() -> None:
@@ -62,7 +62,7 @@ def test_no_import_circles() -> None:
         pytest.fail(f"import circle: {' -> '.join(err.args[1])}")
 
 
-STAGES = ("sources", "build", "bundle", "smoke")
+STAGES = ("sources", "building", "bundle", "smoke")
 
 
 def _stage(module: str) -> str | None:

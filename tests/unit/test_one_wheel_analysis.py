@@ -21,7 +21,7 @@ def test_only_the_analysis_looks_for_elf_magic() -> None:
 
 def test_the_three_callers_use_the_analysis() -> None:
     text = sources()
-    assert "analyze_path(wheel)" in text["build/stage.py"]
+    assert "analyze_path(wheel)" in text["building/stage.py"]
     assert "analyze(reader, pe_files=True)" in text["bundle/report.py"]
     assert "analyze(\n" in text["bundle/linux.py"]
 

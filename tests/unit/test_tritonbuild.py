@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build.build import tritonbuild
+from rocm_build.building import tritonbuild
 from rocm_build.errors import BuildFailed
 
 BUILD = tritonbuild.TritonBuild("triton", ("torch",), "triton", 'platform_system == "Linux"')

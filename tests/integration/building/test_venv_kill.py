@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.build.buildvenv import STATE_FILE
+from rocm_build.building.buildvenv import STATE_FILE
 
 from .conftest import Workspace
 

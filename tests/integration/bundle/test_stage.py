@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import build, bundle, config, context
+from rocm_build import building as build
+from rocm_build import bundle, config, context
 from rocm_build.bundle import report
 from rocm_build.wheel.analyze import analyze_path
 

@@ -142,7 +142,8 @@ def test_unsafe_member_is_refused_by_every_reader(
 
 
 def test_unsafe_member_is_refused_by_build_check_and_smoke(tmp_path: Path, elf_so: bytes) -> None:
-    from rocm_build import build, smoke
+    from rocm_build import building as build
+    from rocm_build import smoke
     from rocm_build.errors import UnsafeInput
 
     wheel = raw_wheel(tmp_path / "dist", [("../../x.so", elf_so, 0o100755)])

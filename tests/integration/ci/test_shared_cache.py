@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from rocm_build.build import cache
+from rocm_build.building import cache
 
 FIXTURE = Path(__file__).parent / "cproject"
 HIP_FIXTURE = Path(__file__).parent / "hipproject"

@@ -13,7 +13,7 @@ from pathlib import Path
 from packaging.utils import NormalizedName, canonicalize_name
 
 from rocm_build import proc
-from rocm_build.build.buildplan import BuildPlan, ProjectStep, req_name
+from rocm_build.building.buildplan import BuildPlan, ProjectStep, req_name
 from rocm_build.errors import CommandFailed
 
 __all__ = [

@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 
 from rocm_build import faults, proc
-from rocm_build.build.buildplan import BuildPlan
+from rocm_build.building.buildplan import BuildPlan
 from rocm_build.errors import ConfigError, FileAccessError
 
 __all__ = ["STATE_FILE", "ensure_venv"]

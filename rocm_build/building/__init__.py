@@ -5,7 +5,7 @@ cache (:mod:`.cache`), Triton (:mod:`.tritonbuild`), and the run with its wheel 
 
 from __future__ import annotations
 
-from rocm_build.build.stage import (
+from rocm_build.building.stage import (
     GIB,
     BuildPlan,
     check_wheel,

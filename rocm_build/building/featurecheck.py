@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build.build import buildfeatures, buildswitches
+from rocm_build.building import buildfeatures, buildswitches
 from rocm_build.config.loader import Config
 from rocm_build.errors import ConfigError, RocmBuildError, RocmTreeError
 from rocm_build.rocm.dist import RocmTree

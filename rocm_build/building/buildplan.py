@@ -20,10 +20,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from rocm_build import cpus
-from rocm_build.build import buildfeatures, featurecheck, floors, tritonbuild
-from rocm_build.build.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
-from rocm_build.build.buildversion import Revision, read_revision, release_version
-from rocm_build.build.cache import CompilerCache, mask_values, resolve_cache
+from rocm_build.building import buildfeatures, featurecheck, floors, tritonbuild
+from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
+from rocm_build.building.buildversion import Revision, read_revision, release_version
+from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BuildFailed, ConfigError, RocmTreeError

@@ -28,9 +28,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from rocm_build import arch, locks, proc, tempfiles
-from rocm_build.build import tritonbuild
-from rocm_build.build.buildenv import install_requirements, installed_version, pip, run_build
-from rocm_build.build.buildplan import (
+from rocm_build.building import tritonbuild
+from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
+from rocm_build.building.buildplan import (
     GIB,
     BuildPlan,
     ProjectStep,
@@ -41,7 +41,7 @@ from rocm_build.build.buildplan import (
     project_version,
     read_build_requirements,
 )
-from rocm_build.build.buildvenv import ensure_venv
+from rocm_build.building.buildvenv import ensure_venv
 from rocm_build.errors import BuildFailed, ConfigError, ToolMissing
 from rocm_build.masking import mask_values
 from rocm_build.progress import NO_PROGRESS, Progress
