@@ -20,7 +20,7 @@ from typing import Any
 
 from rocm_build import arch as arch_mod
 from rocm_build import building as build_mod
-from rocm_build import cpus, proc
+from rocm_build import cpus, git, proc
 from rocm_build.building import featurecheck, floors
 from rocm_build.config.loader import Config, ProjectSpec
 from rocm_build.context import RunContext
@@ -108,6 +108,7 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
     if tools["git"]["path"] is None:
         blockers.append(Blocker(ToolMissing, "git is not installed"))
     report["tools"] = tools
+    report["git_resume_repair"] = _resume_repair(tools["git"]["version"])
 
     tree = None
     try:
@@ -155,6 +156,21 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
     }
     report["blockers"] = [b.text for b in blockers]
     return DoctorReport(report, tuple(_rows(report, free)), tuple(blockers))
+
+
+def _resume_repair(git_version: str | None) -> dict[str, Any] | None:
+    """Whether this git can repair a killed checkout's object store (``fetch --refetch``);
+    None without git or with a version it does not tell."""
+    found = git.parse_version(git_version or "")
+    if found is None:
+        return None
+    problem = git.refetch_problem(found)
+    need = ".".join(map(str, git.REFETCH_VERSION))
+    if problem:
+        text = f"too old: a killed checkout's damaged object store cannot be repaired ({problem})"
+    else:
+        text = f"ok (git fetch --refetch, git {need} or newer, repairs a killed checkout)"
+    return {"ok": not problem, "needs": need, "text": text}
 
 
 def _check_tree(
@@ -244,6 +260,9 @@ def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
             rows.append(Row(name, f"{info['version'] or '?'} ({info['path']})"))
         else:
             rows.append(Row(name, "not found", False if name == "git" else None))
+        repair = report.get("git_resume_repair") if name == "git" else None
+        if repair:
+            rows.append(Row("git resume repair", repair["text"], True if repair["ok"] else None))
     rocm = report.get("rocm")
     if rocm:
         ok = not rocm["problems"]

@@ -24,6 +24,7 @@ from rocm_build.masking import mask_url
 
 __all__ = [
     "IDENTITY",
+    "REFETCH_VERSION",
     "Ref",
     "Submodule",
     "add_forced",
@@ -38,11 +39,14 @@ __all__ = [
     "init",
     "is_repo",
     "log_range",
+    "parse_version",
+    "refetch_problem",
     "run",
     "set_tag",
     "submodules",
     "tag_commit",
     "tree_hash",
+    "version",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,6 +62,10 @@ IDENTITY = {
 NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
 BASE_OPTIONS = ("-c", "protocol.file.allow=always", "-c", "advice.detachedHead=false")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+#: ``git fetch --refetch``, with which a resumed checkout repairs an object store a killed fetch
+#: left short, came with git 2.36.
+REFETCH_VERSION = (2, 36)
+_VERSION = re.compile(r"\bgit version (\d+)\.(\d+)(?:\.(\d+))?")
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,37 @@ def run(
             tail=tuple(lines[-20:]),
         ) from exc
     return GitResult(int(status or 0), str(out), str(err))
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """``git --version``'s output as (major, minor, patch): ``git version 2.39.3 (Apple Git-146)``,
+    ``2.45.1.windows.1`` and ``2.36.0.rc1`` too; None when it is not git's."""
+    match = _VERSION.search(text)
+    if match is None:
+        return None
+    return int(match[1]), int(match[2]), int(match[3] or 0)
+
+
+def version(env: Mapping[str, str] | None = None) -> tuple[int, int, int] | None:
+    """The version of the ``git`` on PATH; None when it cannot be told (or there is no git)."""
+    try:
+        result = proc.run(["git", "--version"], env=env, capture=True, check=False)
+    except (OSError, ToolMissing):
+        return None
+    return parse_version(result.stdout or "")
+
+
+def refetch_problem(found: tuple[int, ...] | None) -> str:
+    """Why this git cannot repair an object store with ``fetch --refetch``: "" when it can, or
+    when its version is unknown (git itself then says what it lacks)."""
+    if found is None or tuple(found[:2]) >= REFETCH_VERSION:
+        return ""
+    need = ".".join(map(str, REFETCH_VERSION))
+    have = ".".join(map(str, found))
+    return (
+        f"git {have} is older than {need}, which `git fetch --refetch` needs: "
+        f"install git {need} or newer"
+    )
 
 
 def _query(repo: Path, *args: str, check: bool = True) -> proc.Result:

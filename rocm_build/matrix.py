@@ -56,6 +56,7 @@ class Job:
     artifact: str
     gpu_runs_on: tuple[str, ...]
     version_suffix: str  # build --version-suffix ({rocm}: the tree's version); "" = +rocm<version>
+    projects: str  # ','-separated, as ROCM_BUILD_DEFAULT_PROJECTS takes them: train's + extras
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -141,6 +142,20 @@ def _dedupe(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _projects(cfg: Config, train: str) -> str:
+    """What a job of ``train`` checks out and builds: ``default_projects`` or the train's, then
+    ``matrix.extra_projects`` (triton). An unknown name is a ``ConfigError`` with its close
+    matches."""
+    base = list(cfg.general.default_projects) or list(cfg.trains[train])
+    names = _dedupe([*base, *cfg.matrix.extra_projects])
+    for name in names:
+        try:
+            cfg.project(name)
+        except ConfigError as err:
+            raise ConfigError(f"matrix jobs of train {train}: {err}") from None
+    return ",".join(names)
+
+
 def plan_matrix(cfg: Config) -> tuple[Job, ...]:
     """Every job of the matrix from the ``[matrix]`` settings, in a stable order."""
     settings = cfg.matrix
@@ -176,6 +191,7 @@ def plan_matrix(cfg: Config) -> tuple[Job, ...]:
     suffix_template = settings.version_suffix
     jobs: list[Job] = []
     for train in trains:
+        projects = _projects(cfg, train)
         for group in groups:
             for python in pythons:
                 values = {
@@ -196,6 +212,7 @@ def plan_matrix(cfg: Config) -> tuple[Job, ...]:
                         artifact=f"wheels-{name}",
                         gpu_runs_on=tuple(_dedupe(_fill(label, values) for label in labels)),
                         version_suffix=_fill(suffix_template, values),
+                        projects=projects,
                     )
                 )
     _check_wheel_names(jobs)

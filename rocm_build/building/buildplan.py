@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from rocm_build import cpus
-from rocm_build.building import buildfeatures, featurecheck, floors, tritonbuild
+from rocm_build.building import buildfeatures, buildsource, featurecheck, floors, tritonbuild
 from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from rocm_build.building.buildversion import Revision, read_revision, release_version
 from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
@@ -157,6 +157,8 @@ class ProjectStep:
     install_after: bool  # a later project builds against this one
     device_code: bool = True  # the wheel must carry HIP code objects (see ProjectSpec)
     notes: tuple[str, ...] = ()  # what the plan decided for the user (buildswitches)
+    #: Where the checkout came from: upstream, fork or other (the source manifest).
+    checkout: buildsource.Source | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,7 @@ class BuildPlan:
                     "jobs": s.jobs,
                     "version": s.version,
                     "version_from": s.version_from,
+                    "checkout": s.checkout.as_json() if s.checkout else None,
                     "device_code": s.device_code,
                     "notes": list(s.notes),
                     "log": str(s.log),
@@ -262,6 +265,8 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
             if s.version_from_tag
         },
     )
+    sources = buildsource.read_sources(cfg, ctx.src_dir, [s.name for s in made.steps])
+    made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))
     made = _with_features(made, ctx)
     made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)

@@ -144,6 +144,11 @@ class Config:
     #: Per train: ``rocm`` (the oldest ROCm its torch builds with) and, per project, the CMake
     #: packages that train requires besides ``cmake_packages`` (``torch = ["hipfile"]``).
     floors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The ``[forks.NAME]`` tables (``origin``, ``ref``), whether or not ``source = "fork"``
+    #: applied them, and each project's own origin before it did: which source a checkout's
+    #: origin is (``build --dry-run``).
+    forks: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    own_origins: Mapping[str, str] = field(default_factory=dict)
     known_targets: tuple[str, ...]
     target_families: Mapping[str, tuple[str, ...]]
     cwd: Path
@@ -415,8 +420,9 @@ def load(
 
     sections = _sections(values)
     floors = {**defaults["floors"], **file_data.get("floors", {})}
+    forks = {**defaults["forks"], **file_data.get("forks", {})}
+    own_origins = {name: spec.origin for name, spec in projects.items()}
     if sections["general"].source == "fork":
-        forks = {**defaults["forks"], **file_data.get("forks", {})}
         projects = _forked(projects, forks, sections["general"].train, where)
     return Config(
         **sections,
@@ -424,6 +430,8 @@ def load(
         projects=projects,
         trains=trains,
         floors=floors,
+        forks=forks,
+        own_origins=own_origins,
         known_targets=known,
         target_families=families,
         cwd=cwd,

@@ -178,6 +178,9 @@ class MatrixSettings:
     rocm: str = _setting(str, "the ROCm tree (folder or URL) each job builds against; required")
     gpu_labels: tuple[str, ...] = _setting(list, "runs-on labels of the GPU smoke job")
     version_suffix: str = _setting(str, "build --version-suffix per job, distinct per group")
+    extra_projects: tuple[str, ...] = _setting(
+        list, "projects every job builds besides the train's (triton: Linux)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

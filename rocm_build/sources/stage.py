@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import faults, git, locks, tempfiles, tritonpin
-from rocm_build.errors import ConfigError, DirtyCheckout, RocmBuildError
+from rocm_build.errors import ConfigError, DirtyCheckout, RocmBuildError, ToolMissing
 from rocm_build.manifest import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -359,8 +359,19 @@ def _repair_store(
     p: ProjectPlan, plan_: CheckoutPlan, repos: list[tuple[str, Path]], trust: resumecheck.Trust
 ) -> None:
     """A kill inside git's fetch can leave a commit without all its objects: fetch it again,
-    as a fresh clone would (only the object store changes; no commit or file is touched)."""
-    for rel, commit in resumecheck.damaged(p.src, repos, trust):
+    as a fresh clone would (only the object store changes; no commit or file is touched).
+    That takes ``git fetch --refetch``: an older git stops here with one line, not git's own
+    usage text after every retry."""
+    damaged = resumecheck.damaged(p.src, repos, trust)
+    if damaged and (too_old := git.refetch_problem(git.version())):
+        where = ", ".join(p.name if rel == "." else rel for rel, _ in damaged)
+        msg = (
+            f"{p.name}: the killed checkout in {p.src} lacks objects of {where} (a killed "
+            f"fetch) that only a refetch brings back, and {too_old}, then run the same command "
+            "again"
+        )
+        raise ToolMissing(msg)
+    for rel, commit in damaged:
         path = p.src if rel == "." else p.src / rel
         url = p.origin if rel == "." else git.run(path, "remote", "get-url", "origin").stdout
         log.info("%s: %s lacks objects of %s (a killed fetch): fetching again", p.name, rel, commit)

@@ -1,21 +1,31 @@
 """docs/fidelity.md names every variable `build` sets or clears, for every project: the table is
-checked against the plan the build makes (pure: no processes), with a tree that has every part the
-plan reads (sysdeps, host-math OpenBLAS, pkg-config files) and with and without a pre-fetched
-aotriton, so every variable the code can set shows up."""
+checked against the plans the build makes (``buildplan.plan``, the path ``build`` takes: no
+processes), with a tree that has every part the plan reads (sysdeps, host-math OpenBLAS,
+pkg-config files, composable_kernel's headers), with and without a pre-fetched aotriton, and
+with Triton in the run and every feature on, so every variable the code can set shows up."""
 
 from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
-from rocm_build import config
+from rocm_build import config, context
 from rocm_build.building import buildplan, cache
 from rocm_build.rocm import dist
 
 from .test_dist import make_tree
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fidelity.md"
+PROJECTS = ("torch", "torchvision", "torchaudio")
+#: Every build feature on (flash attention needs Triton in the run and aotriton at hand).
+ALL_FEATURES = {
+    "features.flash_attention": "on",
+    "features.gpu_asserts": True,
+    "features.ck_sdpa": True,
+    "features.ck_gemm": True,
+}
 
 
 def documented() -> set[str]:
@@ -28,37 +38,47 @@ def documented() -> set[str]:
     return names
 
 
-def set_by_build(tmp_path: Path) -> set[str]:
+def _tree(tmp_path: Path) -> Path:
+    """A tree with every part a plan of every built-in project reads."""
     root = make_tree(tmp_path / "rocm")
     for rel in ("lib/rocm_sysdeps/include", "lib/rocm_sysdeps/lib/pkgconfig", "lib/host-math/lib"):
         (root / rel).mkdir(parents=True, exist_ok=True)
     (root / "lib" / "host-math" / "lib" / "librocm-openblas.so").write_bytes(b"")
-    tree = dist.open_tree(root)
+    (root / "include" / "ck").mkdir(parents=True)
+    (root / "include" / "ck" / "ck.hpp").write_bytes(b"")
     cfg = config.load(cwd=tmp_path, env={})
-    specs = cfg.selected_projects(["torch", "torchvision", "torchaudio"])
-    src = tmp_path / "src"
+    for spec in cfg.projects.values():
+        for package in spec.cmake_packages:
+            (root / "lib" / "cmake" / package).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _plan(
+    tmp_path: Path, root: Path, names: tuple[str, ...], flags: Mapping[str, object]
+) -> buildplan.BuildPlan:
+    env = {"PATH": "/usr/bin", "HOME": str(tmp_path / "home")}
+    all_flags = {"rocm": str(root), "arch": "gfx90a", "build.cache": "none", **flags}
+    ctx = context.resolve(config.load(cwd=tmp_path, env=env, flags=all_flags))
+    specs = ctx.settings.selected_projects(list(names))
     for spec in specs:
-        (src / spec.name).mkdir(parents=True, exist_ok=True)
-        (src / spec.name / "version.txt").write_text("1.0.0\n")
-    names: set[str] = set()
+        (ctx.src_dir / spec.name).mkdir(parents=True, exist_ok=True)
+        (ctx.src_dir / spec.name / "version.txt").write_text("1.0.0\n")
+    return buildplan.plan(ctx, specs)
+
+
+def set_by_build(tmp_path: Path) -> set[str]:
+    root = _tree(tmp_path)
     prefix = tmp_path / "aotriton"
     (prefix / "lib").mkdir(parents=True)
     (prefix / "lib" / "libaotriton_v2.so").write_bytes(b"")
-    for aotriton in ("auto", str(prefix)):
-        plan = buildplan.make_plan(
-            specs=specs,
-            src_dir=src,
-            work_dir=tmp_path / "work",
-            output_dir=tmp_path / "wheels",
-            tree=tree,
-            targets=("gfx90a",),
-            env={"PATH": "/usr/bin", "HOME": str(tmp_path / "home")},
-            base_python=Path("/usr/bin/python3"),
-            venv_setting="create",
-            cores=4,
-            memory=None,
-            aotriton=aotriton,
-        )
+    runs: list[tuple[tuple[str, ...], Mapping[str, object]]] = [
+        (PROJECTS, {"build.aotriton": "auto"}),  # the defaults: no aotriton at hand
+        (PROJECTS, {"build.aotriton": str(prefix)}),
+        (("triton", *PROJECTS), {"build.aotriton": str(prefix), **ALL_FEATURES}),
+    ]
+    names: set[str] = set()
+    for projects, flags in runs:
+        plan = _plan(tmp_path, root, projects, flags)
         for step in plan.steps:
             names |= set(step.changed) | set(step.pin_env)
     return names
@@ -67,7 +87,11 @@ def set_by_build(tmp_path: Path) -> set[str]:
 def test_every_variable_build_sets_is_in_the_fidelity_table(tmp_path: Path) -> None:
     table = documented()
     sets = set_by_build(tmp_path)
+    # The plans went through every path: the tree's switches, the features and Triton's.
     assert {"ROCM_SOURCE_DIR", "USE_NUMA", "BLAS", "AOTRITON_INSTALLED_PREFIX"} <= sets
+    assert {"USE_ROCM_CK_SDPA", "USE_ROCM_CK_GEMM", "CMAKE_PROJECT_INCLUDE_BEFORE"} <= sets
+    assert {"PYTORCH_EXTRA_INSTALL_REQUIREMENTS", "TRITON_WHEEL_VERSION_SUFFIX"} <= sets
+    assert "TRITON_APPEND_CMAKE_ARGS" in sets
     # Only the compiler cache's families may stand for names (HIP_* is what is cleared).
     families = ("CCACHE_*", "SCCACHE_*")
     missing = sorted(

@@ -182,3 +182,31 @@ def test_groups_that_would_share_wheel_names_are_an_error(tmp_path: Path, suffix
     cfg = load(tmp_path, arch_groups=["a=gfx942", "A=gfx950"], version_suffix="+r.{group}")
     with pytest.raises(ConfigError, match="same names"):
         matrix.plan_matrix(cfg)
+
+
+def test_each_job_builds_its_trains_projects_and_triton(tmp_path: Path) -> None:
+    cfg = load(tmp_path, pythons=["3.12"], trains=["2.11", "2.12"], arch_groups=["gfx94X"])
+    by_train = {j.train: j.projects for j in matrix.plan_matrix(cfg)}
+    assert by_train == {
+        "2.11": "torch,torchvision,torchaudio,triton",
+        "2.12": "torch,torchvision,triton",  # torchaudio's releases end at 2.11
+    }
+    # what a job's ROCM_BUILD_DEFAULT_PROJECTS makes of it: triton built before torch
+    env = {"ROCM_BUILD_TRAIN": "2.12", "ROCM_BUILD_DEFAULT_PROJECTS": by_train["2.12"]}
+    chosen = [s.name for s in config.load(cwd=tmp_path, env=env).selected_projects()]
+    assert chosen == ["triton", "torch", "torchvision"]
+
+
+def test_extra_projects_can_be_none_or_must_be_known(tmp_path: Path) -> None:
+    none = load(tmp_path, pythons=["3.12"], arch_groups=["gfx94X"], extra_projects=[])
+    assert {j.projects for j in matrix.plan_matrix(none)} == {"torch,torchvision,torchaudio"}
+    # default_projects replaces the train's, and a name in both is listed once
+    own = config.load(
+        cwd=tmp_path,
+        env={"ROCM_BUILD_DEFAULT_PROJECTS": "torch,triton"},
+        flags={"matrix.rocm": TREE, "matrix.pythons": ["3.12"], "matrix.arch_groups": ["gfx94X"]},
+    )
+    assert {j.projects for j in matrix.plan_matrix(own)} == {"torch,triton"}
+    bad = load(tmp_path, pythons=["3.12"], arch_groups=["gfx94X"], extra_projects=["tritn"])
+    with pytest.raises(ConfigError, match=r"matrix jobs of train 2\.11: unknown project 'tritn'"):
+        matrix.plan_matrix(bad)

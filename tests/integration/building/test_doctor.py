@@ -23,12 +23,16 @@ def test_doctor_reports_and_passes(rocm_tree: Path, tmp_path: Path, run_cli: Cli
     assert "clang version 15" in out
     assert "gfx90a;gfx1030" in out
     assert "suggested jobs" in out
+    # This machine's git (2.36 or newer) can repair a killed checkout; doctor says so.
+    assert "git resume repair  ok (git fetch --refetch, git 2.36 or newer" in out
     data = json.loads(run_cli(["--json", *args], cwd=tmp_path, env=WIDE).stdout)
     assert data["rocm"]["version"] == "5.2.3"
     assert "gfx1030" in data["rocm"]["supported_targets"]
     assert data["gpus"] == []  # no GPU here: nothing faked
     assert data["machine"]["suggested_jobs"]["torch"] >= 1
     assert data["tools"]["git"]["path"]
+    assert data["git_resume_repair"]["ok"] is True
+    assert data["git_resume_repair"]["needs"] == "2.36"
     assert data["blockers"] == []
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rocm_build import config
 from tests.conftest import REPO, CliRunner
 
 WORKFLOWS = sorted((REPO / "ci").glob("*.yml"))
@@ -330,3 +331,33 @@ def test_a_removed_command_or_flag_in_the_workflow_is_found(
         "bundle --no-such-flag",
         "command rocm unfetch",
     ]
+
+
+def test_the_workflow_builds_triton_with_torch(run_cli: CliRunner, tmp_path: Path) -> None:
+    """`triton` is in no train: the build job gets its projects from the matrix (the train's
+    plus `matrix.extra_projects`, triton by default) through ROCM_BUILD_DEFAULT_PROJECTS, so its
+    `checkout` and `build` (which name no project) take triton too, and the GPU smoke job's
+    torch.compile check has a Triton to run."""
+    workflow = load_workflow()
+    build = workflow["jobs"]["build"]
+    assert build["env"].get("ROCM_BUILD_DEFAULT_PROJECTS") == "${{ matrix.projects }}"
+    names = set(config.load(cwd=tmp_path, env={}).projects)
+    for step in build["steps"]:
+        run = step.get("run", "")
+        if re.search(r"\brocm-build\s+(checkout|build)\b", run):
+            named = names & set(re.findall(r"[\w.-]+", run))
+            assert not named, f"{step['name']} names {named}: the matrix's projects would not apply"
+    env = workflow_env(workflow, {"rocm": TREE_URL, "trains": "2.11,2.12"})
+    result = run_cli(["matrix", "--format", "github"], cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    include = json.loads(github_output(result.stdout)["matrix"])["include"]
+    assert {e["train"] for e in include} == {"2.11", "2.12"}
+    for entry in include:
+        job_env = {
+            "ROCM_BUILD_TRAIN": entry["train"],
+            "ROCM_BUILD_DEFAULT_PROJECTS": entry["projects"],
+        }
+        chosen = [s.name for s in config.load(cwd=tmp_path, env=job_env).selected_projects()]
+        assert "triton" in chosen, entry
+        assert chosen.index("triton") < chosen.index("torch")  # built first; torch requires it
+        assert ("torchaudio" in chosen) == (entry["train"] == "2.11")  # the train's projects
