@@ -5,13 +5,13 @@ manifest (:mod:`.stage`, :mod:`.sourceplan`, :mod:`.checkoutsteps`), resume a ki
 
 from __future__ import annotations
 
+from rocm_build.sources.sourceplan import plan
 from rocm_build.sources.stage import (
     MANIFEST_NAME,
     CheckoutResult,
     ProjectPlan,
     execute,
     parse_related_commits,
-    plan,
     read_manifest,
     save_patches,
     stamp,

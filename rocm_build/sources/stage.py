@@ -1,6 +1,6 @@
 """The checkout stage: fetch, pin, tag, patch, hipify.
 
-``plan`` (``sourceplan``) turns the settings (and an optional manifest to replay) into a frozen
+``sourceplan.plan`` turns the settings (and an optional manifest to replay) into a frozen
 ``CheckoutPlan``; ``execute`` walks it, one project at a time under its locks, with the steps of
 ``checkoutsteps``. Each project's inputs (origin, ref -> commit, patch hashes, hipify command,
 flags) are hashed into a stamp kept in ``<src-dir>/rocm-build-sources.json``; a re-run whose stamp
@@ -48,7 +48,6 @@ from rocm_build.sources.sourceplan import (
     CheckoutResult,
     ProjectPlan,
     ProjectResult,
-    plan,
 )
 
 __all__ = [
@@ -61,7 +60,6 @@ __all__ = [
     "SavedProject",
     "execute",
     "parse_related_commits",
-    "plan",
     "read_manifest",
     "save_patches",
     "stamp",

@@ -22,15 +22,17 @@ from typing import Any
 
 import pytest
 
-from rocm_build import build, bundle, config, context, smoke, sources
+from rocm_build import build, bundle, config, context, pipeline, smoke, sources
+from rocm_build.build.buildversion import Revision
+from rocm_build.build.cache import CompilerCache
 from rocm_build.context import RunContext
 
 from . import guard
 from .test_dist import make_tree
 from .test_smoke_plan import make_wheel
 
-#: The stages, as packages.
-STAGES = ("sources", "build", "bundle", "smoke")
+#: The stages, as packages: the pipeline's one list.
+STAGES = tuple(stage.package for stage in pipeline.PIPELINE)
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,8 @@ def _workspace(root: Path) -> Workspace:
     env = {"PATH": os.environ.get("PATH", "")}  # this machine's programs (ccache, git)
     cfg = config.load(cwd=root, env=env, flags={"rocm": "rocm", "arch": "gfx90a"})
     # The one step that may look around (find the tree, a URL downloaded, the GPUs): before any
-    # plan, as `all` does before its stages.
-    ctx = context.resolve(cfg).resolved()
+    # plan, as every command and `all` (before its first stage) do.
+    ctx = context.resolve(cfg, tree=True, targets=True)
     return Workspace(root, ctx, (torch, vision))
 
 
@@ -94,6 +96,7 @@ def _listing(root: Path) -> dict[str, tuple[str, int, int]]:
     return out
 
 
+SURVEY = build.Survey(CompilerCache("none"), {"torch": Revision("ab" * 20, tag="v2.9.0")})
 BUILTIN = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
 
 #: (stage, how its plan is made): every stage at least once, and the modes of a stage's command.
@@ -102,9 +105,11 @@ PLANS: dict[str, tuple[str, Callable[[Workspace], Any]]] = {
         "sources",
         lambda ws: sources.plan(ws.ctx, ["torch", "torchvision"], builtin_origins=BUILTIN),
     ),
-    "build": ("build", lambda ws: build.plan(ws.ctx, ws.specs())),
+    # survey asks git and ccache (processes): what it found, as the plan gets it
+    "build": ("build", lambda ws: build.plan(ws.ctx, ws.specs(), SURVEY)),
     "bundle": ("bundle", lambda ws: bundle.plan(ws.ctx, ws.built)),
     "bundle --dry-run": ("bundle", lambda ws: bundle.plan(ws.ctx, ws.built, dry_run=True)),
+    "bundle --mode thin": ("bundle", lambda ws: bundle.plan(ws.ctx, ws.built, mode="thin")),
     "bundle --with torch": (
         "bundle",
         lambda ws: bundle.plan(ws.ctx, ws.built[1:], with_wheels=ws.built[:1]),
@@ -117,26 +122,7 @@ def test_every_stage_has_its_plan_checked() -> None:
     assert sorted({stage for stage, _ in PLANS.values()}) == sorted(STAGES)
 
 
-#: Plans that break the contract today (the next change makes them pure): strict, so each must fail.
-PENDING = {
-    "build": "runs `ccache --version` (resolve_cache) and git (read_revision)",
-    "bundle": "makes the output folder (tempfiles.check_folder)",
-    "bundle --with torch": "makes the output folder (tempfiles.check_folder)",
-}
-
-
-def _cases() -> list[object]:
-    return [
-        pytest.param(
-            case,
-            id=case,
-            marks=[pytest.mark.xfail(reason=PENDING[case], strict=True)] if case in PENDING else [],
-        )
-        for case in PLANS
-    ]
-
-
-@pytest.mark.parametrize("case", _cases())
+@pytest.mark.parametrize("case", PLANS)
 def test_a_plan_writes_nothing_and_starts_nothing(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
