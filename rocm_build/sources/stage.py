@@ -42,7 +42,6 @@ from rocm_build.manifest import (
 from rocm_build.masking import mask_url
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.sources import checkoutsteps, gitremote, journal, patches, resumecheck
-from rocm_build.sources.savepatches import SavedProject, save_patches
 from rocm_build.sources.sourceplan import (
     CheckoutPlan,
     CheckoutResult,
@@ -57,11 +56,9 @@ __all__ = [
     "ProjectPlan",
     "ProjectResult",
     "RelatedCommit",
-    "SavedProject",
     "execute",
     "parse_related_commits",
     "read_manifest",
-    "save_patches",
     "stamp",
     "write_manifest",
 ]

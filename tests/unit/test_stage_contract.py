@@ -100,6 +100,7 @@ SURVEY = build.Survey(CompilerCache("none"), {"torch": Revision("ab" * 20, tag="
 BUILTIN = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
 
 #: (stage, how its plan is made): every stage at least once, and the modes of a stage's command.
+#: A mode with its own execute names it as ``stage:function``.
 PLANS: dict[str, tuple[str, Callable[[Workspace], Any]]] = {
     "checkout": (
         "sources",
@@ -115,11 +116,15 @@ PLANS: dict[str, tuple[str, Callable[[Workspace], Any]]] = {
         lambda ws: bundle.plan(ws.ctx, ws.built[1:], with_wheels=ws.built[:1]),
     ),
     "smoke": ("smoke", lambda ws: smoke.plan(ws.ctx, ws.built, junit=ws.root / "junit.xml")),
+    "save-patches": (
+        "sources:save_patches",
+        lambda ws: sources.save_patches_plan(ws.ctx, ["torch", "torchvision"]),
+    ),
 }
 
 
 def test_every_stage_has_its_plan_checked() -> None:
-    assert sorted({stage for stage, _ in PLANS.values()}) == sorted(STAGES)
+    assert sorted({stage.partition(":")[0] for stage, _ in PLANS.values()}) == sorted(STAGES)
 
 
 @pytest.mark.parametrize("case", PLANS)
@@ -136,7 +141,8 @@ def test_a_plan_writes_nothing_and_starts_nothing(
     # a value: frozen, and what the stage's execute takes
     assert dataclasses.is_dataclass(made)
     assert type(made).__dataclass_params__.frozen  # type: ignore[attr-defined]
-    execute = importlib.import_module(f"rocm_build.{stage}").execute
+    package, _, function = stage.partition(":")
+    execute = getattr(importlib.import_module(f"rocm_build.{package}"), function or "execute")
     first = next(iter(inspect.signature(execute).parameters))
     assert typing.get_type_hints(execute)[first] is type(made)
 
