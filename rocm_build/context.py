@@ -1,9 +1,12 @@
-"""One run context: the settings, the folders, the ROCm tree and the gfx targets, resolved once.
+"""One run context: the settings, the folders, the ROCm tree and the gfx targets.
 
-``resolve(settings)`` is cheap and never fails: the folders are paths, and the tree and the
-targets are worked out when a command first asks for them (``checkout`` needs no ROCm tree,
-``inspect`` no targets), raising the same errors wherever they are asked for. ``all`` decides
-both once (``resolved()``) and hands the same context to every stage.
+``resolve(settings, tree=..., targets=...)`` is the one step of a command that may look around
+before planning: the folders are paths; the gfx targets (the ``arch`` setting, else this
+machine's GPUs) and the ROCm tree (a folder found, a URL downloaded into the cache) are decided
+only for the commands that need them, once, and held as values. A stage's ``plan`` reads them and
+never decides them (``checkout`` needs no tree, ``inspect`` no targets); asking a context for
+what was not decided is a bug (``RuntimeError``), never a download in the middle of a plan.
+``all`` decides both before its first stage and hands the same context to every stage.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 from rocm_build import arch
@@ -35,56 +37,32 @@ class RunContext:
     work_dir: Path
     #: How a download of the ROCm tree (``rocm`` is a URL) is shown; None: not at all.
     download_progress: DownloadProgress | None = field(default=None, compare=False)
+    #: The ROCm tree, once decided (:meth:`decide`); None: not decided (not needed).
+    rocm_tree: dist.RocmTree | None = None
+    #: (targets to build for, where they came from), once decided (:meth:`decide`).
+    chosen_targets: tuple[tuple[str, ...], str] | None = None
 
-    # --- the ROCm tree ---------------------------------------------------------------------
+    # --- decided values ---------------------------------------------------------------------
 
-    @cached_property
+    @property
     def tree(self) -> dist.RocmTree:
-        """The ROCm tree of the ``rocm`` setting: a URL is downloaded (once, into the cache),
-        a folder found (``_rocm_sdk_devel`` inside a venv too); empty: ``/opt/rocm``."""
-        setting = self.settings.general.rocm
-        if setting and dist.is_url(setting):
-            root = self.fetch(setting)
-        else:
-            root = dist.find_tree(
-                str(self.settings.cwd / Path(setting).expanduser()) if setting else ""
-            )
-        return dist.open_tree(root)
+        """The decided ROCm tree."""
+        if self.rocm_tree is None:
+            raise RuntimeError("the ROCm tree was not decided: resolve(..., tree=True) first")
+        return self.rocm_tree
 
-    def check_tree(self) -> None:
-        """Fail now if a local tree is missing (a URL is fetched only when the tree is needed)."""
-        setting = self.settings.general.rocm
-        if not (setting and dist.is_url(setting)):
-            dist.find_tree(str(self.settings.cwd / Path(setting).expanduser()) if setting else "")
-
-    def fetch(self, url: str, sha256: str = "") -> Path:
-        """Download and unpack a tarball of a ROCm tree into the cache; its root."""
-        cache_dir = dist.download_cache_dir(
-            self.settings.build.rocm_cache, self.settings.env, self.work_dir
-        )
-        show = self.download_progress
-        update, close = show(url) if show else (None, lambda: None)
-        try:
-            return dist.fetch(url, cache_dir=cache_dir, sha256=sha256, progress=update)
-        finally:
-            close()
-
-    # --- the gfx targets -------------------------------------------------------------------
-
-    @cached_property
+    @property
     def build_targets(self) -> tuple[tuple[str, ...], str]:
-        """(targets to build for, where they came from): the ``arch`` setting (families
-        expanded, features kept), else this machine's GPUs; neither is a ``ConfigError``."""
-        s = self.settings
-        return arch.resolve_targets(
-            s.general.arch, known=s.known_targets, families=s.target_families, env=s.env
-        )
+        """(targets to build for, where they came from), as decided."""
+        if self.chosen_targets is None:
+            raise RuntimeError("the gfx targets were not decided: resolve(..., targets=True) first")
+        return self.chosen_targets
 
     @property
     def targets(self) -> tuple[str, ...]:
         return self.build_targets[0]
 
-    @cached_property
+    @property
     def arch_targets(self) -> tuple[str, ...]:
         """The ``arch`` setting's targets by base name (no GPU detection): () when unset."""
         return self.parse_targets(self.settings.general.arch)
@@ -99,29 +77,74 @@ class RunContext:
         )
         return tuple(dict.fromkeys(arch.base_name(t) for t in expanded))
 
-    # --- all ----------------------------------------------------------------------------------
+    # --- deciding (the only part that looks around) ------------------------------------------
 
-    def resolved(self) -> RunContext:
-        """This context with the tree and the build targets decided, written into its settings
-        (``rocm`` = the tree's root, ``arch`` = the targets) as ``all`` records and hands them
-        on: every later stage uses exactly these."""
-        tree = self.tree
-        targets = self.build_targets
-        general = dataclasses.replace(
-            self.settings.general, rocm=str(tree.root), arch=";".join(targets[0])
+    def decide(self, *, tree: bool = True, targets: bool = True) -> RunContext:
+        """A new context with the targets and the tree decided (what is decided already stays),
+        also written into its settings (``arch`` = the targets, ``rocm`` = the tree's root): the
+        run report and every later stage see exactly these. The targets first: a typo in
+        ``arch`` fails before a download."""
+        chosen, found = self.chosen_targets, self.rocm_tree
+        if targets and chosen is None:
+            chosen = self.choose_targets()
+        if tree and found is None:
+            found = self.open_tree()
+        general = self.settings.general
+        if chosen is not None:
+            general = dataclasses.replace(general, arch=";".join(chosen[0]))
+        if found is not None:
+            general = dataclasses.replace(general, rocm=str(found.root))
+        return dataclasses.replace(
+            self,
+            settings=dataclasses.replace(self.settings, general=general),
+            rocm_tree=found,
+            chosen_targets=chosen,
         )
-        ctx = dataclasses.replace(
-            self, settings=dataclasses.replace(self.settings, general=general)
+
+    def choose_targets(self) -> tuple[tuple[str, ...], str]:
+        """(targets to build for, where they came from): the ``arch`` setting (families
+        expanded, features kept), else this machine's GPUs; neither is a ``ConfigError``."""
+        s = self.settings
+        return arch.resolve_targets(
+            s.general.arch, known=s.known_targets, families=s.target_families, env=s.env
         )
-        # Decided already: the new context must not look again (cached_property's own slot).
-        ctx.__dict__.update(tree=tree, build_targets=targets)
-        return ctx
+
+    def open_tree(self) -> dist.RocmTree:
+        """The ROCm tree of the ``rocm`` setting: a URL is downloaded (once, into the cache),
+        a folder found (``_rocm_sdk_devel`` inside a venv too); empty: ``/opt/rocm``."""
+        setting = self.settings.general.rocm
+        if setting and dist.is_url(setting):
+            root = self.fetch(setting)
+        else:
+            root = dist.find_tree(
+                str(self.settings.cwd / Path(setting).expanduser()) if setting else ""
+            )
+        return dist.open_tree(root)
+
+    def fetch(self, url: str, sha256: str = "") -> Path:
+        """Download and unpack a tarball of a ROCm tree into the cache; its root."""
+        cache_dir = dist.download_cache_dir(
+            self.settings.build.rocm_cache, self.settings.env, self.work_dir
+        )
+        show = self.download_progress
+        update, close = show(url) if show else (None, lambda: None)
+        try:
+            return dist.fetch(url, cache_dir=cache_dir, sha256=sha256, progress=update)
+        finally:
+            close()
 
 
-def resolve(settings: Config, *, download_progress: DownloadProgress | None = None) -> RunContext:
-    """The run context of ``settings``: the folders now, the tree and targets when asked for."""
+def resolve(
+    settings: Config,
+    *,
+    download_progress: DownloadProgress | None = None,
+    tree: bool = False,
+    targets: bool = False,
+) -> RunContext:
+    """The run context of ``settings``: the folders, and the tree and the targets where asked
+    for (see :meth:`RunContext.decide`)."""
     g = settings.general
-    return RunContext(
+    ctx = RunContext(
         settings=settings,
         src_dir=settings.absolute(g.src_dir),
         patches_dir=settings.absolute(g.patches_dir),
@@ -129,3 +152,4 @@ def resolve(settings: Config, *, download_progress: DownloadProgress | None = No
         work_dir=settings.absolute(g.work_dir),
         download_progress=download_progress,
     )
+    return ctx.decide(tree=tree, targets=targets)

@@ -112,7 +112,7 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
 
     tree = None
     try:
-        tree = ctx.tree
+        tree = ctx.decide(targets=False).tree
     except RocmBuildError as err:
         blockers.append(Blocker(type(err), str(err)))
 
@@ -120,7 +120,7 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
     report["gpus"] = list(gpus)
     targets: tuple[str, ...] = ()
     try:
-        targets, origin = ctx.build_targets
+        targets, origin = ctx.decide(tree=False).build_targets
         report["targets"] = {"names": list(targets), "from": origin}
     except ConfigError as err:
         blockers.append(Blocker(ConfigError, str(err)))

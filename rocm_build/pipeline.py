@@ -30,34 +30,40 @@ from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.runreport import StageOutcome
 from rocm_build.stages import Outputs, StageResult
 
-__all__ = ["PIPELINE", "STAGES", "Stage", "StageOutcome", "run_all", "stamp_key"]
+__all__ = ["PIPELINE", "Stage", "StageOutcome", "run_all", "stamp_key"]
 
 log = logging.getLogger(__name__)
-
-STAGES = ("checkout", "build", "bundle", "smoke")
 
 
 #: Called as ``on_stage(stage, event, text)``; event is "start", "skip" or "done".
 StageCallback = Callable[[str, str, str], None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Run:
+    """One run of ``all``: its inputs, decided before the first stage (the context holds the
+    tree and the targets), and the two records the stages add to (``facts``: what the run
+    report is made from; ``outcomes``: one per stage, in order)."""
+
     ctx: RunContext
+    specs: tuple[config.ProjectSpec, ...]
     stamps: Path
     redo: bool
     on_stage: StageCallback
     progress: Progress = NO_PROGRESS
     junit: Path | None = None
-    specs: Sequence[config.ProjectSpec] = ()
-    current: str = "checkout"  # the stage a failure is blamed on
     outcomes: list[StageOutcome] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)  # what the run report is made from
+    facts: dict[str, Any] = field(default_factory=dict)
 
-    def finished(self, name: str) -> None:
-        """``name`` is done: a failure (Ctrl-C) from here on is the next stage's."""
-        names = [stage.name for stage in PIPELINE]
-        self.current = names[min(names.index(name) + 1, len(names) - 1)]
+
+def blamed(outcomes: Sequence[StageOutcome]) -> str:
+    """The stage a failure is blamed on: the one that failed or was interrupted, else the one
+    after the last finished (a stop between stages, while "build done" is printed, is not
+    build's), else the last."""
+    names = [stage.name for stage in PIPELINE]
+    if outcomes and outcomes[-1].status in ("failed", "interrupted"):
+        return outcomes[-1].name
+    return names[min(len(outcomes), len(names) - 1)]
 
 
 def stamp_key(inputs: Mapping[str, Any]) -> str:
@@ -113,23 +119,6 @@ def _save_stamp(
     tmp.replace(path)
 
 
-def _resolve(ctx: RunContext) -> RunContext:
-    """One configuration for every stage: the ROCm tree and the targets decided once."""
-    ctx = ctx.resolved()
-    targets, origin = ctx.build_targets
-    tree = ctx.tree
-    log.info("targets: %s (%s); ROCm %s at %s", ";".join(targets), origin, tree.version, tree.root)
-    return ctx
-
-
-def _precheck(ctx: RunContext) -> None:
-    """Settings that would stop the build, checked before an hours-long checkout: the target
-    names and a local ROCm tree that must exist (a URL is fetched when the build needs it)."""
-    if ctx.settings.general.arch:
-        _ = ctx.arch_targets
-    ctx.check_tree()
-
-
 def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
     return {k: v for k, v in cfg.values.items() if k.startswith(prefix)}
 
@@ -139,18 +128,19 @@ def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage of ``all``: what its stamp key is made of and how it runs (plan, then execute).
+    """One stage of ``all``: its package, what its stamp key is made of and how it runs (plan,
+    then execute).
 
-    ``inputs(run, handed)`` returns what the key is made of (None: no stamp, the stage checks
-    its own state, as checkout does); ``run(run, handed)`` plans and executes the stage on the
-    files the stage before handed over. ``needs_tree``: the ROCm tree and targets are decided
-    (once) before the stage; ``record``/``keep``: the facts its outputs / its result go under.
+    ``package``: the stage's package (``plan``, ``execute``); ``inputs(run, handed)`` returns
+    what the key is made of (None: no stamp, the stage checks its own state, as checkout does);
+    ``run(run, handed)`` plans and executes the stage on the files the stage before handed
+    over; ``record``/``keep``: the facts its outputs / its result go under.
     """
 
     name: str
+    package: str
     inputs: Callable[[_Run, list[Path]], Mapping[str, Any] | None]
     run: Callable[[_Run, list[Path]], StageResult]
-    needs_tree: bool = False
     record: str = ""
     keep: str = ""
 
@@ -184,7 +174,8 @@ def _build_inputs(run: _Run, _handed: list[Path]) -> dict[str, Any]:
 
 
 def _build(run: _Run, _handed: list[Path]) -> StageResult:
-    return build_mod.execute(build_mod.plan(run.ctx, run.specs), run.progress)
+    found = build_mod.survey(run.ctx, run.specs)  # git and the compiler cache, after checkout
+    return build_mod.execute(build_mod.plan(run.ctx, run.specs, found), run.progress)
 
 
 def _bundle_inputs(run: _Run, built: list[Path]) -> dict[str, Any]:
@@ -222,12 +213,13 @@ def _smoke(run: _Run, fat: list[Path]) -> StageResult:
     return result
 
 
-#: What ``all`` runs, in order; each stage gets the outputs of the one before.
+#: What ``all`` runs, in order; each stage gets the outputs of the one before. The one list of
+#: the stages: the CLI numbers its lines from it.
 PIPELINE = (
-    Stage("checkout", lambda _run, _handed: None, _checkout),
-    Stage("build", _build_inputs, _build, needs_tree=True, record="built"),
-    Stage("bundle", _bundle_inputs, _bundle, record="bundled"),
-    Stage("smoke", _smoke_inputs, _smoke, keep="smoke"),
+    Stage("checkout", "sources", lambda _run, _handed: None, _checkout),
+    Stage("build", "building", _build_inputs, _build, record="built"),
+    Stage("bundle", "bundle", _bundle_inputs, _bundle, record="bundled"),
+    Stage("smoke", "smoke", _smoke_inputs, _smoke, keep="smoke"),
 )
 
 
@@ -248,7 +240,6 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
             _skipped(
                 run, name, "up to date for its inputs (stamp " + stamp.get("finished", "?") + ")"
             )
-            run.finished(name)
             outputs = [Path(str(o["path"])) for o in stamp["outputs"]]
             return outputs, dict(stamp.get("detail", {}))
     run.on_stage(name, "start", "")
@@ -272,7 +263,6 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
     # nothing to do: the stage checked its own state (checkout does this itself)
     status = "skipped" if result.nothing_to_do else "ran"
     run.outcomes.append(StageOutcome(name, status, seconds, result.nothing_to_do))
-    run.finished(name)
     if result.nothing_to_do:
         run.on_stage(name, "skip", result.nothing_to_do)
     else:
@@ -287,12 +277,6 @@ def _walk(run: _Run, not_run: Mapping[str, str]) -> None:
         if stage.name in not_run:
             _skipped(run, stage.name, not_run[stage.name], status="not run")
             continue
-        run.current = stage.name
-        if stage.needs_tree and "rocm" not in run.facts:
-            run.ctx = _resolve(run.ctx)
-            tree = run.ctx.tree
-            run.facts["rocm"] = {"root": str(tree.root), "version": tree.version}
-            run.facts["targets"] = list(run.ctx.targets)
         handed, detail = _stage(run, stage, handed)
         if stage.record:
             run.facts[stage.record] = [str(p) for p in handed]
@@ -312,29 +296,44 @@ def run_all(
 ) -> runreport.RunReport:
     """checkout -> build -> bundle -> smoke; raises the failing stage's error (its message
     names the stage and how to resume) after writing the run report. The stages report their
-    long steps (objects fetched, files hipified, build steps, bytes bundled) to ``progress``."""
+    long steps (objects fetched, files hipified, build steps, bytes bundled) to ``progress``.
+
+    One configuration for every stage: the targets and the ROCm tree are decided before the
+    first (a typo in ``arch``, a missing tree, a download that fails stop the run before an
+    hours-long checkout), written into the settings the run report shows."""
+    ctx = ctx.decide()
+    targets, origin = ctx.build_targets
+    tree = ctx.tree
+    log.info("targets: %s (%s); ROCm %s at %s", ";".join(targets), origin, tree.version, tree.root)
     run = _Run(
         ctx=ctx,
+        specs=tuple(ctx.settings.selected_projects(names)),
         stamps=ctx.work_dir / "stamps",
         redo=redo,
         on_stage=on_stage or (lambda _s, _e, _t: None),
         progress=progress,
         junit=junit,
     )
-    run.facts.update({"started": time.time(), "tool": __version__})
-    _precheck(ctx)
+    run.facts.update(
+        {
+            "started": time.time(),
+            "tool": __version__,
+            "projects": _names(run),
+            "rocm": {"root": str(tree.root), "version": tree.version},
+            "targets": list(targets),
+        }
+    )
     try:
-        run.specs = ctx.settings.selected_projects(names)
-        run.facts["projects"] = _names(run)
         _walk(run, {"smoke": "--no-smoke"} if skip_smoke else {})
     except (RocmBuildError, KeyboardInterrupt) as err:
-        run.facts["failed_stage"] = run.current
-        report = runreport.write(run.ctx, run.facts, run.outcomes, ok=False)
+        failed = blamed(run.outcomes)
+        run.facts["failed_stage"] = failed
+        report = runreport.write(ctx, run.facts, run.outcomes, ok=False)
         if isinstance(err, RocmBuildError):
             hint = (
-                f"{run.current} failed: {err}; fix that and run `rocm-build all` again: stages "
+                f"{failed} failed: {err}; fix that and run `rocm-build all` again: stages "
                 f"that finished are skipped (run report: {report.markdown})"
             )
             err.args = (hint, *err.args[1:])
         raise
-    return runreport.write(run.ctx, run.facts, run.outcomes, ok=True)
+    return runreport.write(ctx, run.facts, run.outcomes, ok=True)

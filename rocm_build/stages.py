@@ -1,6 +1,8 @@
 """The shape every stage follows: ``plan(ctx, ...)`` and ``execute(plan, progress) -> result``.
 
-``plan`` decides everything up front from the run context (no long work, no writes);
+``plan`` decides up front from the run context (its tree and targets decided before it) and
+its inputs, which it may read: it makes no folder, writes no file, downloads nothing and starts
+no process, and returns a frozen value (``tests/unit/test_stage_contract.py`` holds this);
 ``execute`` does the work, reporting long steps to a ``Progress``. Every result answers the
 same three questions, which is all ``pipeline`` and the CLI need to know about a stage:
 

@@ -41,6 +41,7 @@ __all__ = [
     "create_file",
     "folder",
     "is_full",
+    "refuse_file",
     "sweep",
     "swept",
     "writing",
@@ -240,12 +241,17 @@ def writing(target: Path, *, needed: Needed = None, doing: str = "writing") -> I
         raise err from exc
 
 
-def check_folder(path: Path, what: str = "output folder") -> None:
-    """Create ``path`` if missing; a one-line error if it is a file or cannot be made."""
+def refuse_file(path: Path, what: str = "output folder") -> None:
+    """A one-line error if ``path`` is there but not a folder (a plan's check: nothing made)."""
     if path.exists() and not path.is_dir():
         raise FileAccessError(
             f"the {what} {path} is a file, not a folder; move it away or choose another folder"
         )
+
+
+def check_folder(path: Path, what: str = "output folder") -> None:
+    """Create ``path`` if missing; a one-line error if it is a file or cannot be made."""
+    refuse_file(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -1,8 +1,9 @@
 """The build stage's plan: per project its folder, environment, command, log and jobs.
 
-``plan(ctx, specs)`` reads the run context (settings, tree, targets) and picks the compiler
-cache; ``make_plan`` is pure: from those values it makes the frozen ``BuildPlan`` that
-``build.execute`` walks (no processes, no writes).
+``survey(ctx, specs)`` asks the programs what only they can tell (the compiler cache's version,
+each checkout's git revision); ``plan(ctx, specs, survey)`` reads the run context (settings, the
+decided tree and targets) and the survey and makes the frozen ``BuildPlan`` that
+``build.execute`` walks (no processes, no writes; ``make_plan`` is its part that takes values).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "REPORT_NAME",
     "BuildPlan",
     "ProjectStep",
+    "Survey",
     "default_jobs",
     "make_plan",
     "memory_available",
@@ -41,6 +43,7 @@ __all__ = [
     "project_version",
     "read_build_requirements",
     "req_name",
+    "survey",
 ]
 
 log = logging.getLogger(__name__)
@@ -218,11 +221,36 @@ def _venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
-    """The build plan for the run context (``build`` and ``all`` share it): its tree and targets.
+@dataclass(frozen=True)
+class Survey:
+    """What the plan needs that only a program can tell, asked just before planning."""
 
-    Refuses a tree that cannot build these projects for these targets (its warnings are logged)
-    and picks the compiler cache; everything else comes from the settings.
+    compiler_cache: CompilerCache  # ``ccache --version`` (or sccache's)
+    revisions: Mapping[str, Revision]  # per project built with version_from_tag: git's answer
+
+
+def survey(ctx: RunContext, specs: Sequence[ProjectSpec]) -> Survey:
+    """Pick the compiler cache (asking it for its version and storage backends) and read the
+    revision of each checkout whose version comes from its release tag (git)."""
+    cfg = ctx.settings
+    return Survey(
+        compiler_cache=resolve_cache(
+            cfg.build.cache, cfg.build.cache_url, cfg.env, base_dir=ctx.src_dir
+        ),
+        revisions={
+            s.name: read_revision(ctx.src_dir / s.name, s.name, ctx.src_dir)
+            for s in specs
+            if s.version_from_tag
+        },
+    )
+
+
+def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildPlan:
+    """The build plan for the run context (``build`` and ``all`` share it): its decided tree
+    and targets, and what ``survey`` found.
+
+    Refuses a tree that cannot build these projects for these targets (its warnings are logged);
+    everything else comes from the settings.
     """
     cfg = ctx.settings
     tree, targets = ctx.tree, ctx.targets
@@ -230,9 +258,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
     for warning in check.warnings:
         log.warning("%s", warning)
     dist.require_valid(check)
-    compiler_cache = resolve_cache(
-        cfg.build.cache, cfg.build.cache_url, cfg.env, base_dir=ctx.src_dir
-    )
+    compiler_cache = found.compiler_cache
     venv_setting = cfg.build.venv
     if venv_setting not in ("", "create", "current"):
         venv_setting = str((cfg.cwd / venv_setting).resolve())
@@ -259,11 +285,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec]) -> BuildPlan:
         aotriton=cfg.build.aotriton
         if cfg.build.aotriton in ("", "auto", "off")
         else str(cfg.absolute(cfg.build.aotriton)),
-        revisions={
-            s.name: read_revision(ctx.src_dir / s.name, s.name, ctx.src_dir)
-            for s in specs
-            if s.version_from_tag
-        },
+        revisions=found.revisions,
     )
     sources = buildsource.read_sources(cfg, ctx.src_dir, [s.name for s in made.steps])
     made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))

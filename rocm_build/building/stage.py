@@ -37,7 +37,6 @@ from rocm_build.building.buildplan import (
     add_env,
     default_jobs,
     memory_available,
-    plan,
     project_version,
     read_build_requirements,
 )
@@ -57,7 +56,6 @@ __all__ = [
     "default_jobs",
     "execute",
     "memory_available",
-    "plan",
     "project_version",
     "read_build_requirements",
     "wheel_metadata",

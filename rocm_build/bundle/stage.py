@@ -8,11 +8,12 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 
 from rocm_build import arch, faults, tempfiles
+from rocm_build.bundle import rocmwheels
 from rocm_build.bundle.device import DeviceOptions
 from rocm_build.bundle.linux import bundle_wheel, project_lib_dir
 from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
@@ -104,11 +105,13 @@ def plan(
     with_wheels: Sequence[Path] = (),
     lib_dir: str | None = None,
     dry_run: bool = False,
-    thin: ThinSource | None = None,
+    mode: Literal["fat", "thin"] = "fat",
+    target_family: str = rocmwheels.DEFAULT_FAMILY,
 ) -> BundlePlans:
     """The stage's plan: the wheels in order, the torch fat wheel given with ``with_wheels``,
-    the tree and the settings. Unless ``dry_run``, the output folder must be one (it is made
-    if missing), which is checked before the tree is looked for."""
+    the decided tree, the settings, and for ``mode`` thin the ROCm packages of the tree's
+    version (``target_family``) the wheels will depend on. Writes nothing: unless ``dry_run``,
+    an output folder that is a file is refused here, and ``execute`` makes a missing one."""
     cfg = ctx.settings
     targets = tuple(ctx.arch_targets)
     torch_spec = cfg.projects.get("torch")
@@ -118,7 +121,8 @@ def plan(
         if _is_torch(extra):
             torch = TorchWheel.read(extra.resolve(), torch_lib_dir)
     if not dry_run:
-        tempfiles.check_folder(ctx.output_dir)
+        tempfiles.refuse_file(ctx.output_dir)
+    thin = rocmwheels.thin_source(ctx.tree.root, target_family) if mode == "thin" else None
     device_targets = arch.expand(
         arch.split_arch(cfg.general.arch or ""),
         known=cfg.known_targets,
@@ -148,6 +152,7 @@ def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResul
     wheel given with an unbundled torch is then planned against that torch's libraries)."""
     with contextlib.ExitStack() as stack:
         if not plan_.dry_run:
+            tempfiles.check_folder(plan_.output_dir)  # made if missing
             # Again at the end: a run killed just before this one may still be going away.
             stack.enter_context(tempfiles.swept(plan_.output_dir))
             faults.point("bundle.swept")

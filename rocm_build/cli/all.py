@@ -78,7 +78,7 @@ def command(
         **o.parse_pairs("--ref", refs, "ref"),
         **o.parse_pairs("--origin", origins, "origin"),
     }
-    ctx = state.resolve(flags)
+    ctx = state.resolve(flags, tree=True, targets=True)
     bars = state.progress()
     try:
         report = pipeline.run_all(
@@ -87,7 +87,7 @@ def command(
             junit=junit,
             redo=redo,
             skip_smoke=no_smoke,
-            on_stage=stage_lines(state, bars, pipeline.STAGES),
+            on_stage=stage_lines(state, bars, [s.name for s in pipeline.PIPELINE]),
             progress=bars,
         )
     except RocmBuildError:

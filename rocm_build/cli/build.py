@@ -79,14 +79,16 @@ def command(
             "build.no_index": no_index,
             "build.dry_run": dry_run,
             "build.force": force,
-        }
+        },
+        tree=True,
+        targets=True,
     )
     cfg = ctx.settings
     specs = cfg.selected_projects(projects)
     targets, origin = ctx.build_targets
     if not state.json and not state.quiet:
         err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
-    plan = build_stage.plan(ctx, specs)
+    plan = build_stage.plan(ctx, specs, build_stage.survey(ctx, specs))
     compiler_cache = plan.compiler_cache
     if cfg.build.dry_run:
         if state.json:

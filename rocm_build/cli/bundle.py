@@ -134,7 +134,8 @@ def command(
             "bundle.keep_other_rocm": keep_other_rocm,
             "bundle.prune_device_code": False if keep_all_device_code else None,
             "bundle.allow_missing_arch": allow_missing_arch,
-        }
+        },
+        tree=True,
     )
     dry_run = ctx.settings.bundle.dry_run
     if split_arch:
@@ -144,16 +145,17 @@ def command(
             raise ConfigError("--split-arch makes fat wheels: leave out --mode thin")
         split(state, ctx, wheels, with_wheels, lib_dir, dry_run)
         return
-    thin = None
-    if mode == "thin":
-        from rocm_build.bundle import rocmwheels
-
-        thin = rocmwheels.thin_source(ctx.tree.root, target_family)
+    plan = bundle_stage.plan(
+        ctx,
+        wheels,
+        with_wheels=with_wheels,
+        lib_dir=lib_dir,
+        dry_run=dry_run,
+        mode=mode,
+        target_family=target_family,
+    )
     bars = state.progress()
     try:
-        plan = bundle_stage.plan(
-            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=dry_run, thin=thin
-        )
         results = list(bundle_stage.execute(plan, bars).results)
     finally:
         close_bars(bars)

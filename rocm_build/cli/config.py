@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rocm_build import config as settings
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, out_console, pass_state, show_settings
 from rocm_build.masking import mask_url, mask_values
@@ -12,7 +11,7 @@ from rocm_build.masking import mask_url, mask_values
 @pass_state
 def command(state: State) -> None:
     """Show every resolved setting and where it came from."""
-    cfg = settings.from_environment(config_file=state.config_file)
+    cfg = state.context().settings
     if state.json:
         state.emit(mask_values(cfg.as_json()))
         return

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from rocm_build import config, context
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, out_console, pass_state
 
@@ -23,7 +22,7 @@ def command(state: State, wheel: Path, require_arch: str | None) -> None:
     """Show what a wheel carries: libraries, search paths, gfx targets, sizes, platform tag."""
     from rocm_build.bundle import report
 
-    ctx = context.resolve(config.from_environment(config_file=state.config_file))
+    ctx = state.context()
     result = report.inspect_wheel(wheel, ctx, require_arch=require_arch)
     if state.json:
         state.emit(result.data)

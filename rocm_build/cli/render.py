@@ -48,21 +48,28 @@ class State:
     debug_traceback: bool = False
     no_wait: bool = False
 
-    def resolve(self, flags: Mapping[str, Any] | None = None) -> RunContext:
-        """Resolve the settings and the run context, and show the settings (stderr, so --json
+    def resolve(
+        self, flags: Mapping[str, Any] | None = None, *, tree: bool = False, targets: bool = False
+    ) -> RunContext:
+        """The run context (:meth:`context`), with the settings shown first (stderr, so --json
         stays clean)."""
         ctx = self.context(flags)
         if not self.quiet and not self.json:
             show_settings(ctx.settings, only_changed=self.verbose == 0)
-        return ctx
+        return ctx.decide(tree=tree, targets=targets)
 
-    def context(self, flags: Mapping[str, Any] | None = None) -> RunContext:
-        """The run context of this run's settings, not shown; a ROCm tree download shows a bar
-        unless --quiet or --json."""
+    def context(
+        self, flags: Mapping[str, Any] | None = None, *, tree: bool = False, targets: bool = False
+    ) -> RunContext:
+        """How every command makes its run context: this run's settings (the global flags and
+        ``flags`` over the files and the environment), the folders, and the ROCm tree and the
+        gfx targets where the command needs them (decided once, before any plan; a tree
+        download shows a bar unless --quiet or --json). Not shown (``resolve`` shows it)."""
         flags = {**(flags or {}), "no_wait": True if self.no_wait else None}
         cfg = config.from_environment(flags=flags, config_file=self.config_file)
         show = not (self.quiet or self.json)
-        return context.resolve(cfg, download_progress=render_download if show else None)
+        download = render_download if show else None
+        return context.resolve(cfg, download_progress=download, tree=tree, targets=targets)
 
     def emit(self, data: Any) -> None:
         """Machine output for --json (credentials in URLs masked, as everywhere)."""

@@ -87,13 +87,9 @@ def wheels(
     Same distribution names and site-packages folders (_rocm_sdk_core/, ...) as ROCm's own, at
     the tree's version: what thin wheels (bundle --mode thin) depend on.
     """
-    from rocm_build import config, context
     from rocm_build.bundle import rocmwheels
 
-    targets: tuple[str, ...] = ()
-    if arch:
-        ctx = context.resolve(config.from_environment(config_file=state.config_file))
-        targets = ctx.parse_targets(arch)
+    targets = state.context().parse_targets(arch) if arch else ()
     made = rocmwheels.build_wheels(
         tree,
         output_dir,

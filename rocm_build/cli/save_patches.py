@@ -28,7 +28,7 @@ def command(
     from rocm_build import sources as sources_stage
 
     ctx = state.resolve(checkout_flags(src_dir, patches_dir, patchset))
-    saved = sources_stage.save_patches(ctx, projects)
+    saved = sources_stage.save_patches(sources_stage.save_patches_plan(ctx, projects))
     if state.json:
         state.emit({"projects": [s.as_json() for s in saved]})
         return

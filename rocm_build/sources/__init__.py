@@ -5,28 +5,36 @@ manifest (:mod:`.stage`, :mod:`.sourceplan`, :mod:`.checkoutsteps`), resume a ki
 
 from __future__ import annotations
 
+from rocm_build.sources import savepatches
+from rocm_build.sources.savepatches import SavedProject, SavePlan
+from rocm_build.sources.sourceplan import plan
 from rocm_build.sources.stage import (
     MANIFEST_NAME,
     CheckoutResult,
     ProjectPlan,
     execute,
     parse_related_commits,
-    plan,
     read_manifest,
-    save_patches,
     stamp,
     write_manifest,
 )
+
+#: save-patches, a mode of the stage with its own plan and execute.
+save_patches_plan = savepatches.plan
+save_patches = savepatches.execute
 
 __all__ = [
     "MANIFEST_NAME",
     "CheckoutResult",
     "ProjectPlan",
+    "SavePlan",
+    "SavedProject",
     "execute",
     "parse_related_commits",
     "plan",
     "read_manifest",
     "save_patches",
+    "save_patches_plan",
     "stamp",
     "write_manifest",
 ]

@@ -1,5 +1,8 @@
 """save-patches: write each project's commits on top of its checkout into its patch series,
-and record in the source manifest that the checkout now equals upstream + that series."""
+and record in the source manifest that the checkout now equals upstream + that series.
+
+``plan(ctx, names)`` decides which checkouts and where (reading the manifest and the journals);
+``execute(plan)`` checks each checkout and writes its series, under the checkout's lock."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from rocm_build.context import RunContext
 from rocm_build.errors import ConfigError, DirtyCheckout, FileAccessError, RocmBuildError
 from rocm_build.sources import journal, patches
 
-__all__ = ["SavedProject", "save_patches"]
+__all__ = ["SavePlan", "SavedProject", "execute", "plan"]
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,37 @@ class SavedProject:
         }
 
 
-def save_patches(ctx: RunContext, names: Sequence[str] = ()) -> tuple[SavedProject, ...]:
-    """Write each project's commits on top of the checkout into its patch series."""
+@dataclass(frozen=True)
+class SavePlan:
+    """The checkouts whose commits to save, and where their series go."""
+
+    src_dir: Path
+    patches_dir: Path
+    projects: tuple[tuple[str, str], ...]  # (project, its subfolder of the patch set)
+    patchset: str  # the setting's; a project's checkout may have used another
+    patchset_given: bool  # set by the user: it wins over the one the checkout used
+    no_wait: bool = False
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.src_dir / manifest.MANIFEST_NAME
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "src_dir": str(self.src_dir),
+            "patches_dir": str(self.patches_dir),
+            "projects": [name for name, _ in self.projects],
+            "patchset": self.patchset,
+            "patchset_given": self.patchset_given,
+        }
+
+
+def plan(ctx: RunContext, names: Sequence[str] = ()) -> SavePlan:
+    """The checkouts to save (``names``, else every one the manifest records or a journal says
+    was begun): a ``ConfigError`` when there is none."""
     cfg = ctx.settings
     src_dir = ctx.src_dir
-    manifest_path = src_dir / manifest.MANIFEST_NAME
-    recorded = manifest.read_manifest(manifest_path)
+    recorded = manifest.read_manifest(src_dir / manifest.MANIFEST_NAME)
     entries: dict[str, Any] = recorded["projects"]
     # A project whose first checkout was interrupted has a journal and no entry yet: it is
     # named too, so the answer is to finish that checkout, not that there is none.
@@ -50,27 +78,33 @@ def save_patches(ctx: RunContext, names: Sequence[str] = ()) -> tuple[SavedProje
     if not chosen:
         msg = f"no checkouts in {src_dir}; run `rocm-build checkout` first or pass --src-dir"
         raise ConfigError(msg)
-    patchset_given = cfg.sources["patchset"] != config_mod.Source.DEFAULT
+    return SavePlan(
+        src_dir=src_dir,
+        patches_dir=ctx.patches_dir,
+        projects=tuple((spec.name, spec.patches) for spec in cfg.selected_projects(chosen)),
+        patchset=cfg.patchset,
+        patchset_given=cfg.sources["patchset"] != config_mod.Source.DEFAULT,
+        no_wait=cfg.general.no_wait,
+    )
+
+
+def execute(plan_: SavePlan) -> tuple[SavedProject, ...]:
+    """Write each planned project's commits on top of the checkout into its patch series."""
     out: list[SavedProject] = []
-    for spec in cfg.selected_projects(chosen):
-        src = src_dir / spec.name
-        with locks.hold(src, f"the checkout {src}", no_wait=cfg.general.no_wait):
+    for name, subfolder in plan_.projects:
+        src = plan_.src_dir / name
+        with locks.hold(src, f"the checkout {src}", no_wait=plan_.no_wait):
             faults.point("save-patches.locked")
-            entry = manifest.read_manifest(manifest_path)["projects"].get(spec.name)
-            out.append(_save_one(ctx, spec.name, spec.patches, entry, patchset_given))
+            entry = manifest.read_manifest(plan_.manifest_path)["projects"].get(name)
+            out.append(_save_one(plan_, name, subfolder, entry))
             faults.point("save-patches.project-done")
     return tuple(out)
 
 
 def _save_one(
-    ctx: RunContext,
-    name: str,
-    subfolder: str,
-    entry: dict[str, Any] | None,
-    patchset_given: bool,
+    plan_: SavePlan, name: str, subfolder: str, entry: dict[str, Any] | None
 ) -> SavedProject:
-    cfg = ctx.settings
-    src_dir = ctx.src_dir
+    src_dir = plan_.src_dir
     src = src_dir / name
     if journal.CheckoutJournal.read(src_dir, name) is not None:
         msg = (
@@ -90,14 +124,14 @@ def _save_one(
         raise DirtyCheckout(msg)
     faults.point("save-patches.checked")
     patchset = (
-        cfg.patchset
-        if patchset_given or entry is None
-        else str(entry.get("patchset") or cfg.patchset)
+        plan_.patchset
+        if plan_.patchset_given or entry is None
+        else str(entry.get("patchset") or plan_.patchset)
     )
-    root = patches.series_root(ctx.patches_dir, patchset, subfolder)
+    root = patches.series_root(plan_.patches_dir, patchset, subfolder)
     patches.check_save_root(root)
     repos = [rel for rel, _ in manifest.all_repos(src)]
-    with locks.hold(root, f"the patch folder {root}", no_wait=cfg.general.no_wait):
+    with locks.hold(root, f"the patch folder {root}", no_wait=plan_.no_wait):
         faults.point("save-patches.patch-folder-locked")
         try:
             result = patches.save(src, repos, root)

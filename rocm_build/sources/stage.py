@@ -1,6 +1,6 @@
 """The checkout stage: fetch, pin, tag, patch, hipify.
 
-``plan`` (``sourceplan``) turns the settings (and an optional manifest to replay) into a frozen
+``sourceplan.plan`` turns the settings (and an optional manifest to replay) into a frozen
 ``CheckoutPlan``; ``execute`` walks it, one project at a time under its locks, with the steps of
 ``checkoutsteps``. Each project's inputs (origin, ref -> commit, patch hashes, hipify command,
 flags) are hashed into a stamp kept in ``<src-dir>/rocm-build-sources.json``; a re-run whose stamp
@@ -42,13 +42,11 @@ from rocm_build.manifest import (
 from rocm_build.masking import mask_url
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.sources import checkoutsteps, gitremote, journal, patches, resumecheck
-from rocm_build.sources.savepatches import SavedProject, save_patches
 from rocm_build.sources.sourceplan import (
     CheckoutPlan,
     CheckoutResult,
     ProjectPlan,
     ProjectResult,
-    plan,
 )
 
 __all__ = [
@@ -58,12 +56,9 @@ __all__ = [
     "ProjectPlan",
     "ProjectResult",
     "RelatedCommit",
-    "SavedProject",
     "execute",
     "parse_related_commits",
-    "plan",
     "read_manifest",
-    "save_patches",
     "stamp",
     "write_manifest",
 ]

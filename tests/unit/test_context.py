@@ -1,4 +1,5 @@
-"""The run context: folders now; the ROCm tree and the gfx targets once, when first asked for."""
+"""The run context: folders now; the ROCm tree and the gfx targets decided once, where asked for,
+before any plan."""
 
 from __future__ import annotations
 
@@ -26,27 +27,32 @@ def test_folders_are_absolute_against_the_working_directory(tmp_path: Path) -> N
     assert ctx.work_dir == tmp_path / ".rocm-build"
 
 
-def test_nothing_is_resolved_until_asked_for(tmp_path: Path) -> None:
+def test_nothing_is_decided_unless_asked_for(tmp_path: Path) -> None:
     # A checkout needs neither a ROCm tree nor valid targets.
     ctx = _ctx(tmp_path, rocm=str(tmp_path / "gone"), arch="gfx9000")
     with pytest.raises(RocmTreeError, match=re.escape(f"{tmp_path / 'gone'} does not exist")):
-        _ = ctx.tree
+        ctx.decide(targets=False)
     with pytest.raises(ConfigError, match="'gfx9000' is not a known target"):
         _ = ctx.arch_targets
     with pytest.raises(ConfigError, match="'gfx9000' is not a known target"):
-        _ = ctx.build_targets
+        ctx.decide(tree=False)
+    # what was not decided is never looked for later (a plan must not download a tree)
+    with pytest.raises(RuntimeError, match="not decided"):
+        _ = ctx.tree
+    with pytest.raises(RuntimeError, match="not decided"):
+        _ = ctx.targets
 
 
 def test_a_relative_tree_is_found_against_the_working_directory(tmp_path: Path) -> None:
     make_tree(tmp_path / "rocm")
-    ctx = _ctx(tmp_path, rocm="rocm")
+    ctx = _ctx(tmp_path, rocm="rocm").decide(targets=False)
     assert ctx.tree.root == tmp_path / "rocm"
-    assert ctx.tree is ctx.tree  # opened once
-    ctx.check_tree()
+    assert ctx.decide(targets=False).tree is ctx.tree  # opened once
+    assert context.resolve(ctx.settings, tree=True).tree.root == ctx.tree.root
 
 
 def test_targets_one_way_for_every_stage(tmp_path: Path) -> None:
-    ctx = _ctx(tmp_path, arch="gfx90a:xnack-;gfx94X, gfx90a")
+    ctx = _ctx(tmp_path, arch="gfx90a:xnack-;gfx94X, gfx90a").decide(tree=False)
     assert ctx.build_targets == (("gfx90a:xnack-", "gfx942", "gfx90a"), "arch setting")
     assert ctx.arch_targets == ("gfx90a", "gfx942")  # base names, as bundle and smoke compare
     assert ctx.parse_targets("gfx90a;gfx94X, gfx90a") == ("gfx90a", "gfx942")
@@ -55,9 +61,12 @@ def test_targets_one_way_for_every_stage(tmp_path: Path) -> None:
         ctx.parse_targets("gfx9000")
 
 
-def test_resolved_writes_the_tree_and_targets_into_the_settings(tmp_path: Path) -> None:
+def test_deciding_writes_the_tree_and_targets_into_the_settings(tmp_path: Path) -> None:
     make_tree(tmp_path / "rocm")
-    ctx = _ctx(tmp_path, rocm="rocm", arch="gfx110X").resolved()
+    undecided = _ctx(tmp_path, rocm="rocm", arch="gfx110X")
+    ctx = undecided.decide()
+    assert undecided.rocm_tree is None  # a new context: the first is as it was
+    assert undecided.settings.general.rocm == "rocm"
     assert ctx.settings.general.rocm == str(tmp_path / "rocm")
     assert ctx.settings.general.arch == "gfx1100;gfx1101;gfx1102;gfx1103"
     assert ctx.settings.values["arch"] == ctx.settings.general.arch  # what the run report shows

@@ -63,7 +63,8 @@ def _plan(
     for spec in specs:
         (ctx.src_dir / spec.name).mkdir(parents=True, exist_ok=True)
         (ctx.src_dir / spec.name / "version.txt").write_text("1.0.0\n")
-    return buildplan.plan(ctx, specs)
+    # what survey would ask git and ccache: no compiler cache, no tagged checkout
+    return buildplan.plan(ctx.decide(), specs, buildplan.Survey(cache.CompilerCache("none"), {}))
 
 
 def set_by_build(tmp_path: Path) -> set[str]:

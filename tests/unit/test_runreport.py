@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocm_build import pipeline, runreport
+from rocm_build.runreport import StageOutcome
 
 
 def report(ok: bool) -> dict[str, object]:
@@ -92,13 +93,13 @@ def test_stamp_key_is_stable_and_sensitive() -> None:
 
 def test_a_stop_between_stages_is_blamed_on_the_next_stage() -> None:
     # Ctrl-C right after build's stamp (while "build done" is printed) is not build's failure
-    run = pipeline._Run(ctx=None, stamps=Path("stamps"), redo=False, on_stage=print)  # type: ignore[arg-type]
-    run.current = "build"
-    run.finished("build")
-    assert run.current == "bundle"
-    run.current = "smoke"
-    run.finished("smoke")
-    assert run.current == "smoke"  # the last stage: nothing after it to blame
+    done = [StageOutcome("checkout", "skipped"), StageOutcome("build", "ran", 1.0)]
+    assert pipeline.blamed(done) == "bundle"
+    assert pipeline.blamed([]) == "checkout"  # before the first stage's outcome
+    assert pipeline.blamed([*done, StageOutcome("bundle", "failed", 1.0, "no")]) == "bundle"
+    assert pipeline.blamed([*done, StageOutcome("bundle", "interrupted")]) == "bundle"
+    finished = [*done, StageOutcome("bundle", "ran"), StageOutcome("smoke", "ran")]
+    assert pipeline.blamed(finished) == "smoke"  # the last stage: nothing after it to blame
 
 
 def test_run_report_keeps_each_builds_version_origin_switches_and_notes(tmp_path: Path) -> None:

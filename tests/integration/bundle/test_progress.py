@@ -30,7 +30,7 @@ def test_bundle_reports_bytes_up_to_the_planned_total(
         },
     )
     rec = RecordingProgress()
-    (result,) = bundle.bundle_many(context.resolve(cfg), [hip_ext_wheel], progress=rec)
+    (result,) = bundle.bundle_many(context.resolve(cfg, tree=True), [hip_ext_wheel], progress=rec)
     fat = Path(result.output)
     (task,) = rec.tasks
     assert task == f"{fat.name}: bytes bundled"
@@ -43,7 +43,7 @@ def test_bundle_reports_bytes_up_to_the_planned_total(
     assert record.total >= grafted > 0
     # Bundling it again is a no-op: nothing is written, nothing reported.
     again = RecordingProgress()
-    bundle.bundle_many(context.resolve(cfg), [hip_ext_wheel], progress=again)
+    bundle.bundle_many(context.resolve(cfg, tree=True), [hip_ext_wheel], progress=again)
     assert again.tasks == {}
 
 

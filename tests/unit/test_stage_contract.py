@@ -1,0 +1,171 @@
+"""The stage contract, by behaviour: ``plan(ctx, ...)`` of every stage decides without doing.
+
+Each stage's plan is made on a realistic workspace (a ROCm tree, checkouts of torch and
+torchvision, the wheels a build hands over, the output and work folders not made yet) with
+processes and sockets refused (the unit tier's guard) and every filesystem write refused too
+(``guard.forbid_writes``): the plan must come back as a frozen value that ``execute`` takes, and
+the workspace must be exactly as it was. Reading inputs (the tree, the checkouts, the wheels) is
+allowed: deciding needs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import os
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_build import building as build
+from rocm_build import bundle, config, context, pipeline, smoke, sources
+from rocm_build.building.buildversion import Revision
+from rocm_build.building.cache import CompilerCache
+from rocm_build.context import RunContext
+
+from . import guard
+from .test_dist import make_tree
+from .test_smoke_plan import make_wheel
+
+#: The stages, as packages: the pipeline's one list.
+STAGES = tuple(stage.package for stage in pipeline.PIPELINE)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    ctx: RunContext
+    built: tuple[Path, ...]  # what the build hands over (torch, torchvision)
+
+    def specs(self) -> list[config.ProjectSpec]:
+        return self.ctx.settings.selected_projects(["torch", "torchvision"])
+
+
+def _checkout(src: Path, name: str, version: str) -> None:
+    """A checkout as the build reads it: a repository (``.git``) with its version file."""
+    (src / name / ".git" / "refs").mkdir(parents=True)
+    (src / name / ".git" / "objects").mkdir()
+    (src / name / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (src / name / "version.txt").write_text(version + "\n")
+    (src / name / "requirements.txt").write_text("numpy\n")
+
+
+def _tree(root: Path) -> Path:
+    """A tree torch can be built against: the CMake packages its LoadHIP.cmake requires."""
+    make_tree(root)
+    torch = config.load_defaults()["projects"]["torch"]
+    for package in torch["cmake_packages"]:
+        (root / "lib" / "cmake" / package).mkdir(parents=True, exist_ok=True)
+    (root / "bin").mkdir()
+    (root / "bin" / "hipcc").write_text("")
+    return root
+
+
+def _workspace(root: Path) -> Workspace:
+    _tree(root / "rocm")
+    for name, version in (("torch", "2.9.0"), ("torchvision", "0.24.0a0")):
+        _checkout(root / "src", name, version)
+    built = root / "built"
+    built.mkdir()
+    tag = "cp311-cp311-linux_x86_64"
+    torch = make_wheel(built / f"torch-2.9.0+rocm6.4.1-{tag}.whl", {"torch/__init__.py": ""})
+    vision = make_wheel(
+        built / f"torchvision-0.24.0+rocm6.4.1-{tag}.whl", {"torchvision/__init__.py": ""}
+    )
+    env = {"PATH": os.environ.get("PATH", "")}  # this machine's programs (ccache, git)
+    cfg = config.load(cwd=root, env=env, flags={"rocm": "rocm", "arch": "gfx90a"})
+    # The one step that may look around (find the tree, a URL downloaded, the GPUs): before any
+    # plan, as every command and `all` (before its first stage) do.
+    ctx = context.resolve(cfg, tree=True, targets=True)
+    return Workspace(root, ctx, (torch, vision))
+
+
+def _listing(root: Path) -> dict[str, tuple[str, int, int]]:
+    """Every file and folder under ``root``: kind, size, modification time."""
+    out: dict[str, tuple[str, int, int]] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(folder, name)
+            st = path.lstat()
+            kind = "dir" if path.is_dir() else "file"
+            out[str(path.relative_to(root))] = (kind, st.st_size, st.st_mtime_ns)
+    return out
+
+
+SURVEY = build.Survey(CompilerCache("none"), {"torch": Revision("ab" * 20, tag="v2.9.0")})
+BUILTIN = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
+
+#: (stage, how its plan is made): every stage at least once, and the modes of a stage's command.
+#: A mode with its own execute names it as ``stage:function``.
+PLANS: dict[str, tuple[str, Callable[[Workspace], Any]]] = {
+    "checkout": (
+        "sources",
+        lambda ws: sources.plan(ws.ctx, ["torch", "torchvision"], builtin_origins=BUILTIN),
+    ),
+    # survey asks git and ccache (processes): what it found, as the plan gets it
+    "build": ("building", lambda ws: build.plan(ws.ctx, ws.specs(), SURVEY)),
+    "bundle": ("bundle", lambda ws: bundle.plan(ws.ctx, ws.built)),
+    "bundle --dry-run": ("bundle", lambda ws: bundle.plan(ws.ctx, ws.built, dry_run=True)),
+    "bundle --mode thin": ("bundle", lambda ws: bundle.plan(ws.ctx, ws.built, mode="thin")),
+    "bundle --with torch": (
+        "bundle",
+        lambda ws: bundle.plan(ws.ctx, ws.built[1:], with_wheels=ws.built[:1]),
+    ),
+    "smoke": ("smoke", lambda ws: smoke.plan(ws.ctx, ws.built, junit=ws.root / "junit.xml")),
+    "save-patches": (
+        "sources:save_patches",
+        lambda ws: sources.save_patches_plan(ws.ctx, ["torch", "torchvision"]),
+    ),
+}
+
+
+def test_every_stage_has_its_plan_checked() -> None:
+    assert sorted({stage.partition(":")[0] for stage, _ in PLANS.values()}) == sorted(STAGES)
+
+
+@pytest.mark.parametrize("case", PLANS)
+def test_a_plan_writes_nothing_and_starts_nothing(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stage, make = PLANS[case]
+    ws = _workspace(tmp_path)
+    before = _listing(tmp_path)
+    with monkeypatch.context() as guarded:
+        guard.forbid_writes(guarded)  # processes and sockets: refused for every unit test
+        made = make(ws)
+    assert _listing(tmp_path) == before
+    # a value: frozen, and what the stage's execute takes
+    assert dataclasses.is_dataclass(made)
+    assert type(made).__dataclass_params__.frozen  # type: ignore[attr-defined]
+    package, _, function = stage.partition(":")
+    execute = getattr(importlib.import_module(f"rocm_build.{package}"), function or "execute")
+    first = next(iter(inspect.signature(execute).parameters))
+    assert typing.get_type_hints(execute)[first] is type(made)
+
+
+def test_the_write_guard_refuses_writes_and_allows_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "in").write_text("input\n")
+    with monkeypatch.context() as guarded:
+        guard.forbid_writes(guarded)
+        assert (tmp_path / "in").read_text() == "input\n"
+        writes: list[Callable[[], object]] = [
+            lambda: (tmp_path / "d").mkdir(),
+            lambda: os.makedirs(tmp_path / "a" / "b"),  # noqa: PTH103
+            lambda: (tmp_path / "f").write_text("x"),
+            lambda: open(tmp_path / "g", "a"),  # noqa: SIM115, PTH123
+            lambda: os.open(tmp_path / "h", os.O_CREAT | os.O_WRONLY),
+            lambda: (tmp_path / "in").unlink(),
+            lambda: (tmp_path / "in").rename(tmp_path / "moved"),
+            lambda: (tmp_path / "in").touch(),
+        ]
+        for write in writes:
+            with pytest.raises(guard.UnitTestGuardError):
+                write()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
