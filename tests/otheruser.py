@@ -102,6 +102,24 @@ def _site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
+def _everyone_may_reach(path: Path) -> bool:
+    """Whether every folder above ``path`` lets other users through (o+x)."""
+    return all(p.stat().st_mode & 0o001 for p in path.resolve().parents)
+
+
+def base_python() -> str:
+    """This Python's interpreter, or another build of the same version (the copied extension
+    modules need its ABI) that other users can reach: a Python installed under a private home
+    (pyenv's under /root) lets nobody run it only where no user namespace re-checks the path."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [Path(sys.base_prefix) / "bin" / version]
+    candidates += [Path(d) / version for d in ("/usr/bin", "/usr/local/bin")]
+    for candidate in candidates:
+        if candidate.is_file() and _everyone_may_reach(candidate):
+            return str(candidate)
+    return sys.executable
+
+
 @pytest.fixture(scope="session")
 def nobody_python() -> Iterator[Path]:
     """A Python that nobody may run, with this working tree's rocm_build and its dependencies."""
@@ -109,7 +127,7 @@ def nobody_python() -> Iterator[Path]:
     base = readable_folder("rb-nobody-py-")
     try:
         venv = base / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        subprocess.run([base_python(), "-m", "venv", "--without-pip", str(venv)], check=True)
         python = venv / "bin" / "python"
         for dist in _requirement_closure("rocm-build")[1:]:
             _copy_installed(dist, venv)

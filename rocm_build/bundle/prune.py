@@ -1,6 +1,6 @@
 """Pruning offload bundles: keep the device code that serves some gfx targets, drop the rest.
 
-An ELF library's ``.hip_fatbin`` holds offload bundles (see :mod:`rocm_build.elf`), one entry
+An ELF library's ``.hip_fatbin`` holds offload bundles (see :mod:`rocm_build.binary.elf`), one entry
 per target. A one-GPU wheel needs the host entry and the entries that serve its targets
 (:func:`rocm_build.arch.serves_id`: the exact processor, its feature variants, the generic
 processors that cover it). Everything here is planned from the bundles' headers and applied as

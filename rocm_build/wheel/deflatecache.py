@@ -3,7 +3,7 @@ nothing it deflated before.
 
 Users re-bundle after every torch rebuild against the same tree: the ROCm libraries (patched the
 same way each time) and data files compress to the same bytes each time, and deflating them is
-most of a bundle's work. :class:`rocm_build.wheelfile.WheelWriter` stores each new member's raw
+most of a bundle's work. :class:`.wheelfile.WheelWriter` stores each new member's raw
 deflate stream here with its CRC-32, size and sha256 (its RECORD hash), keyed by what determines
 those bytes (see :func:`file_key`); a hit is copied raw, as an unchanged wheel member is.
 

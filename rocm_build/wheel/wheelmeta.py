@@ -1,4 +1,4 @@
-"""Edits of a wheel's METADATA and WHEEL texts (re-exported by :mod:`rocm_build.wheelfile`)."""
+"""Edits of a wheel's METADATA and WHEEL texts (re-exported by :mod:`.wheelfile`)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO
 
 WRITER_WORKERS = (
-    "import sys\nfrom pathlib import Path\nfrom rocm_build.wheelfile import WheelWriter\n"
+    "import sys\nfrom pathlib import Path\nfrom rocm_build.wheel.wheelfile import WheelWriter\n"
     "w = WheelWriter(Path(sys.argv[1]) / 'probe-1.0-py3-none-any.whl', 'probe-1.0.dist-info')\n"
     "print(w.workers)\nw.__exit__(RuntimeError, None, None)\n"
 )
