@@ -44,8 +44,8 @@ from rocm_build.bundle.libraries import (
     system_lib_dirs,
     tree_lib_dirs,
 )
-from rocm_build.bundle.lines import missing_data_line, plan_lines, system_lines, warning_lines
-from rocm_build.bundle.linux import bundle_wheel, project_lib_dir
+from rocm_build.bundle.lines import missing_data_line, system_lines, warning_lines
+from rocm_build.bundle.linux import project_lib_dir
 from rocm_build.bundle.model import (
     BundlePlan,
     BundleResult,
@@ -56,9 +56,9 @@ from rocm_build.bundle.model import (
     TorchWheel,
 )
 from rocm_build.bundle.plan import inside, make_plan, rel_origin
+from rocm_build.bundle.platforms import plan_lines
 from rocm_build.bundle.policy import is_loader, platform_tag, policy_whitelist
 from rocm_build.bundle.stage import BundlePlans, BundleResults, bundle_many, execute, plan
-from rocm_build.bundle.windows import bundle_windows, is_windows_wheel
 from rocm_build.wheel.analyze import (
     PROVENANCE,
     ElfMember,
@@ -89,8 +89,6 @@ __all__ = [
     "analyze",
     "apply_plan",
     "bundle_many",
-    "bundle_wheel",
-    "bundle_windows",
     "data_destination",
     "data_target_gaps",
     "execute",
@@ -98,7 +96,6 @@ __all__ = [
     "gfx_tokens",
     "inside",
     "is_loader",
-    "is_windows_wheel",
     "looked_up_at",
     "make_plan",
     "may_be_elf",

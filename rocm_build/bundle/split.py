@@ -40,11 +40,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from rocm_build import __version__, faults, locks, tempfiles
+from rocm_build.bundle import platforms
 from rocm_build.bundle.apply import sources_unchanged
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
 from rocm_build.bundle.model import BundleResult
 from rocm_build.bundle.stage import bundle_many
-from rocm_build.bundle.windows import is_windows_wheel
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
@@ -386,13 +386,7 @@ def split_many(
     settings = ctx.settings.bundle
     pattern = settings.device_name or DEFAULT_DEVICE_NAME
     for wheel in wheels:
-        if settings.platform == "windows" or (
-            settings.platform == "auto" and is_windows_wheel(wheel)
-        ):
-            raise BundleError(
-                f"{wheel.name}: --split-arch makes Linux wheels only so far: bundle this "
-                "Windows wheel without it"
-            )
+        platforms.check_split(wheel, settings.platform)
     if ctx.arch_targets:
         for t in ctx.arch_targets:
             device_name(pattern, "project", t)
