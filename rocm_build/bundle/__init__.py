@@ -55,7 +55,7 @@ from rocm_build.bundle.model import (
     ThinSource,
     TorchWheel,
 )
-from rocm_build.bundle.plan import inside, make_plan, rel_origin
+from rocm_build.bundle.plan import PlanInput, PlanRules, inside, make_plan, rel_origin
 from rocm_build.bundle.platforms import plan_lines
 from rocm_build.bundle.policy import is_loader, platform_tag, policy_whitelist
 from rocm_build.bundle.stage import BundlePlans, BundleResults, bundle_many, execute, plan
@@ -81,6 +81,8 @@ __all__ = [
     "Library",
     "LibraryIndex",
     "PeMember",
+    "PlanInput",
+    "PlanRules",
     "Resolver",
     "RpathChange",
     "ThinSource",

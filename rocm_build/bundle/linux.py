@@ -35,7 +35,7 @@ from rocm_build.bundle.job import BundleJob
 from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from rocm_build.bundle.lines import linux_plan_lines
 from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile
-from rocm_build.bundle.plan import make_plan
+from rocm_build.bundle.plan import PlanInput, PlanRules, make_plan
 from rocm_build.bundle.policy import policy_whitelist
 from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm
 from rocm_build.config.loader import ProjectSpec
@@ -194,29 +194,30 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
 
     so_patterns = [p for p in job.dlopen_patterns if ".so" in p]
     stems = [f"{stem}.so*" for stem in sorted(index.stems())]
+    rules = PlanRules(
+        lib_dir=job.lib_dir,
+        targets=job.targets,
+        dlopen_patterns=job.dlopen_patterns,
+        whitelist=policy_whitelist(job.policy),
+        torch=job.torch,
+        fingerprint=fp,
+        policy=job.policy,
+        rocm_only=[*job.rocm_libs, *so_patterns, *stems],
+        system_allowed=job.system_libs,
+        tree=str(job.rocm),
+        thin=job.thin,
+    )
 
     def planned(left_out: Sequence[str]) -> BundlePlan:
-        return make_plan(
+        wheel = PlanInput(
             input_path=job.wheel,
             output_path=job.output_dir / job.wheel.name,
             wheel_name=analysis.name,
             metadata=analysis.metadata,
             members=[m for m in analysis.members if m not in left_out],
             elves={a: i for a, i in analysis.infos.items() if a not in left_out},
-            index=index,
-            lib_dir=job.lib_dir,
-            targets=job.targets,
-            dlopen_patterns=job.dlopen_patterns,
-            data_selector=selector,
-            whitelist=policy_whitelist(job.policy),
-            torch=job.torch,
-            fingerprint=fp,
-            policy=job.policy,
-            rocm_only=[*job.rocm_libs, *so_patterns, *stems],
-            system_allowed=job.system_libs,
-            tree=str(job.rocm),
-            thin=job.thin,
         )
+        return make_plan(wheel, index, rules, selector)
 
     provisional = planned(())
     others = tuple(other_rocm(analysis.infos, provisional.libraries, provisional.lib_dir))

@@ -84,22 +84,26 @@ ROCM = TreeIndex(
 
 
 def plan(elves: dict[str, ElfInfo], *, index: TreeIndex = ROCM, **kw: object) -> bundle.BundlePlan:
-    args: dict[str, object] = {
+    """A plan for a wheel with these ELF members; ``kw`` sets fields of the wheel
+    (:class:`bundle.PlanInput`) or of the rules (:class:`bundle.PlanRules`)."""
+    wheel: dict[str, object] = {
         "input_path": Path("in.whl"),
         "output_path": Path("out.whl"),
         "wheel_name": WheelName.parse("ext-1.0-cp311-cp311-linux_x86_64.whl"),
         "metadata": "Metadata-Version: 2.1\nName: ext\nVersion: 1.0\n",
         "members": list(elves),
         "elves": elves,
-        "index": index,
+    }
+    rules: dict[str, object] = {
         "lib_dir": "ext/lib",
         "targets": ("gfx90a",),
         "dlopen_patterns": ("libamd_comgr.so*",),
-        "data": ((), 0),
         "whitelist": bundle.policy_whitelist(),
     }
-    args.update(kw)
-    return bundle.make_plan(**args)  # type: ignore[arg-type]
+    for key, value in kw.items():
+        (wheel if key in wheel else rules)[key] = value
+    inputs = bundle.PlanInput(**wheel)  # type: ignore[arg-type]
+    return bundle.make_plan(inputs, index, bundle.PlanRules(**rules))  # type: ignore[arg-type]
 
 
 def test_closure_rpaths_and_dlopen() -> None:
