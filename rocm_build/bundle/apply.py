@@ -37,9 +37,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path], *,
-               level: int, provenance: dict[str, Any], linkers: Sequence[str] = (),
-               progress: Progress = NO_PROGRESS) -> Path:  # fmt: skip
+def apply_plan(
+    plan: BundlePlan,
+    reader: WheelReader,
+    extracted: Mapping[str, Path],
+    *,
+    level: int,
+    provenance: dict[str, Any],
+    linkers: Sequence[str] = (),
+    progress: Progress = NO_PROGRESS,
+) -> Path:
     """Write the output wheel in one pass; returns its path.
 
     Reports "<wheel>: bytes bundled" to ``progress``: each member copied counts its stored
@@ -59,9 +66,11 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
         w = writers[0] if writers else None
         return int(total * (w.bytes_out / w.bytes_in if w and w.bytes_in else 1))
 
-    with tempfiles.writing(out, needed=needed), \
-            tempfiles.folder(out.parent, f"{out.name}.scratch") as scratch, \
-            WheelWriter(out, rename(reader.dist_info), level=level) as writer:  # fmt: skip
+    with (
+        tempfiles.writing(out, needed=needed),
+        tempfiles.folder(out.parent, f"{out.name}.scratch") as scratch,
+        WheelWriter(out, rename(reader.dist_info), level=level) as writer,
+    ):
         writers.append(writer)
         faults.point("bundle.writer-open")
         pass_ = _Pass(plan, reader, writer, Path(scratch), progress, task, rename)

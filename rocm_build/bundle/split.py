@@ -25,6 +25,7 @@ bytes: pip lets the second overwrite the first). A wheel with no per-target data
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -214,10 +215,9 @@ def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult 
         devices = {t: output_dir / n for t, n in split.get("device_wheels", {}).items()}
         if all(p.is_file() for p in devices.values()):
             log.info("%s and its device wheels are up to date", existing.name)
-            return SplitResult(
-                str(wheel), str(existing), {t: str(p) for t, p in devices.items()},
-                "up-to-date", time.monotonic() - start,
-            )  # fmt: skip
+            paths = {t: str(p) for t, p in devices.items()}
+            seconds = time.monotonic() - start
+            return SplitResult(str(wheel), str(existing), paths, "up-to-date", seconds)
     return None
 
 
@@ -229,24 +229,39 @@ class _Device:
     dist_info: str
 
 
-def _write_device(
-    reader: WheelReader, owner: Mapping[str, set[str]], device: _Device, *, project: str,
-    version: str, level: int, no_wait: bool, progress: Progress, task: str,
-) -> tuple[int, int]:  # fmt: skip
+@dataclass(frozen=True)
+class _Cut:
+    """The fat wheel being cut, which targets each member belongs to, and how the pieces are
+    written (each under its lock, counted in one progress task)."""
+
+    reader: WheelReader
+    owner: Mapping[str, set[str]]
+    level: int
+    no_wait: bool
+    progress: Progress
+    task: str
+
+    @contextlib.contextmanager
+    def writer(self, out: Path, dist_info: str) -> Iterator[WheelWriter]:
+        with (
+            locks.hold(out, f"the wheel {out}", no_wait=self.no_wait),
+            tempfiles.writing(out),
+            WheelWriter(out, dist_info, level=self.level) as writer,
+        ):
+            yield writer
+
+
+def _write_device(cut: _Cut, device: _Device, project: str, version: str) -> tuple[int, int]:
     """One device wheel: the members of its target, copied as they are; returns their count
     and uncompressed bytes."""
     files = size = 0
-    out = device.path
-    with (
-        locks.hold(out, f"the wheel {out}", no_wait=no_wait),
-        tempfiles.writing(out),
-        WheelWriter(out, device.dist_info, level=level) as writer,
-    ):
+    reader = cut.reader
+    with cut.writer(device.path, device.dist_info) as writer:
         for m in reader.members:
-            if device.target in owner.get(m.name, ()):
+            if device.target in cut.owner.get(m.name, ()):
                 writer.copy_member(reader, m.name)
                 files, size = files + 1, size + m.file_size
-                progress.advance(task, m.compress_size)
+                cut.progress.advance(cut.task, m.compress_size)
         meta = _device_metadata(device.dist, version, project, device.target)
         writer.add_bytes(f"{device.dist_info}/METADATA", meta.encode())
         tags = [f"py3-none-{p}" for p in reader.name.platform_tag.split(".")]
@@ -256,20 +271,15 @@ def _write_device(
 
 
 def _write_host(
-    reader: WheelReader, owner: Mapping[str, set[str]], host: Path, *, provenance: tuple[str,
-    dict[str, Any]], extras: Mapping[str, str], level: int, no_wait: bool, progress: Progress,
-    task: str,
-) -> None:  # fmt: skip
+    cut: _Cut, host: Path, provenance: tuple[str, dict[str, Any]], extras: Mapping[str, str]
+) -> None:
     """The host wheel: every member no device wheel took, with the new provenance and extras."""
     prov_name, prov = provenance
+    reader = cut.reader
     record = f"{reader.dist_info}/RECORD"
-    with (
-        locks.hold(host, f"the wheel {host}", no_wait=no_wait),
-        tempfiles.writing(host),
-        WheelWriter(host, reader.dist_info, level=level) as writer,
-    ):
+    with cut.writer(host, reader.dist_info) as writer:
         for m in reader.members:
-            if m.is_dir or m.name == record or owner.get(m.name):
+            if m.is_dir or m.name == record or cut.owner.get(m.name):
                 continue
             if m.name == prov_name:
                 text = json.dumps(prov, indent=1, sort_keys=True) + "\n"
@@ -278,7 +288,7 @@ def _write_host(
                 writer.add_bytes(m.name, _add_extras(reader.metadata(), extras).encode())
             else:
                 writer.copy_member(reader, m.name)
-            progress.advance(task, m.compress_size)
+            cut.progress.advance(cut.task, m.compress_size)
         writer.commit()
 
 
@@ -324,12 +334,10 @@ def split_wheel(
         host = output_dir / fat.name
         task = f"{host.name}: split"
         progress.start(task, sum(m.compress_size for m in reader.members))
+        cut = _Cut(reader, owner, level, no_wait, progress, task)
         moved: dict[str, tuple[int, int]] = {}
         for device in devices:
-            moved[device.target] = _write_device(
-                reader, owner, device, project=project, version=version, level=level,
-                no_wait=no_wait, progress=progress, task=task,
-            )  # fmt: skip
+            moved[device.target] = _write_device(cut, device, project, version)
             faults.point("bundle.split-device")
         split = {
             "bundle_fingerprint": prov.get("fingerprint", ""),
@@ -339,15 +347,12 @@ def split_wheel(
         # a fat bundle of the same settings must not take the host wheel for its own output
         new_prov = {**prov, "fingerprint": fingerprint, "split": split}
         extras = {_EXTRA.format(target=d.target): f"{d.dist}=={version}" for d in devices}
-        _write_host(
-            reader, owner, host, provenance=(prov_name, new_prov), extras=extras, level=level,
-            no_wait=no_wait, progress=progress, task=task,
-        )  # fmt: skip
+        _write_host(cut, host, (prov_name, new_prov), extras)
         faults.point("bundle.split-host")
         progress.done(task)
     paths = {d.target: str(d.path) for d in devices}
-    log.info("split %s: host %s, device wheels %s", input_path.name, host.name,
-             ", ".join(d.path.name for d in devices))  # fmt: skip
+    names = ", ".join(d.path.name for d in devices)
+    log.info("split %s: host %s, device wheels %s", input_path.name, host.name, names)
     return SplitResult(str(input_path), str(host), paths, "split", time.monotonic() - start, moved)
 
 
