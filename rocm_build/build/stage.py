@@ -19,7 +19,6 @@ import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from rocm_build.build.buildvenv import ensure_venv
 from rocm_build.errors import BuildFailed, ConfigError, ToolMissing
 from rocm_build.masking import mask_values
 from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
 __all__ = [
@@ -82,11 +82,11 @@ class WheelFacts:
 def wheel_metadata(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
     """(name, version, Requires-Dist entries) of a wheel (opened by the checking reader)."""
     with WheelReader(wheel) as reader:
-        parsed = HeaderParser().parsestr(reader.metadata())
+        meta = reader.metadata()
     return (
-        str(parsed["Name"]),
-        str(parsed["Version"]),
-        tuple(str(v) for v in parsed.get_all("Requires-Dist") or ()),
+        wheelmeta.metadata_name(meta),
+        wheelmeta.metadata_version(meta),
+        wheelmeta.requirements(meta),
     )
 
 
@@ -171,25 +171,19 @@ def pin_requirement(wheel: Path, dep: str, version: str) -> str | None:
             )
             raise BuildFailed(msg)
         unconditional.append(line)
-    _rewrite_requires(wheel, drop=set(unconditional), add=f"{dep}=={version}")
+    _rewrite_requires(wheel, f"{dep}=={version}")
     was = ", ".join(unconditional) or "nothing"
     return f"Requires-Dist {dep}=={version} (was {was})"
 
 
-def _rewrite_requires(wheel: Path, *, drop: set[str], add: str) -> None:
-    """Rewrite METADATA's Requires-Dist; every other member is copied raw (checked against
-    RECORD on the way) and RECORD is written anew; the result replaces ``wheel`` atomically."""
+def _rewrite_requires(wheel: Path, requirement: str) -> None:
+    """METADATA requires ``requirement`` instead of the unconditional ones on the same name;
+    every other member is copied raw (checked against RECORD on the way) and RECORD is written
+    anew; the result replaces ``wheel`` atomically."""
     with WheelReader(wheel) as reader:
         meta_name = f"{reader.dist_info}/METADATA"
         record_name = f"{reader.dist_info}/RECORD"
-        head, sep, body = reader.read_text(meta_name).partition("\n\n")
-        lines = [
-            ln
-            for ln in head.split("\n")
-            if not (ln.startswith("Requires-Dist:") and ln[14:].strip() in drop)
-        ]
-        lines.append(f"Requires-Dist: {add}")
-        meta = ("\n".join(lines) + (sep or "\n") + body).encode("utf-8")
+        meta = wheelmeta.add_requirement(reader.read_text(meta_name), requirement).encode()
         with WheelWriter(wheel, reader.dist_info) as writer:
             for m in reader.members:
                 if m.is_dir or m.name == record_name:

@@ -21,7 +21,7 @@ from rocm_build.bundle import prune as prune_
 from rocm_build.bundle.model import BundlePlan
 from rocm_build.errors import BundleError, RocmBuildError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
@@ -226,14 +226,14 @@ class _Pass:
             base = name[len(self.reader.dist_info) + 1 :]
             if base == "METADATA":
                 meta = self.reader.read_text(name)
-                if self.plan.version != wheelfile.metadata_version(meta):
-                    meta = wheelfile.set_metadata_version(meta, self.plan.version)
+                if self.plan.version != wheelmeta.metadata_version(meta):
+                    meta = wheelmeta.set_metadata_version(meta, self.plan.version)
                 for req in self.plan.requires:
-                    meta = wheelfile.add_requirement(meta, req)
+                    meta = wheelmeta.add_requirement(meta, req)
                 self.writer.add_bytes(self.rename(name), meta.encode())
             elif base == "WHEEL":
                 tags = WheelName.parse(out.name).tags
-                text = wheelfile.set_wheel_tags(self.reader.read_text(name), tags)
+                text = wheelmeta.set_wheel_tags(self.reader.read_text(name), tags)
                 self.writer.add_bytes(self.rename(name), text.encode())
             else:
                 self.writer.copy_member(self.reader, name, self.rename(name))

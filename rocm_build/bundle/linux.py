@@ -42,7 +42,7 @@ from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.treepath import TreeGuard, denied, reading
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelfile, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, WheelAnalysis, analyze
 from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
@@ -173,7 +173,7 @@ def bundle_wheel(job: BundleJob, progress: Progress = NO_PROGRESS) -> BundleResu
 def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
     """The plan for ``job``: libraries from the tree (then the build machine), data for the
     targets, the output named by the version and the platform tag it satisfies."""
-    current = wheelfile.consistent_version(analysis.name.version, analysis.metadata)
+    current = wheelmeta.consistent_version(analysis.name.version, analysis.metadata)
     version = checked_version(
         current,
         built_with(current, analysis.bundle_record()),

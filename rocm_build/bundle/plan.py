@@ -22,7 +22,7 @@ from rocm_build.bundle.model import (
 )
 from rocm_build.bundle.policy import is_loader, platform_tag, policy_priority, tag_for_policy
 from rocm_build.errors import BundleError
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE
 from rocm_build.wheel.wheelfile import WheelName
 
@@ -113,7 +113,7 @@ def make_plan(
         input=str(wheel.input_path),
         output=str(wheel.output_path),
         distribution=name.distribution,
-        version=wheelfile.consistent_version(name.version, metadata),
+        version=wheelmeta.consistent_version(name.version, metadata),
         lib_dir=lib_dir,
         targets=tuple(r.targets),
         libraries=libraries,
@@ -341,7 +341,7 @@ class _Closure:
         requires: list[str] = []
         if self.torch is not None and self.from_torch:
             want = f"torch=={self.torch.version}"
-            if want not in metadata:
+            if want not in wheelmeta.requirements(metadata):
                 requires.append(want)
         if self.thin is not None:
             dists = sorted({d for d, _ in self.from_packages.values()})

@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from rocm_build import __version__, faults, locks, tempfiles
@@ -49,7 +48,7 @@ from rocm_build.bundle.stage import bundle_many
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
@@ -107,13 +106,7 @@ def device_name(pattern: str, project: str, target: str) -> str:
 def device_requirements(metadata: str) -> dict[str, str]:
     """A host wheel's device wheels: target -> requirement, from its ``device-<gfx>`` extras."""
     out: dict[str, str] = {}
-    for line in metadata.splitlines():
-        if not line.startswith("Requires-Dist:"):
-            continue
-        try:
-            req = Requirement(line.partition(":")[2].strip())
-        except InvalidRequirement:
-            continue
+    for req in wheelmeta.parsed_requirements(metadata):
         marker = str(req.marker or "")
         match = re.search(r"""extra\s*==\s*['"]device-(gfx[0-9a-z]+)['"]""", marker)
         if match:
@@ -137,44 +130,6 @@ def member_targets(name: str, prefixes: Sequence[str], targets: Sequence[str]) -
             rel = name[len(prefix) + 1 :] or posixpath.basename(name)
             return gfx_tokens(rel) & set(targets)
     return set()
-
-
-def _add_extras(metadata: str, extras: Mapping[str, str]) -> str:
-    """METADATA with one ``Provides-Extra`` and its ``Requires-Dist`` per extra (replacing
-    earlier ones of the same extra), placed at the end of the headers."""
-    head, sep, body = metadata.partition("\n\n")
-    lines = [
-        line
-        for line in head.rstrip("\n").split("\n")
-        if not any(
-            line == f"Provides-Extra: {extra}"
-            or (line.startswith("Requires-Dist:") and f"extra == '{extra}'" in line)
-            or (line.startswith("Requires-Dist:") and f'extra == "{extra}"' in line)
-            for extra in extras
-        )
-    ]
-    for extra, requirement in extras.items():
-        lines.append(f"Provides-Extra: {extra}")
-        lines.append(f'Requires-Dist: {requirement}; extra == "{extra}"')
-    return "\n".join(lines) + ("\n\n" + body if sep else "\n")
-
-
-def _device_metadata(name: str, version: str, project: str, target: str) -> str:
-    return (
-        "Metadata-Version: 2.1\n"
-        f"Name: {name}\n"
-        f"Version: {version}\n"
-        f"Summary: {target} kernels and tuning data of {project} {version} (made by rocm-build "
-        "bundle --split-arch)\n"
-        f"Requires-Dist: {project}=={version}\n"
-        "\n"
-    )
-
-
-def _device_wheel_info(tags: Sequence[str]) -> str:
-    lines = ["Wheel-Version: 1.0", f"Generator: rocm-build {__version__}"]
-    lines += ["Root-Is-Purelib: false", *(f"Tag: {t}" for t in tags)]
-    return "\n".join(lines) + "\n"
 
 
 def _fingerprint(settings: Mapping[str, Any]) -> str:
@@ -262,10 +217,14 @@ def _write_device(cut: _Cut, device: _Device, project: str, version: str) -> tup
                 writer.copy_member(reader, m.name)
                 files, size = files + 1, size + m.file_size
                 cut.progress.advance(cut.task, m.compress_size)
-        meta = _device_metadata(device.dist, version, project, device.target)
+        summary = (
+            f"{device.target} kernels and tuning data of {project} {version} (made by rocm-build "
+            "bundle --split-arch)"
+        )
+        meta = wheelmeta.new_metadata(device.dist, version, summary, [f"{project}=={version}"])
         writer.add_bytes(f"{device.dist_info}/METADATA", meta.encode())
         tags = [f"py3-none-{p}" for p in reader.name.platform_tag.split(".")]
-        writer.add_bytes(f"{device.dist_info}/WHEEL", _device_wheel_info(tags).encode())
+        writer.add_bytes(f"{device.dist_info}/WHEEL", wheelmeta.new_wheel_info(tags).encode())
         writer.commit()
     return files, size
 
@@ -285,7 +244,7 @@ def _write_host(
                 text = json.dumps(prov, indent=1, sort_keys=True) + "\n"
                 writer.add_bytes(m.name, text.encode())
             elif m.name == f"{reader.dist_info}/METADATA":
-                writer.add_bytes(m.name, _add_extras(reader.metadata(), extras).encode())
+                writer.add_bytes(m.name, wheelmeta.add_extras(reader.metadata(), extras).encode())
             else:
                 writer.copy_member(reader, m.name)
             cut.progress.advance(cut.task, m.compress_size)
@@ -315,7 +274,7 @@ def split_wheel(
                 f"{input_path.name}: nothing to split (no ROCm library or data bundled, or no gfx "
                 "target named): bundle it without --split-arch"
             )
-        version = wheelfile.consistent_version(reader.name.version, reader.metadata())
+        version = wheelmeta.consistent_version(reader.name.version, reader.metadata())
         project = reader.name.distribution
         owner = {
             m.name: member_targets(m.name, prefixes, targets)

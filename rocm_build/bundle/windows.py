@@ -28,7 +28,7 @@ from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import Progress
 from rocm_build.treepath import TreeGuard
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, analyze
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
@@ -166,7 +166,7 @@ def _repair(
 def _check_rocm(reader: WheelReader, wheel: Path, rocm: Path, allow: bool) -> None:
     """A tree of another ROCm than the wheel's stops the bundle, as on Linux; delvewheel's
     output is not relabelled, so ``--allow-rocm-mismatch`` cannot help here."""
-    version = wheelfile.consistent_version(reader.name.version, reader.metadata())
+    version = wheelmeta.consistent_version(reader.name.version, reader.metadata())
     new = checked_version(version, built_with(version, {}), rocm, allow=allow, wheel=wheel.name)
     if new != version:
         raise RocmTreeError(
