@@ -11,7 +11,6 @@ folder. A project whose inputs did not change since the last build keeps its whe
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import re
@@ -26,7 +25,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from rocm_build import arch, locks, proc, tempfiles
+from rocm_build import arch, digests, locks, proc, tempfiles
 from rocm_build.build import tritonbuild
 from rocm_build.build.buildenv import install_requirements, installed_version, pip, run_build
 from rocm_build.build.buildplan import (
@@ -323,11 +322,6 @@ def _commit(source: Path, env: Mapping[str, str]) -> str:
     return (_git(source, env, "rev-parse", "HEAD") or "").strip()
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> str:
     """What the wheel is made from: the commit, the build environment rocm-build sets, the
     command, the targets and the tree. "" when that cannot be told (not a git checkout, or
@@ -348,7 +342,7 @@ def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> 
         "rocm": [str(plan.tree.root), plan.tree.version],
         "depends": dict(deps),  # a rebuilt torch means its dependents are rebuilt too
     }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return digests.settings_digest(data)
 
 
 def _previous(plan: BuildPlan) -> dict[str, Any]:
@@ -367,7 +361,7 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
     if plan.force or not key or not isinstance(prev, dict) or prev.get("inputs") != key:
         return None
     wheel = plan.output_dir / str(prev.get("wheel", ""))
-    if not wheel.is_file() or _sha256(wheel) != prev.get("sha256"):
+    if not wheel.is_file() or digests.file_sha256(wheel) != prev.get("sha256"):
         return None
     if step.install_after and installed_version(plan, step, step.name) != prev.get("version"):
         args = ["install", "--no-deps", "--force-reinstall", "--", str(wheel)]
@@ -545,7 +539,7 @@ def _build_one(
         version=facts.version,
         commit=_commit(step.source, step.env),
         targets=facts.targets,
-        sha256=_sha256(dest),
+        sha256=digests.file_sha256(dest),
         seconds=time.monotonic() - started,
         jobs=step.jobs,
         retried_with=retried,

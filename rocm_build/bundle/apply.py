@@ -1,9 +1,8 @@
-"""Applying a plan: one streaming pass from the input wheel to the output wheel, the provenance
-record it carries, and the check that makes a re-run on the same inputs a no-op."""
+"""Applying a plan: one streaming pass from the input wheel to the output wheel (with the
+provenance record of :mod:`.provenance`)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import posixpath
@@ -19,7 +18,7 @@ from rocm_build import faults, proc, tempfiles
 from rocm_build.binary import elf, elfpatch
 from rocm_build.bundle import prune as prune_
 from rocm_build.bundle.model import BundlePlan
-from rocm_build.errors import BundleError, RocmBuildError
+from rocm_build.errors import BundleError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
@@ -28,10 +27,7 @@ __all__ = [
     "alias_stub",
     "apply_plan",
     "find_linkers",
-    "fingerprint",
-    "read_provenance",
     "stream_elf",
-    "up_to_date",
 ]
 
 log = logging.getLogger(__name__)
@@ -333,68 +329,3 @@ def alias_stub(linkers: Sequence[str], library: Path, alias: str, scratch: Path)
         f"cannot link the alias {alias} for {library.name} ({'; '.join(failures) or 'no linker'})"
         ": install binutils (ld) or use a ROCm tree with lib/llvm/bin/ld.lld"
     )
-
-
-# --- provenance and the no-op ---------------------------------------------------------------------
-
-
-def stat_entry(path: Path) -> list[Any]:
-    st = path.stat()
-    return [str(path), st.st_size, st.st_mtime_ns]
-
-
-def fingerprint(settings: Mapping[str, Any]) -> str:
-    blob = json.dumps(settings, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:32]
-
-
-def read_provenance(path: Path, arcname: str) -> dict[str, Any] | None:
-    try:
-        with WheelReader(path) as reader:
-            return provenance_in(reader, arcname)
-    except RocmBuildError:
-        return None
-
-
-def provenance_in(reader: WheelReader, arcname: str) -> dict[str, Any] | None:
-    if not reader.has(arcname):
-        return None
-    try:
-        data: dict[str, Any] = json.loads(reader.read_bytes(arcname))
-    except ValueError:
-        return None
-    return data
-
-
-def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) -> Path | None:
-    """The output of these very inputs and settings, if it is already in ``output_dir``."""
-    for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
-        prov = read_provenance(existing, arcname)
-        if (
-            prov
-            and prov.get("fingerprint") == fingerprint
-            and sources_unchanged(prov.get("sources", []))
-        ):
-            log.info("%s is up to date (same input, tree and settings)", existing.name)
-            return existing
-    return None
-
-
-def sources_unchanged(sources: Sequence[Sequence[Any]]) -> bool:
-    """Whether the files a provenance record lists (path, size, mtime_ns) are as they were."""
-    for path, size, mtime in sources:
-        try:
-            st = Path(path).stat()
-        except OSError:
-            return False
-        if st.st_size != size or st.st_mtime_ns != mtime:
-            return False
-    return True
-
-
-def rocm_version(rocm: Path) -> str:
-    for rel in (".info/version", ".info/version-dev"):
-        path = rocm / rel
-        if path.is_file():
-            return path.read_text().strip()
-    return ""

@@ -14,16 +14,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, tempfiles
-from rocm_build.bundle.apply import (
-    apply_plan,
-    find_linkers,
-    provenance_in,
-    rocm_version,
-    stat_entry,
-    up_to_date,
-)
-from rocm_build.bundle.apply import fingerprint as settings_fingerprint
+from rocm_build import __version__, digests, faults, locks, tempfiles
+from rocm_build.bundle.apply import apply_plan, find_linkers
 from rocm_build.bundle.data import aotriton_images_out, data_target_gaps, select_data
 from rocm_build.bundle.device import (
     coverage_gaps,
@@ -37,6 +29,7 @@ from rocm_build.bundle.lines import linux_plan_lines
 from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile
 from rocm_build.bundle.plan import PlanInput, PlanRules, make_plan
 from rocm_build.bundle.policy import policy_whitelist
+from rocm_build.bundle.provenance import fingerprint, header, provenance_in, up_to_date
 from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
@@ -88,7 +81,7 @@ def _fingerprint(job: BundleJob) -> str:
     """What the output depends on: a different value makes an existing output stale."""
     settings: dict[str, Any] = {
         "tool": __version__,
-        "input": stat_entry(job.wheel),
+        "input": digests.file_facts(job.wheel),
         "rocm": str(job.rocm.resolve()),
         "targets": list(job.targets),
         "lib_dir": job.lib_dir,
@@ -96,7 +89,7 @@ def _fingerprint(job: BundleJob) -> str:
         "data_trees": list(job.data_trees),
         "level": job.level,
         "policy": job.policy,
-        "torch": stat_entry(Path(job.torch.path)) if job.torch else None,
+        "torch": digests.file_facts(Path(job.torch.path)) if job.torch else None,
         "allow_outside": [str(a) for a in job.allow_outside],
         "system_libs": list(job.system_libs),
         "rocm_libs": list(job.rocm_libs),
@@ -108,7 +101,7 @@ def _fingerprint(job: BundleJob) -> str:
     d = job.device
     if d.targets:  # so do bundles without --arch
         settings = {**settings, "device_code": [list(d.targets), d.keep_all, d.allow_missing]}
-    return settings_fingerprint(settings)
+    return fingerprint(settings)
 
 
 def bundle_wheel(job: BundleJob, progress: Progress = NO_PROGRESS) -> BundleResult:
@@ -285,17 +278,14 @@ def _already_done(
 def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) -> dict[str, Any]:
     """What the output records about its making: settings, libraries (with those an earlier
     bundle of the input added), and the source files whose change makes it stale."""
-    sources = [stat_entry(Path(lib.source)) for lib in plan.libraries]
-    sources += [stat_entry(Path(d.source)) for d in plan.data]
+    sources = [digests.file_facts(Path(lib.source)) for lib in plan.libraries]
+    sources += [digests.file_facts(Path(d.source)) for d in plan.data]
     old = provenance_in(reader, plan.provenance_arcname) or {}
     summary = plan.summary()
     names = {lib.name for lib in plan.libraries}
     earlier = [x for x in old.get("libraries", []) if x["name"] not in names]
     return {
-        "tool": f"rocm-build {__version__}",
-        "fingerprint": fp,
-        "rocm": str(job.rocm.resolve()),
-        "rocm_version": rocm_version(job.rocm),
+        **header(fp, job.rocm),
         "targets": list(job.targets),
         "lib_dir": plan.lib_dir,
         "libraries": sorted(summary["libraries"] + earlier, key=lambda x: str(x["name"])),

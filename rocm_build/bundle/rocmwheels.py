@@ -35,11 +35,11 @@ from rocm_build.bundle import (
     system_lib_dirs,
     tree_lib_dirs,
 )
-from rocm_build.bundle.apply import rocm_version as _rocm_version
 from rocm_build.bundle.apply import stream_elf as _stream_elf
 from rocm_build.bundle.device import plan_device
 from rocm_build.bundle.plan import rel_origin as _rel_origin
 from rocm_build.bundle.policy import is_loader as _is_loader
+from rocm_build.bundle.provenance import rocm_version as _rocm_version
 from rocm_build.errors import ConfigError, FileAccessError, RocmTreeError
 from rocm_build.treepath import TreeGuard
 from rocm_build.wheel import wheelmeta

@@ -26,7 +26,6 @@ bytes: pip lets the second overwrite the first). A wheel with no per-target data
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import posixpath
@@ -39,9 +38,8 @@ from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, tempfiles
-from rocm_build.bundle import platforms
-from rocm_build.bundle.apply import sources_unchanged
+from rocm_build import __version__, digests, faults, locks, tempfiles
+from rocm_build.bundle import platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
 from rocm_build.bundle.model import BundleResult
 from rocm_build.bundle.stage import bundle_many
@@ -49,7 +47,6 @@ from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import wheelmeta
-from rocm_build.wheel.analyze import PROVENANCE
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
@@ -132,40 +129,19 @@ def member_targets(name: str, prefixes: Sequence[str], targets: Sequence[str]) -
     return set()
 
 
-def _fingerprint(settings: Mapping[str, Any]) -> str:
-    blob = json.dumps(settings, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:32]
-
-
-def _stat(path: Path) -> list[Any]:
-    st = path.stat()
-    return [str(path), st.st_size, st.st_mtime_ns]
-
-
-def _provenance(reader: WheelReader) -> tuple[str, dict[str, Any]]:
-    for m in reader.members:
-        if m.name.count("/") == 1 and m.name.endswith("/" + PROVENANCE):
-            try:
-                data: dict[str, Any] = json.loads(reader.read_bytes(m.name))
-            except ValueError:
-                return m.name, {}
-            return m.name, data
-    return "", {}
-
-
 def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult | None:
     """The host and device wheels of these very inputs and settings, if all are there."""
     start = time.monotonic()
     for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
         try:
             with WheelReader(existing) as reader:
-                _, prov = _provenance(reader)
+                _, prov = provenance.found_in(reader)
         except (OSError, BundleError, ValueError):
             continue
         split = prov.get("split")
         if not isinstance(split, dict) or prov.get("fingerprint") != fingerprint:
             continue
-        if not sources_unchanged(prov.get("sources", [])):
+        if not digests.facts_unchanged(prov.get("sources", [])):
             continue
         devices = {t: output_dir / n for t, n in split.get("device_wheels", {}).items()}
         if all(p.is_file() for p in devices.values()):
@@ -230,10 +206,11 @@ def _write_device(cut: _Cut, device: _Device, project: str, version: str) -> tup
 
 
 def _write_host(
-    cut: _Cut, host: Path, provenance: tuple[str, dict[str, Any]], extras: Mapping[str, str]
+    cut: _Cut, host: Path, new_record: tuple[str, dict[str, Any]], extras: Mapping[str, str]
 ) -> None:
-    """The host wheel: every member no device wheel took, with the new provenance and extras."""
-    prov_name, prov = provenance
+    """The host wheel: every member no device wheel took, with the new provenance record
+    (member, data) and extras."""
+    prov_name, prov = new_record
     reader = cut.reader
     record = f"{reader.dist_info}/RECORD"
     with cut.writer(host, reader.dist_info) as writer:
@@ -267,7 +244,7 @@ def split_wheel(
     the device wheels first, the host wheel (which names them) last."""
     start = time.monotonic()
     with WheelReader(fat) as reader:
-        prov_name, prov = _provenance(reader)
+        prov_name, prov = provenance.found_in(reader)
         targets = tuple(prov.get("targets", ()))
         if not prov_name or not targets:
             raise BundleError(
@@ -319,16 +296,16 @@ def _settings_fingerprint(
     ctx: RunContext, wheel: Path, with_wheels: Sequence[Path], lib_dir: str | None, pattern: str
 ) -> str:
     cfg = ctx.settings
-    return _fingerprint(
+    return provenance.fingerprint(
         {
             "tool": __version__,
             "split": True,
-            "input": _stat(wheel.resolve()),
+            "input": digests.file_facts(wheel.resolve()),
             "rocm": str(ctx.tree.root.resolve()),
             "targets": list(ctx.arch_targets),
             "bundle": asdict(cfg.bundle),
             "lib_dir": lib_dir,
-            "with": [_stat(w.resolve()) for w in with_wheels],
+            "with": [digests.file_facts(w.resolve()) for w in with_wheels],
             "pattern": pattern,
             "torch_lib_dir": str(cfg.projects["torch"].lib_dir) if "torch" in cfg.projects else "",
         }
@@ -374,7 +351,7 @@ def split_many(
         for wheel in wheels:
             fat = by_input[wheel.resolve()]
             with WheelReader(Path(fat.output)) as reader:
-                _, prov = _provenance(reader)
+                _, prov = provenance.found_in(reader)
             prefixes = _data_prefixes(
                 ctx.tree.root, settings.data_trees, str(prov.get("lib_dir", ""))
             )

@@ -15,14 +15,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, locks, proc, tempfiles
+from rocm_build import __version__, digests, locks, proc, tempfiles
 from rocm_build.binary import pe
-from rocm_build.bundle.apply import fingerprint as settings_fingerprint
-from rocm_build.bundle.apply import rocm_version, stat_entry, up_to_date
 from rocm_build.bundle.data import select_data
 from rocm_build.bundle.job import BundleJob
 from rocm_build.bundle.linux import project_lib_dir
 from rocm_build.bundle.model import BundleResult, DataFile
+from rocm_build.bundle.provenance import fingerprint, header, up_to_date
 from rocm_build.bundle.rocmlabel import built_with, checked_version
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
@@ -78,10 +77,10 @@ class _Windows:
 
 
 def _fingerprint(job: BundleJob) -> str:
-    return settings_fingerprint(
+    return fingerprint(
         {
             "tool": __version__,
-            "input": stat_entry(job.wheel),
+            "input": digests.file_facts(job.wheel),
             "rocm": str(job.rocm.resolve()),
             "platform": "windows",
             "targets": list(job.targets),
@@ -252,18 +251,15 @@ def _additions(
         for name in sorted(added)
     ]
     provenance = {
-        "tool": f"rocm-build {__version__}",
-        "fingerprint": fp,
-        "rocm": str(job.rocm.resolve()),
-        "rocm_version": rocm_version(job.rocm),
+        **header(fp, job.rocm),
         "platform": "windows",
         "targets": list(job.targets),
         "lib_dir": libs_dir,
         "libraries": libraries,
         "data_files": len(data),
         "data_skipped": skipped,
-        "sources": [stat_entry(in_tree[n.lower()]) for n in added if n.lower() in in_tree]
-        + [stat_entry(Path(d.source)) for d in data],
+        "sources": [digests.file_facts(in_tree[n.lower()]) for n in added if n.lower() in in_tree]
+        + [digests.file_facts(Path(d.source)) for d in data],
     }
     return added, data, skipped, provenance
 

@@ -93,9 +93,9 @@ def test_every_stage_exposes_plan_and_execute(name: str) -> None:
 #: belongs to one stage or one layer lives in its package (sources/, build/, bundle/, smoke/,
 #: config/, rocm/, wheel/, binary/, cli/).
 TOP_LEVEL = {
-    "__init__", "__main__", "arch", "cmdargs", "context", "cpus", "doctor", "errors", "faults",
-    "git", "locks", "manifest", "masking", "matrix", "pipeline", "proc", "progress", "runreport",
-    "sizes", "stages", "tempfiles", "treepath", "tritonpin",
+    "__init__", "__main__", "arch", "cmdargs", "context", "cpus", "digests", "doctor", "errors",
+    "faults", "git", "locks", "manifest", "masking", "matrix", "pipeline", "proc", "progress",
+    "runreport", "sizes", "stages", "tempfiles", "treepath", "tritonpin",
 }  # fmt: skip
 PACKAGES = {"binary", "build", "bundle", "cli", "config", "rocm", "smoke", "sources", "wheel"}
 
