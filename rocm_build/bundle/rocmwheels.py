@@ -25,20 +25,15 @@ from pathlib import Path
 
 from rocm_build import arch, tempfiles
 from rocm_build.binary import elf
-from rocm_build.bundle import (
-    LibraryIndex,
-    ThinSource,
-    gfx_tokens,
-    platform_tag,
-    policy_whitelist,
-    prune,
-    system_lib_dirs,
-    tree_lib_dirs,
-)
+from rocm_build.bundle import prune
 from rocm_build.bundle.apply import stream_elf as _stream_elf
+from rocm_build.bundle.data import gfx_tokens
 from rocm_build.bundle.device import plan_device
+from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
+from rocm_build.bundle.model import ThinSource
 from rocm_build.bundle.plan import rel_origin as _rel_origin
 from rocm_build.bundle.policy import is_loader as _is_loader
+from rocm_build.bundle.policy import platform_tag, policy_whitelist
 from rocm_build.bundle.provenance import rocm_version as _rocm_version
 from rocm_build.errors import ConfigError, FileAccessError, RocmTreeError
 from rocm_build.treepath import TreeGuard
