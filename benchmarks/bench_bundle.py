@@ -138,17 +138,14 @@ def closure(tree: Path, wheel: Path, ctx: dict[str, str] | None = None) -> list[
             elves[member] = elf.read_elf(dest)
     index = bundle.LibraryIndex(bundle.tree_lib_dirs(tree), bundle.system_lib_dirs())
     plan = bundle.make_plan(
-        input_path=wheel,
-        output_path=wheel,
-        wheel_name=reader.name,
-        metadata="",
-        members=[],
-        elves=elves,
-        index=index,
-        lib_dir=ctx.get("lib_dir", "sparseext/lib"),
-        targets=(),
-        dlopen_patterns=dlopen,
-        whitelist=bundle.policy_whitelist(),
+        bundle.PlanInput(wheel, wheel, reader.name, metadata="", members=[], elves=elves),
+        index,
+        bundle.PlanRules(
+            lib_dir=ctx.get("lib_dir", "sparseext/lib"),
+            targets=(),
+            dlopen_patterns=dlopen,
+            whitelist=bundle.policy_whitelist(),
+        ),
     )
     return [Path(lib.source).with_name(lib.name) for lib in plan.libraries]
 

@@ -8,7 +8,6 @@ checkout from one with the user's work in it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import faults, git, locks, tempfiles
+from rocm_build import digests, faults, git, locks, tempfiles
 from rocm_build.errors import ConfigError
 from rocm_build.masking import mask_url
 
@@ -98,7 +97,7 @@ def stamp(
         "hipify": list(hipify),
         "apply_patches": apply_patches,
     }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return digests.settings_digest(data)
 
 
 def read_manifest(path: Path) -> dict[str, Any]:

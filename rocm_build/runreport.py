@@ -8,7 +8,6 @@ next to each other in the work folder, atomically: ``run-report.json`` and ``run
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import sources
+from rocm_build import digests, sources
 from rocm_build.context import RunContext
 from rocm_build.errors import RocmBuildError
 from rocm_build.masking import mask_values
@@ -59,11 +58,6 @@ class RunReport:
         return bool(self.data.get("ok"))
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _wheel(path_text: str) -> dict[str, Any]:
     path = Path(path_text)
     if not path.is_file():
@@ -72,7 +66,7 @@ def _wheel(path_text: str) -> dict[str, Any]:
         "name": path.name,
         "path": str(path),
         "size": path.stat().st_size,
-        "sha256": _sha256(path),
+        "sha256": digests.file_sha256(path),
     }
     if path.name.startswith("torch-"):
         entry["build_features"] = _torch_features(path)

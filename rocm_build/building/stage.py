@@ -11,7 +11,6 @@ folder. A project whose inputs did not change since the last build keeps its whe
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import re
@@ -19,7 +18,6 @@ import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from rocm_build import arch, locks, proc, tempfiles
+from rocm_build import arch, digests, locks, proc, tempfiles
 from rocm_build.building import tritonbuild
 from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
 from rocm_build.building.buildplan import (
@@ -44,6 +42,7 @@ from rocm_build.building.buildvenv import ensure_venv
 from rocm_build.errors import BuildFailed, ConfigError, ToolMissing
 from rocm_build.masking import mask_values
 from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
 __all__ = [
@@ -80,11 +79,11 @@ class WheelFacts:
 def wheel_metadata(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
     """(name, version, Requires-Dist entries) of a wheel (opened by the checking reader)."""
     with WheelReader(wheel) as reader:
-        parsed = HeaderParser().parsestr(reader.metadata())
+        meta = reader.metadata()
     return (
-        str(parsed["Name"]),
-        str(parsed["Version"]),
-        tuple(str(v) for v in parsed.get_all("Requires-Dist") or ()),
+        wheelmeta.metadata_name(meta),
+        wheelmeta.metadata_version(meta),
+        wheelmeta.requirements(meta),
     )
 
 
@@ -169,25 +168,19 @@ def pin_requirement(wheel: Path, dep: str, version: str) -> str | None:
             )
             raise BuildFailed(msg)
         unconditional.append(line)
-    _rewrite_requires(wheel, drop=set(unconditional), add=f"{dep}=={version}")
+    _rewrite_requires(wheel, f"{dep}=={version}")
     was = ", ".join(unconditional) or "nothing"
     return f"Requires-Dist {dep}=={version} (was {was})"
 
 
-def _rewrite_requires(wheel: Path, *, drop: set[str], add: str) -> None:
-    """Rewrite METADATA's Requires-Dist; every other member is copied raw (checked against
-    RECORD on the way) and RECORD is written anew; the result replaces ``wheel`` atomically."""
+def _rewrite_requires(wheel: Path, requirement: str) -> None:
+    """METADATA requires ``requirement`` instead of the unconditional ones on the same name;
+    every other member is copied raw (checked against RECORD on the way) and RECORD is written
+    anew; the result replaces ``wheel`` atomically."""
     with WheelReader(wheel) as reader:
         meta_name = f"{reader.dist_info}/METADATA"
         record_name = f"{reader.dist_info}/RECORD"
-        head, sep, body = reader.read_text(meta_name).partition("\n\n")
-        lines = [
-            ln
-            for ln in head.split("\n")
-            if not (ln.startswith("Requires-Dist:") and ln[14:].strip() in drop)
-        ]
-        lines.append(f"Requires-Dist: {add}")
-        meta = ("\n".join(lines) + (sep or "\n") + body).encode("utf-8")
+        meta = wheelmeta.add_requirement(reader.read_text(meta_name), requirement).encode()
         with WheelWriter(wheel, reader.dist_info) as writer:
             for m in reader.members:
                 if m.is_dir or m.name == record_name:
@@ -327,11 +320,6 @@ def _commit(source: Path, env: Mapping[str, str]) -> str:
     return (_git(source, env, "rev-parse", "HEAD") or "").strip()
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> str:
     """What the wheel is made from: the commit, the build environment rocm-build sets, the
     command, the targets and the tree. "" when that cannot be told (not a git checkout, or
@@ -352,7 +340,7 @@ def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> 
         "rocm": [str(plan.tree.root), plan.tree.version],
         "depends": dict(deps),  # a rebuilt torch means its dependents are rebuilt too
     }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return digests.settings_digest(data)
 
 
 def _previous(plan: BuildPlan) -> dict[str, Any]:
@@ -371,7 +359,7 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
     if plan.force or not key or not isinstance(prev, dict) or prev.get("inputs") != key:
         return None
     wheel = plan.output_dir / str(prev.get("wheel", ""))
-    if not wheel.is_file() or _sha256(wheel) != prev.get("sha256"):
+    if not wheel.is_file() or digests.file_sha256(wheel) != prev.get("sha256"):
         return None
     if step.install_after and installed_version(plan, step, step.name) != prev.get("version"):
         args = ["install", "--no-deps", "--force-reinstall", "--", str(wheel)]
@@ -549,7 +537,7 @@ def _build_one(
         version=facts.version,
         commit=_commit(step.source, step.env),
         targets=facts.targets,
-        sha256=_sha256(dest),
+        sha256=digests.file_sha256(dest),
         seconds=time.monotonic() - started,
         jobs=step.jobs,
         retried_with=retried,

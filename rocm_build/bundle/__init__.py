@@ -1,12 +1,17 @@
 """bundle: make a wheel self-contained for a ROCm tree and a set of gfx targets.
 
 The stage: :func:`plan` (``plan(ctx, wheels, ...)``: the wheels in order and their settings) and
-:func:`execute` (``execute(plan, progress)``: :class:`BundleResults`). Per wheel
-(:func:`bundle_wheel`): one pass reads it (:mod:`.analyze`, shared with the build's wheel check
-and ``inspect``), :func:`make_plan` decides everything from ELF facts, a library index and
-settings (:mod:`.plan`, with :mod:`.libraries`, :mod:`.data`, :mod:`.policy`), and
-:func:`apply_plan` writes the output in one streaming pass (:mod:`.apply`). Windows wheels go
-through delvewheel (:mod:`.windows`).
+:func:`execute` (``execute(plan, progress)``: :class:`BundleResults`); :func:`plan_lines`,
+:func:`system_lines` and :func:`warning_lines` put results into words. Each wheel is bundled by
+its platform (:mod:`.platforms`, the registry; :mod:`.linux`, :mod:`.windows`) from one
+:class:`.job.BundleJob`. On Linux one pass reads it (:mod:`rocm_build.wheel.analyze`, shared
+with the build's wheel check and ``inspect``), :func:`make_plan` decides everything from ELF
+facts, a library index and settings (:mod:`.plan`, with :mod:`.libraries`, :mod:`.data`,
+:mod:`.policy`), and :mod:`.apply` writes the output in one streaming pass, with the record of
+:mod:`.provenance`. Windows wheels go through delvewheel (:mod:`.windows`).
+
+This module exports the stage and the pure planner (what tests and benchmarks call); the rest
+is imported from its module.
 
 Rules (see the README's "Fat wheels" section):
 
@@ -28,7 +33,6 @@ Rules (see the README's "Fat wheels" section):
 
 from __future__ import annotations
 
-from rocm_build.bundle.apply import apply_plan, find_linkers
 from rocm_build.bundle.data import (
     data_destination,
     data_target_gaps,
@@ -37,15 +41,13 @@ from rocm_build.bundle.data import (
     select_data,
 )
 from rocm_build.bundle.libraries import (
-    TREE_LIB_DIRS,
     Candidate,
     LibraryIndex,
     Resolver,
     system_lib_dirs,
     tree_lib_dirs,
 )
-from rocm_build.bundle.lines import missing_data_line, plan_lines, system_lines, warning_lines
-from rocm_build.bundle.linux import bundle_wheel, project_lib_dir
+from rocm_build.bundle.lines import system_lines, warning_lines
 from rocm_build.bundle.model import (
     BundlePlan,
     BundleResult,
@@ -55,60 +57,38 @@ from rocm_build.bundle.model import (
     ThinSource,
     TorchWheel,
 )
-from rocm_build.bundle.plan import inside, make_plan, rel_origin
-from rocm_build.bundle.policy import is_loader, platform_tag, policy_whitelist
+from rocm_build.bundle.plan import PlanInput, PlanRules, inside, make_plan
+from rocm_build.bundle.platforms import plan_lines
+from rocm_build.bundle.policy import platform_tag, policy_whitelist
 from rocm_build.bundle.stage import BundlePlans, BundleResults, bundle_many, execute, plan
-from rocm_build.bundle.windows import bundle_windows, is_windows_wheel
-from rocm_build.wheel.analyze import (
-    PROVENANCE,
-    ElfMember,
-    PeMember,
-    WheelAnalysis,
-    analyze,
-    may_be_elf,
-)
 
 __all__ = [
-    "PROVENANCE",
-    "TREE_LIB_DIRS",
     "BundlePlan",
     "BundlePlans",
     "BundleResult",
     "BundleResults",
     "Candidate",
     "DataFile",
-    "ElfMember",
     "Library",
     "LibraryIndex",
-    "PeMember",
+    "PlanInput",
+    "PlanRules",
     "Resolver",
     "RpathChange",
     "ThinSource",
     "TorchWheel",
-    "WheelAnalysis",
-    "analyze",
-    "apply_plan",
     "bundle_many",
-    "bundle_wheel",
-    "bundle_windows",
     "data_destination",
     "data_target_gaps",
     "execute",
-    "find_linkers",
     "gfx_tokens",
     "inside",
-    "is_loader",
-    "is_windows_wheel",
     "looked_up_at",
     "make_plan",
-    "may_be_elf",
-    "missing_data_line",
     "plan",
     "plan_lines",
     "platform_tag",
     "policy_whitelist",
-    "project_lib_dir",
-    "rel_origin",
     "select_data",
     "system_lib_dirs",
     "system_lines",

@@ -1,9 +1,8 @@
-"""Applying a plan: one streaming pass from the input wheel to the output wheel, the provenance
-record it carries, and the check that makes a re-run on the same inputs a no-op."""
+"""Applying a plan: one streaming pass from the input wheel to the output wheel (with the
+provenance record of :mod:`.provenance`)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import posixpath
@@ -19,27 +18,31 @@ from rocm_build import faults, proc, tempfiles
 from rocm_build.binary import elf, elfpatch
 from rocm_build.bundle import prune as prune_
 from rocm_build.bundle.model import BundlePlan
-from rocm_build.errors import BundleError, RocmBuildError
+from rocm_build.errors import BundleError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
     "alias_stub",
     "apply_plan",
     "find_linkers",
-    "fingerprint",
-    "read_provenance",
     "stream_elf",
-    "up_to_date",
 ]
 
 log = logging.getLogger(__name__)
 
 
-def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path], *,
-               level: int, provenance: dict[str, Any], linkers: Sequence[str] = (),
-               progress: Progress = NO_PROGRESS) -> Path:  # fmt: skip
+def apply_plan(
+    plan: BundlePlan,
+    reader: WheelReader,
+    extracted: Mapping[str, Path],
+    *,
+    level: int,
+    provenance: dict[str, Any],
+    linkers: Sequence[str] = (),
+    progress: Progress = NO_PROGRESS,
+) -> Path:
     """Write the output wheel in one pass; returns its path.
 
     Reports "<wheel>: bytes bundled" to ``progress``: each member copied counts its stored
@@ -59,9 +62,11 @@ def apply_plan(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Pa
         w = writers[0] if writers else None
         return int(total * (w.bytes_out / w.bytes_in if w and w.bytes_in else 1))
 
-    with tempfiles.writing(out, needed=needed), \
-            tempfiles.folder(out.parent, f"{out.name}.scratch") as scratch, \
-            WheelWriter(out, rename(reader.dist_info), level=level) as writer:  # fmt: skip
+    with (
+        tempfiles.writing(out, needed=needed),
+        tempfiles.folder(out.parent, f"{out.name}.scratch") as scratch,
+        WheelWriter(out, rename(reader.dist_info), level=level) as writer,
+    ):
         writers.append(writer)
         faults.point("bundle.writer-open")
         pass_ = _Pass(plan, reader, writer, Path(scratch), progress, task, rename)
@@ -217,14 +222,14 @@ class _Pass:
             base = name[len(self.reader.dist_info) + 1 :]
             if base == "METADATA":
                 meta = self.reader.read_text(name)
-                if self.plan.version != wheelfile.metadata_version(meta):
-                    meta = wheelfile.set_metadata_version(meta, self.plan.version)
+                if self.plan.version != wheelmeta.metadata_version(meta):
+                    meta = wheelmeta.set_metadata_version(meta, self.plan.version)
                 for req in self.plan.requires:
-                    meta = wheelfile.add_requirement(meta, req)
+                    meta = wheelmeta.add_requirement(meta, req)
                 self.writer.add_bytes(self.rename(name), meta.encode())
             elif base == "WHEEL":
                 tags = WheelName.parse(out.name).tags
-                text = wheelfile.set_wheel_tags(self.reader.read_text(name), tags)
+                text = wheelmeta.set_wheel_tags(self.reader.read_text(name), tags)
                 self.writer.add_bytes(self.rename(name), text.encode())
             else:
                 self.writer.copy_member(self.reader, name, self.rename(name))
@@ -324,68 +329,3 @@ def alias_stub(linkers: Sequence[str], library: Path, alias: str, scratch: Path)
         f"cannot link the alias {alias} for {library.name} ({'; '.join(failures) or 'no linker'})"
         ": install binutils (ld) or use a ROCm tree with lib/llvm/bin/ld.lld"
     )
-
-
-# --- provenance and the no-op ---------------------------------------------------------------------
-
-
-def stat_entry(path: Path) -> list[Any]:
-    st = path.stat()
-    return [str(path), st.st_size, st.st_mtime_ns]
-
-
-def fingerprint(settings: Mapping[str, Any]) -> str:
-    blob = json.dumps(settings, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:32]
-
-
-def read_provenance(path: Path, arcname: str) -> dict[str, Any] | None:
-    try:
-        with WheelReader(path) as reader:
-            return provenance_in(reader, arcname)
-    except RocmBuildError:
-        return None
-
-
-def provenance_in(reader: WheelReader, arcname: str) -> dict[str, Any] | None:
-    if not reader.has(arcname):
-        return None
-    try:
-        data: dict[str, Any] = json.loads(reader.read_bytes(arcname))
-    except ValueError:
-        return None
-    return data
-
-
-def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) -> Path | None:
-    """The output of these very inputs and settings, if it is already in ``output_dir``."""
-    for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
-        prov = read_provenance(existing, arcname)
-        if (
-            prov
-            and prov.get("fingerprint") == fingerprint
-            and sources_unchanged(prov.get("sources", []))
-        ):
-            log.info("%s is up to date (same input, tree and settings)", existing.name)
-            return existing
-    return None
-
-
-def sources_unchanged(sources: Sequence[Sequence[Any]]) -> bool:
-    """Whether the files a provenance record lists (path, size, mtime_ns) are as they were."""
-    for path, size, mtime in sources:
-        try:
-            st = Path(path).stat()
-        except OSError:
-            return False
-        if st.st_size != size or st.st_mtime_ns != mtime:
-            return False
-    return True
-
-
-def rocm_version(rocm: Path) -> str:
-    for rel in (".info/version", ".info/version-dev"):
-        path = rocm / rel
-        if path.is_file():
-            return path.read_text().strip()
-    return ""

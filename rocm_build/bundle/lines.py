@@ -10,16 +10,18 @@ from typing import Any
 from rocm_build.bundle.model import BundleResult
 from rocm_build.sizes import human_size
 
-__all__ = ["device_lines", "missing_data_line", "plan_lines", "system_lines", "warning_lines"]
+__all__ = [
+    "device_lines",
+    "linux_plan_lines",
+    "missing_data_line",
+    "system_lines",
+    "warning_lines",
+]
 
 
-def plan_lines(result: BundleResult) -> Iterator[str]:
-    """A planned (dry-run) bundle, for people."""
+def linux_plan_lines(result: BundleResult) -> Iterator[str]:
+    """A planned (dry-run) bundle of a Linux wheel, for people."""
     plan = result.plan or {}
-    if plan.get("platform") == "windows":
-        yield f"would bundle {Path(result.input).name} (Windows, delvewheel):"
-        yield from (f"  {line}" for line in str(plan.get("delvewheel_show", "")).splitlines())
-        return
     yield f"would bundle {Path(result.input).name} -> {result.output}"
     yield f"  platform tag: {plan.get('platform_tag', '')}"
     libs = plan.get("libraries", [])

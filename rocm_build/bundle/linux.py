@@ -7,148 +7,119 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, tempfiles
-from rocm_build.bundle.apply import (
-    apply_plan,
-    find_linkers,
-    fingerprint,
-    provenance_in,
-    rocm_version,
-    stat_entry,
-    up_to_date,
-)
+from rocm_build import __version__, digests, faults, locks, tempfiles
+from rocm_build.bundle.apply import apply_plan, find_linkers
 from rocm_build.bundle.data import aotriton_images_out, data_target_gaps, select_data
 from rocm_build.bundle.device import (
-    NO_DEVICE,
-    DeviceOptions,
     coverage_gaps,
     device_sources,
     gap_error,
     plan_device,
 )
+from rocm_build.bundle.job import BundleJob
 from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
-from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile, ThinSource, TorchWheel
-from rocm_build.bundle.plan import make_plan
+from rocm_build.bundle.lines import linux_plan_lines
+from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile
+from rocm_build.bundle.plan import PlanInput, PlanRules, make_plan
 from rocm_build.bundle.policy import policy_whitelist
+from rocm_build.bundle.provenance import fingerprint, header, provenance_in, up_to_date
 from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.treepath import TreeGuard, denied, reading
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelfile, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, WheelAnalysis, analyze
-from rocm_build.wheel.wheelfile import WheelReader
+from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
-__all__ = ["bundle_wheel", "check_tree", "project_lib_dir"]
+__all__ = ["PLATFORM", "Linux", "bundle_wheel", "check_tree", "project_lib_dir"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class _Job:
-    """One wheel to bundle and the settings it is bundled with."""
+class Linux:
+    """Linux wheels: the ELF closure from the tree, ``$ORIGIN`` search paths, a manylinux tag."""
 
-    wheel: Path
-    rocm: Path
-    output_dir: Path
-    targets: tuple[str, ...]
-    lib_dir: str
-    dlopen_patterns: tuple[str, ...]
-    data_trees: tuple[str, ...]
-    level: int
-    policy: str
-    torch: TorchWheel | None
-    allow_outside: tuple[Path, ...]
-    system_libs: tuple[str, ...]
-    rocm_libs: tuple[str, ...]
-    thin: ThinSource | None
-    #: a tree of another ROCm than the wheel's is allowed (relabelled); another ROCm's unused
-    #: copies of added libraries are kept (see :mod:`.rocmlabel`)
-    allow_rocm_mismatch: bool = False
-    keep_other_rocm: bool = False
-    device: DeviceOptions = NO_DEVICE
+    name = "linux"
+    label = "Linux"
+    thin = True
+    split_arch = True
 
-    @property
-    def provenance_arcname(self) -> str:
-        return f"{self.lib_dir.split('/', 1)[0]}/{PROVENANCE}"
+    def owns(self, platform_tags: Sequence[str]) -> bool:
+        return any(t.startswith(("linux", "manylinux", "musllinux")) for t in platform_tags)
 
-    def fingerprint(self) -> str:
-        """What the output depends on: a different value makes an existing output stale."""
-        settings: dict[str, Any] = {
-            "tool": __version__,
-            "input": stat_entry(self.wheel),
-            "rocm": str(self.rocm.resolve()),
-            "targets": list(self.targets),
-            "lib_dir": self.lib_dir,
-            "dlopen": list(self.dlopen_patterns),
-            "data_trees": list(self.data_trees),
-            "level": self.level,
-            "policy": self.policy,
-            "torch": stat_entry(Path(self.torch.path)) if self.torch else None,
-            "allow_outside": [str(a) for a in self.allow_outside],
-            "system_libs": list(self.system_libs),
-            "rocm_libs": list(self.rocm_libs),
-        }
-        if self.thin is not None:  # fat wheels keep the fingerprint they had
-            settings = {**settings, "thin": [self.thin.family, self.thin.version]}
-        if self.allow_rocm_mismatch or self.keep_other_rocm:  # the same: only when set
-            settings = {**settings, "mismatch": [self.allow_rocm_mismatch, self.keep_other_rocm]}
-        d = self.device
-        if d.targets:  # so do bundles without --arch
-            settings = {**settings, "device_code": [list(d.targets), d.keep_all, d.allow_missing]}
-        return fingerprint(settings)
+    def lib_dir(self, wheel: Path, projects: Mapping[str, ProjectSpec], flag: str | None) -> str:
+        with WheelReader(wheel) as reader:
+            members = [m.name for m in reader.members]
+        distribution = WheelName.parse(wheel.name).distribution
+        return project_lib_dir(distribution, projects, members, flag)
+
+    def bundle(self, job: BundleJob, progress: Progress) -> BundleResult:
+        result = bundle_wheel(job, progress)
+        faults.point("bundle.done")
+        return result
+
+    def plan_lines(self, result: BundleResult) -> Iterator[str]:
+        return linux_plan_lines(result)
 
 
-def bundle_wheel(
-    wheel: Path,
-    *,
-    rocm: Path,
-    output_dir: Path,
-    targets: Sequence[str],
-    lib_dir: str,
-    dlopen_patterns: Sequence[str],
-    data_trees: Sequence[str],
-    level: int = 6,
-    policy: str = "auto",
-    torch: TorchWheel | None = None,
-    system_dirs: Sequence[Path] | None = None,
-    progress: Progress = NO_PROGRESS,
-    dry_run: bool = False,
-    allow_outside: Sequence[Path] = (),
-    system_libs: Sequence[str] = ("*",),
-    rocm_libs: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    no_wait: bool = False,
-    thin: ThinSource | None = None,
-    allow_rocm_mismatch: bool = False,
-    keep_other_rocm: bool = False,
-    device: DeviceOptions = NO_DEVICE,
-) -> BundleResult:
+PLATFORM = Linux()
+
+
+def _provenance_arcname(job: BundleJob) -> str:
+    return f"{job.lib_dir.split('/', 1)[0]}/{PROVENANCE}"
+
+
+def _fingerprint(job: BundleJob) -> str:
+    """What the output depends on: a different value makes an existing output stale."""
+    settings: dict[str, Any] = {
+        "tool": __version__,
+        "input": digests.file_facts(job.wheel),
+        "rocm": str(job.rocm.resolve()),
+        "targets": list(job.targets),
+        "lib_dir": job.lib_dir,
+        "dlopen": list(job.dlopen_patterns),
+        "data_trees": list(job.data_trees),
+        "level": job.level,
+        "policy": job.policy,
+        "torch": digests.file_facts(Path(job.torch.path)) if job.torch else None,
+        "allow_outside": [str(a) for a in job.allow_outside],
+        "system_libs": list(job.system_libs),
+        "rocm_libs": list(job.rocm_libs),
+    }
+    if job.thin is not None:  # fat wheels keep the fingerprint they had
+        settings = {**settings, "thin": [job.thin.family, job.thin.version]}
+    if job.allow_rocm_mismatch or job.keep_other_rocm:  # the same: only when set
+        settings = {**settings, "mismatch": [job.allow_rocm_mismatch, job.keep_other_rocm]}
+    d = job.device
+    if d.targets:  # so do bundles without --arch
+        settings = {**settings, "device_code": [list(d.targets), d.keep_all, d.allow_missing]}
+    return fingerprint(settings)
+
+
+def bundle_wheel(job: BundleJob, progress: Progress = NO_PROGRESS) -> BundleResult:
     """Bundle one wheel (see the package docstring); a no-op when its output is up to date.
-    ``dry_run``: plan only (status "planned"). ``allow_outside``: folders outside the tree its
-    symlinks may lead to. ``system_libs`` (patterns): libraries that may come from the build
-    machine (``LD_LIBRARY_PATH`` of ``env``, ld.so.conf, the defaults) when the tree lacks them;
-    ``rocm_libs``, the ``dlopen_patterns`` and the tree's own libraries never may. Written under
-    the output's lock (``no_wait``). ``device``: see :func:`_device`."""
+    ``job.dry_run``: plan only (status "planned"). ``job.allow_outside``: folders outside the
+    tree its symlinks may lead to. ``job.system_libs`` (patterns): libraries that may come from
+    the build machine (``LD_LIBRARY_PATH`` of ``job.env``, ld.so.conf, the defaults) when the
+    tree lacks them; ``job.rocm_libs``, the ``job.dlopen_patterns`` and the tree's own libraries
+    never may. Written under the output's lock (``job.no_wait``). ``job.device``: see
+    :func:`_device`."""
     start = time.monotonic()
     faults.point("bundle.start")
-    wheel = wheel.resolve()
+    job = replace(job, wheel=job.wheel.resolve())
+    wheel, output_dir = job.wheel, job.output_dir
     with reading("the ROCm tree"):
-        check_tree(rocm)
-    job = _Job(
-        wheel, rocm, output_dir, tuple(targets), lib_dir, tuple(dlopen_patterns),
-        tuple(data_trees), level, policy, torch, tuple(allow_outside), tuple(system_libs),
-        tuple(rocm_libs), thin, allow_rocm_mismatch, keep_other_rocm, device,
-    )  # fmt: skip
-    fp = job.fingerprint()
-    if existing := up_to_date(wheel, output_dir, job.provenance_arcname, fp):
+        check_tree(job.rocm)
+    fp = _fingerprint(job)
+    if existing := up_to_date(wheel, output_dir, _provenance_arcname(job), fp):
         return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
     scratch_parent = output_dir if output_dir.is_dir() else Path(tempfile.gettempdir())
     with (
@@ -162,15 +133,14 @@ def bundle_wheel(
         )
         if not job.targets:  # default: the targets the wheel's own device code was built for
             job = replace(job, targets=tuple(sorted(analysis.device_targets)))
-        plan = _plan(job, analysis, fp, system_dirs, os.environ if env is None else env)
-        plan = _device(job, plan, analysis, dry_run)
-        if dry_run:
+        plan = _device(job, _plan(job, analysis, fp), analysis)
+        if job.dry_run:
             return BundleResult(
                 str(wheel), plan.output, "planned", time.monotonic() - start, plan.summary()
             )
         faults.point("bundle.planned")
-        held.enter_context(locks.hold(Path(plan.output), f"the wheel {plan.output}",
-                                      no_wait=no_wait))  # fmt: skip
+        out = Path(plan.output)
+        held.enter_context(locks.hold(out, f"the wheel {out}", no_wait=job.no_wait))
         faults.point("bundle.locked")
         if done := _already_done(job, plan, reader, fp, start):
             return done
@@ -178,25 +148,25 @@ def bundle_wheel(
         _log_plan(plan, time.monotonic() - start)
         output_dir.mkdir(parents=True, exist_ok=True)
         extracted = {arc: m.path for arc, m in analysis.elves.items() if m.path is not None}
+        linkers = find_linkers(job.rocm)
         apply_plan(
-            plan, reader, extracted, level=level, provenance=provenance,
-            linkers=find_linkers(rocm), progress=progress,
-        )  # fmt: skip
-        zip64 = tuple(wheelfile.zip64_reasons(Path(plan.output)))
+            plan,
+            reader,
+            extracted,
+            level=job.level,
+            provenance=provenance,
+            linkers=linkers,
+            progress=progress,
+        )
+        zip64 = tuple(wheelfile.zip64_reasons(out))
     seconds = time.monotonic() - start
     return BundleResult(str(wheel), plan.output, "bundled", seconds, plan.summary(), zip64)
 
 
-def _plan(
-    job: _Job,
-    analysis: WheelAnalysis,
-    fp: str,
-    system_dirs: Sequence[Path] | None,
-    env: Mapping[str, str],
-) -> BundlePlan:
+def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
     """The plan for ``job``: libraries from the tree (then the build machine), data for the
     targets, the output named by the version and the platform tag it satisfies."""
-    current = wheelfile.consistent_version(analysis.name.version, analysis.metadata)
+    current = wheelmeta.consistent_version(analysis.name.version, analysis.metadata)
     version = checked_version(
         current,
         built_with(current, analysis.bundle_record()),
@@ -207,9 +177,9 @@ def _plan(
     guard = TreeGuard.of(job.rocm, job.allow_outside)
     with reading("the ROCm tree's library folders"):
         lib_dirs = tree_lib_dirs(job.rocm)
-    if system_dirs is None:
-        like = next(iter(analysis.elves.values()), None)
-        system_dirs = system_lib_dirs(like.info.machine if like else "EM_X86_64", env=env)
+    like = next(iter(analysis.elves.values()), None)
+    env = os.environ if job.env is None else job.env
+    system_dirs = system_lib_dirs(like.info.machine if like else "EM_X86_64", env=env)
     index = LibraryIndex(lib_dirs, system_dirs, guard)
 
     def selector(names: Sequence[str]) -> tuple[list[DataFile], int]:
@@ -217,29 +187,30 @@ def _plan(
 
     so_patterns = [p for p in job.dlopen_patterns if ".so" in p]
     stems = [f"{stem}.so*" for stem in sorted(index.stems())]
+    rules = PlanRules(
+        lib_dir=job.lib_dir,
+        targets=job.targets,
+        dlopen_patterns=job.dlopen_patterns,
+        whitelist=policy_whitelist(job.policy),
+        torch=job.torch,
+        fingerprint=fp,
+        policy=job.policy,
+        rocm_only=[*job.rocm_libs, *so_patterns, *stems],
+        system_allowed=job.system_libs,
+        tree=str(job.rocm),
+        thin=job.thin,
+    )
 
     def planned(left_out: Sequence[str]) -> BundlePlan:
-        return make_plan(
+        wheel = PlanInput(
             input_path=job.wheel,
             output_path=job.output_dir / job.wheel.name,
             wheel_name=analysis.name,
             metadata=analysis.metadata,
             members=[m for m in analysis.members if m not in left_out],
             elves={a: i for a, i in analysis.infos.items() if a not in left_out},
-            index=index,
-            lib_dir=job.lib_dir,
-            targets=job.targets,
-            dlopen_patterns=job.dlopen_patterns,
-            data_selector=selector,
-            whitelist=policy_whitelist(job.policy),
-            torch=job.torch,
-            fingerprint=fp,
-            policy=job.policy,
-            rocm_only=[*job.rocm_libs, *so_patterns, *stems],
-            system_allowed=job.system_libs,
-            tree=str(job.rocm),
-            thin=job.thin,
         )
+        return make_plan(wheel, index, rules, selector)
 
     provisional = planned(())
     others = tuple(other_rocm(analysis.infos, provisional.libraries, provisional.lib_dir))
@@ -262,11 +233,11 @@ def _plan(
     )
 
 
-def _device(job: _Job, plan: BundlePlan, analysis: WheelAnalysis, dry_run: bool) -> BundlePlan:
+def _device(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> BundlePlan:
     """The plan with what happens to the device code of the files it writes: the offload
     bundles of every ELF file keep only the entries that serve the targets (``keep_all``: all),
     and each file with device code must still serve every target: else ``RequirementNotMet``
-    (exit 11) before anything is written, unless ``allow_missing`` or ``dry_run`` (the plan's
+    (exit 11) before anything is written, unless ``allow_missing`` or a dry run (the plan's
     ``device_gaps`` say so)."""
     d = job.device
     if not d.targets:
@@ -277,18 +248,20 @@ def _device(job: _Job, plan: BundlePlan, analysis: WheelAnalysis, dry_run: bool)
             device_sources(own, plan.libraries), d.targets, prune_code=not d.keep_all
         )
     gaps = coverage_gaps(files, d.targets)
-    if gaps and not d.allow_missing and not dry_run:
+    if gaps and not d.allow_missing and not job.dry_run:
         raise gap_error(gaps)
     return replace(plan, device_targets=d.targets, device=files, device_gaps=gaps)
 
 
 def _already_done(
-    job: _Job, plan: BundlePlan, reader: WheelReader, fp: str, start: float
+    job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str, start: float
 ) -> BundleResult | None:
     """Under the output's lock: the output is up to date (another run may have written it
     while this one waited), or the wheel needs nothing and is handed on as it is."""
     wheel, out = job.wheel, Path(plan.output)
-    if out.exists() and (existing := up_to_date(wheel, job.output_dir, job.provenance_arcname, fp)):
+    if out.exists() and (
+        existing := up_to_date(wheel, job.output_dir, _provenance_arcname(job), fp)
+    ):
         return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
     if plan.changes_content or out.name != wheel.name:
         return None
@@ -302,20 +275,17 @@ def _already_done(
     return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start, plan.summary())
 
 
-def _provenance(job: _Job, plan: BundlePlan, reader: WheelReader, fp: str) -> dict[str, Any]:
+def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) -> dict[str, Any]:
     """What the output records about its making: settings, libraries (with those an earlier
     bundle of the input added), and the source files whose change makes it stale."""
-    sources = [stat_entry(Path(lib.source)) for lib in plan.libraries]
-    sources += [stat_entry(Path(d.source)) for d in plan.data]
+    sources = [digests.file_facts(Path(lib.source)) for lib in plan.libraries]
+    sources += [digests.file_facts(Path(d.source)) for d in plan.data]
     old = provenance_in(reader, plan.provenance_arcname) or {}
     summary = plan.summary()
     names = {lib.name for lib in plan.libraries}
     earlier = [x for x in old.get("libraries", []) if x["name"] not in names]
     return {
-        "tool": f"rocm-build {__version__}",
-        "fingerprint": fp,
-        "rocm": str(job.rocm.resolve()),
-        "rocm_version": rocm_version(job.rocm),
+        **header(fp, job.rocm),
         "targets": list(job.targets),
         "lib_dir": plan.lib_dir,
         "libraries": sorted(summary["libraries"] + earlier, key=lambda x: str(x["name"])),

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from rocm_build.binary import elf
 from rocm_build.bundle.device import DeviceFile
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader
 
 __all__ = [
@@ -75,7 +75,7 @@ class TorchWheel:
                 if m.name.startswith(prefix) and "/" not in m.name[len(prefix) :]
                 if ".so" in m.name or m.name.endswith(".dll")
             }
-            version = wheelfile.metadata_version(reader.metadata()) or reader.name.version
+            version = wheelmeta.metadata_version(reader.metadata()) or reader.name.version
         return cls(str(path), version, lib_dir, libs)
 
 

@@ -22,11 +22,11 @@ from rocm_build.bundle.model import (
 )
 from rocm_build.bundle.policy import is_loader, platform_tag, policy_priority, tag_for_policy
 from rocm_build.errors import BundleError
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE
 from rocm_build.wheel.wheelfile import WheelName
 
-__all__ = ["inside", "make_plan", "rel_origin"]
+__all__ = ["DataSelector", "PlanInput", "PlanRules", "inside", "make_plan", "rel_origin"]
 
 #: picks the data files for the bundled libraries' names: (files, left out for other targets)
 DataSelector = Callable[[Sequence[str]], tuple[Sequence[DataFile], int]]
@@ -47,59 +47,75 @@ def inside(from_dir: str, entry: str) -> bool:
     return False
 
 
-def make_plan(
-    *,
-    input_path: Path,
-    output_path: Path,
-    wheel_name: WheelName,
-    metadata: str,
-    members: Sequence[str],
-    elves: Mapping[str, elf.ElfInfo],
-    index: Resolver,
-    lib_dir: str,
-    targets: Sequence[str],
-    dlopen_patterns: Sequence[str],
-    data: tuple[Sequence[DataFile], int] | None = None,
-    data_selector: DataSelector | None = None,
-    whitelist: frozenset[str],
-    torch: TorchWheel | None = None,
-    fingerprint: str = "",
-    policy: str = "auto",
-    rocm_only: Sequence[str] = (),
-    system_allowed: Sequence[str] = ("*",),
-    tree: str = "",
-    thin: ThinSource | None = None,
-) -> BundlePlan:
-    """Everything the bundle will do, decided before a byte is written.
+@dataclass(frozen=True)
+class PlanInput:
+    """The wheel a plan is made for: where it is and goes, its name, METADATA, members and the
+    ELF facts of its ELF members."""
+
+    input_path: Path
+    output_path: Path
+    wheel_name: WheelName
+    metadata: str
+    members: Sequence[str]
+    elves: Mapping[str, elf.ElfInfo]
+
+
+@dataclass(frozen=True)
+class PlanRules:
+    """What decides the plan besides the wheel and the library index.
 
     A library the tree lacks comes from the build machine only if its name matches
     ``system_allowed`` and none of ``rocm_only`` (ROCm's own libraries: those come from the
-    tree ``tree`` or the bundle stops). A file reached by several names is bundled once, under
-    its soname; the other names become alias stubs.
+    tree ``tree`` or the bundle stops). ``thin`` (mode thin): the ROCm libraries it knows stay
+    out of the wheel; the ELF files that need them get search-path entries into their packages'
+    folders and the wheel requires those packages."""
 
-    ``thin`` (mode thin): the ROCm libraries it knows stay out of the wheel; the ELF files that
-    need them get search-path entries into their packages' folders and the wheel requires those
-    packages. Other libraries follow the same rules as in a fat wheel.
+    lib_dir: str
+    targets: Sequence[str]
+    dlopen_patterns: Sequence[str]
+    whitelist: frozenset[str]
+    torch: TorchWheel | None = None
+    fingerprint: str = ""
+    policy: str = "auto"
+    rocm_only: Sequence[str] = ()
+    system_allowed: Sequence[str] = ("*",)
+    tree: str = ""
+    thin: ThinSource | None = None
+
+
+def make_plan(
+    wheel: PlanInput,
+    index: Resolver,
+    rules: PlanRules,
+    data: DataSelector | tuple[Sequence[DataFile], int] = ((), 0),
+) -> BundlePlan:
+    """Everything the bundle will do, decided before a byte is written.
+
+    A file reached by several names is bundled once, under its soname; the other names become
+    alias stubs. ``data``: the data files (and how many were left out for other targets), or
+    what picks them for the bundled libraries' names (not in thin mode: ROCm's packages have
+    them). Other libraries of a thin wheel follow the same rules as in a fat wheel.
     """
-    lib_dir = lib_dir.strip("/")
-    host = {arc: info for arc, info in elves.items() if info.is_host}
-    closure = _Closure(lib_dir, index, whitelist, torch, thin, rocm_only, system_allowed, host)
-    closure.resolve(dlopen_patterns, tree)
+    r = rules
+    lib_dir = r.lib_dir.strip("/")
+    host = {arc: info for arc, info in wheel.elves.items() if info.is_host}
+    closure = _Closure(
+        lib_dir, index, r.whitelist, r.torch, r.thin, r.rocm_only, r.system_allowed, host
+    )
+    closure.resolve(r.dlopen_patterns, r.tree)
     libraries = closure.libraries()
-    if data is None:
-        data = ((), 0)
-        if data_selector is not None and thin is None:
-            data = data_selector([lib.name for lib in libraries])
-    present = set(members)
+    if callable(data):
+        data = ((), 0) if r.thin is not None else data([lib.name for lib in libraries])
+    present = set(wheel.members)
     data_files = tuple(d for d in data[0] if d.arcname not in present)
-    top = lib_dir.split("/", 1)[0]
+    name, metadata = wheel.wheel_name, wheel.metadata
     return BundlePlan(
-        input=str(input_path),
-        output=str(output_path),
-        distribution=wheel_name.distribution,
-        version=wheelfile.consistent_version(wheel_name.version, metadata),
+        input=str(wheel.input_path),
+        output=str(wheel.output_path),
+        distribution=name.distribution,
+        version=wheelmeta.consistent_version(name.version, metadata),
         lib_dir=lib_dir,
-        targets=tuple(targets),
+        targets=tuple(r.targets),
         libraries=libraries,
         rpaths=tuple(closure.search_paths(libraries)),
         data=data_files,
@@ -107,9 +123,9 @@ def make_plan(
         from_torch=tuple(sorted(closure.from_torch.items())),
         requires=tuple(closure.requires(metadata)),
         system_libs=tuple(sorted(closure.system)),
-        platform_tag=_platform_tag(host, closure.system, libraries, policy, wheel_name),
-        provenance_arcname=f"{top}/{PROVENANCE}",
-        fingerprint=fingerprint,
+        platform_tag=_platform_tag(host, closure.system, libraries, r.policy, name),
+        provenance_arcname=f"{lib_dir.split('/', 1)[0]}/{PROVENANCE}",
+        fingerprint=r.fingerprint,
     )
 
 
@@ -325,7 +341,7 @@ class _Closure:
         requires: list[str] = []
         if self.torch is not None and self.from_torch:
             want = f"torch=={self.torch.version}"
-            if want not in metadata:
+            if want not in wheelmeta.requirements(metadata):
                 requires.append(want)
         if self.thin is not None:
             dists = sorted({d for d, _ in self.from_packages.values()})

@@ -25,7 +25,7 @@ from rocm_build.bundle.policy import is_loader, platform_tag, policy_whitelist
 from rocm_build.context import RunContext
 from rocm_build.errors import RequirementNotMet, UnsafeInput
 from rocm_build.sizes import human_size
-from rocm_build.wheel import torchinfo
+from rocm_build.wheel import torchinfo, wheelmeta
 from rocm_build.wheel.analyze import WheelAnalysis, analyze
 from rocm_build.wheel.wheelread import WheelReader
 
@@ -232,16 +232,9 @@ def _requires_dist(metadata: str) -> dict[str, str]:
     """The wheel's requirements by their distribution's name as a folder name (``rocm-sdk-core``
     installs ``_rocm_sdk_core``, ``torch`` installs ``torch``), lower case, without the
     leading ``_``."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     out: dict[str, str] = {}
-    for line in metadata.splitlines():
-        if line.startswith("Requires-Dist:"):
-            try:
-                req = Requirement(line.partition(":")[2].strip())
-            except InvalidRequirement:
-                continue
-            out[re.sub(r"[-_.]+", "_", req.name).lower()] = f"{req.name}{req.specifier}"
+    for req in wheelmeta.parsed_requirements(metadata):
+        out[re.sub(r"[-_.]+", "_", req.name).lower()] = f"{req.name}{req.specifier}"
     return out
 
 

@@ -23,10 +23,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build import __version__, arch, tempfiles
+from rocm_build import arch, tempfiles
 from rocm_build.binary import elf
 from rocm_build.bundle import prune
-from rocm_build.bundle.apply import rocm_version as _rocm_version
 from rocm_build.bundle.apply import stream_elf as _stream_elf
 from rocm_build.bundle.data import gfx_tokens
 from rocm_build.bundle.device import plan_device
@@ -35,8 +34,10 @@ from rocm_build.bundle.model import ThinSource
 from rocm_build.bundle.plan import rel_origin as _rel_origin
 from rocm_build.bundle.policy import is_loader as _is_loader
 from rocm_build.bundle.policy import platform_tag, policy_whitelist
+from rocm_build.bundle.provenance import rocm_version as _rocm_version
 from rocm_build.errors import ConfigError, FileAccessError, RocmTreeError
 from rocm_build.treepath import TreeGuard
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelWriter
 
 #: How a ``rocm wheels`` user allows a folder outside the tree (it has no setting for it).
@@ -192,27 +193,6 @@ def _system_deps(libs: Sequence[TreeLib], env: dict[str, str]) -> list[TreeLib]:
     return sorted(found.values(), key=lambda lib: lib.name)
 
 
-def _metadata(dist: str, version: str, summary: str, requires: Sequence[str]) -> bytes:
-    lines = [
-        "Metadata-Version: 2.1",
-        f"Name: {dist}",
-        f"Version: {version}",
-        f"Summary: {summary}",
-        *(f"Requires-Dist: {r}" for r in requires),
-    ]
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _wheel_info(tags: Sequence[str], purelib: bool) -> bytes:
-    lines = [
-        "Wheel-Version: 1.0",
-        f"Generator: rocm-build {__version__}",
-        f"Root-Is-Purelib: {'true' if purelib else 'false'}",
-        *(f"Tag: {t}" for t in tags),
-    ]
-    return ("\n".join(lines) + "\n").encode()
-
-
 @dataclass(frozen=True)
 class _OnCore:
     """What a package that requires rocm-sdk-core gets from it: the requirement, the library
@@ -295,8 +275,9 @@ def _write_platform_wheel(
         for path, rel in data:
             writer.add_file(f"{folder}/{rel}", path, 0o644)
         requires = [on_core.requirement] if on_core else []
-        writer.add_bytes(f"{dist_info}/METADATA", _metadata(dist, version, summary, requires))
-        writer.add_bytes(f"{dist_info}/WHEEL", _wheel_info(tags, purelib=False))
+        meta = wheelmeta.new_metadata(dist, version, summary, requires)
+        writer.add_bytes(f"{dist_info}/METADATA", meta.encode())
+        writer.add_bytes(f"{dist_info}/WHEEL", wheelmeta.new_wheel_info(tags).encode())
         writer.commit()
     return out
 
@@ -316,12 +297,14 @@ def _write_meta_wheel(output_dir: Path, version: str, family: str, level: int) -
         f"{CORE_DIST}=={version}",
         f'{libraries_dist(family)}=={version}; extra == "libraries"',
     ]
-    meta = _metadata(META_DIST, version, "ROCm (meta package)", requires)
-    meta = meta.replace(b"Requires-Dist", b"Provides-Extra: libraries\nRequires-Dist", 1)
+    meta = wheelmeta.new_metadata(
+        META_DIST, version, "ROCm (meta package)", requires, extras=["libraries"]
+    )
+    info = wheelmeta.new_wheel_info(["py3-none-any"], purelib=True)
     with WheelWriter(out, dist_info, level=level) as writer:
         writer.add_bytes("rocm_sdk/__init__.py", f'__version__ = "{version}"\n'.encode())
-        writer.add_bytes(f"{dist_info}/METADATA", meta)
-        writer.add_bytes(f"{dist_info}/WHEEL", _wheel_info(["py3-none-any"], purelib=True))
+        writer.add_bytes(f"{dist_info}/METADATA", meta.encode())
+        writer.add_bytes(f"{dist_info}/WHEEL", info.encode())
         writer.commit()
     return out
 

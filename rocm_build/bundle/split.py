@@ -25,7 +25,7 @@ bytes: pip lets the second overwrite the first). A wheel with no per-target data
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import logging
 import posixpath
@@ -36,20 +36,17 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, tempfiles
-from rocm_build.bundle.apply import sources_unchanged
+from rocm_build import __version__, digests, faults, locks, tempfiles
+from rocm_build.bundle import platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
 from rocm_build.bundle.model import BundleResult
 from rocm_build.bundle.stage import bundle_many
-from rocm_build.bundle.windows import is_windows_wheel
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheel import wheelfile
-from rocm_build.wheel.analyze import PROVENANCE
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
@@ -106,13 +103,7 @@ def device_name(pattern: str, project: str, target: str) -> str:
 def device_requirements(metadata: str) -> dict[str, str]:
     """A host wheel's device wheels: target -> requirement, from its ``device-<gfx>`` extras."""
     out: dict[str, str] = {}
-    for line in metadata.splitlines():
-        if not line.startswith("Requires-Dist:"):
-            continue
-        try:
-            req = Requirement(line.partition(":")[2].strip())
-        except InvalidRequirement:
-            continue
+    for req in wheelmeta.parsed_requirements(metadata):
         marker = str(req.marker or "")
         match = re.search(r"""extra\s*==\s*['"]device-(gfx[0-9a-z]+)['"]""", marker)
         if match:
@@ -138,86 +129,26 @@ def member_targets(name: str, prefixes: Sequence[str], targets: Sequence[str]) -
     return set()
 
 
-def _add_extras(metadata: str, extras: Mapping[str, str]) -> str:
-    """METADATA with one ``Provides-Extra`` and its ``Requires-Dist`` per extra (replacing
-    earlier ones of the same extra), placed at the end of the headers."""
-    head, sep, body = metadata.partition("\n\n")
-    lines = [
-        line
-        for line in head.rstrip("\n").split("\n")
-        if not any(
-            line == f"Provides-Extra: {extra}"
-            or (line.startswith("Requires-Dist:") and f"extra == '{extra}'" in line)
-            or (line.startswith("Requires-Dist:") and f'extra == "{extra}"' in line)
-            for extra in extras
-        )
-    ]
-    for extra, requirement in extras.items():
-        lines.append(f"Provides-Extra: {extra}")
-        lines.append(f'Requires-Dist: {requirement}; extra == "{extra}"')
-    return "\n".join(lines) + ("\n\n" + body if sep else "\n")
-
-
-def _device_metadata(name: str, version: str, project: str, target: str) -> str:
-    return (
-        "Metadata-Version: 2.1\n"
-        f"Name: {name}\n"
-        f"Version: {version}\n"
-        f"Summary: {target} kernels and tuning data of {project} {version} (made by rocm-build "
-        "bundle --split-arch)\n"
-        f"Requires-Dist: {project}=={version}\n"
-        "\n"
-    )
-
-
-def _device_wheel_info(tags: Sequence[str]) -> str:
-    lines = ["Wheel-Version: 1.0", f"Generator: rocm-build {__version__}"]
-    lines += ["Root-Is-Purelib: false", *(f"Tag: {t}" for t in tags)]
-    return "\n".join(lines) + "\n"
-
-
-def _fingerprint(settings: Mapping[str, Any]) -> str:
-    blob = json.dumps(settings, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:32]
-
-
-def _stat(path: Path) -> list[Any]:
-    st = path.stat()
-    return [str(path), st.st_size, st.st_mtime_ns]
-
-
-def _provenance(reader: WheelReader) -> tuple[str, dict[str, Any]]:
-    for m in reader.members:
-        if m.name.count("/") == 1 and m.name.endswith("/" + PROVENANCE):
-            try:
-                data: dict[str, Any] = json.loads(reader.read_bytes(m.name))
-            except ValueError:
-                return m.name, {}
-            return m.name, data
-    return "", {}
-
-
 def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult | None:
     """The host and device wheels of these very inputs and settings, if all are there."""
     start = time.monotonic()
     for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
         try:
             with WheelReader(existing) as reader:
-                _, prov = _provenance(reader)
+                _, prov = provenance.found_in(reader)
         except (OSError, BundleError, ValueError):
             continue
         split = prov.get("split")
         if not isinstance(split, dict) or prov.get("fingerprint") != fingerprint:
             continue
-        if not sources_unchanged(prov.get("sources", [])):
+        if not digests.facts_unchanged(prov.get("sources", [])):
             continue
         devices = {t: output_dir / n for t, n in split.get("device_wheels", {}).items()}
         if all(p.is_file() for p in devices.values()):
             log.info("%s and its device wheels are up to date", existing.name)
-            return SplitResult(
-                str(wheel), str(existing), {t: str(p) for t, p in devices.items()},
-                "up-to-date", time.monotonic() - start,
-            )  # fmt: skip
+            paths = {t: str(p) for t, p in devices.items()}
+            seconds = time.monotonic() - start
+            return SplitResult(str(wheel), str(existing), paths, "up-to-date", seconds)
     return None
 
 
@@ -229,56 +160,71 @@ class _Device:
     dist_info: str
 
 
-def _write_device(
-    reader: WheelReader, owner: Mapping[str, set[str]], device: _Device, *, project: str,
-    version: str, level: int, no_wait: bool, progress: Progress, task: str,
-) -> tuple[int, int]:  # fmt: skip
+@dataclass(frozen=True)
+class _Cut:
+    """The fat wheel being cut, which targets each member belongs to, and how the pieces are
+    written (each under its lock, counted in one progress task)."""
+
+    reader: WheelReader
+    owner: Mapping[str, set[str]]
+    level: int
+    no_wait: bool
+    progress: Progress
+    task: str
+
+    @contextlib.contextmanager
+    def writer(self, out: Path, dist_info: str) -> Iterator[WheelWriter]:
+        with (
+            locks.hold(out, f"the wheel {out}", no_wait=self.no_wait),
+            tempfiles.writing(out),
+            WheelWriter(out, dist_info, level=self.level) as writer,
+        ):
+            yield writer
+
+
+def _write_device(cut: _Cut, device: _Device, project: str, version: str) -> tuple[int, int]:
     """One device wheel: the members of its target, copied as they are; returns their count
     and uncompressed bytes."""
     files = size = 0
-    out = device.path
-    with (
-        locks.hold(out, f"the wheel {out}", no_wait=no_wait),
-        tempfiles.writing(out),
-        WheelWriter(out, device.dist_info, level=level) as writer,
-    ):
+    reader = cut.reader
+    with cut.writer(device.path, device.dist_info) as writer:
         for m in reader.members:
-            if device.target in owner.get(m.name, ()):
+            if device.target in cut.owner.get(m.name, ()):
                 writer.copy_member(reader, m.name)
                 files, size = files + 1, size + m.file_size
-                progress.advance(task, m.compress_size)
-        meta = _device_metadata(device.dist, version, project, device.target)
+                cut.progress.advance(cut.task, m.compress_size)
+        summary = (
+            f"{device.target} kernels and tuning data of {project} {version} (made by rocm-build "
+            "bundle --split-arch)"
+        )
+        meta = wheelmeta.new_metadata(device.dist, version, summary, [f"{project}=={version}"])
         writer.add_bytes(f"{device.dist_info}/METADATA", meta.encode())
         tags = [f"py3-none-{p}" for p in reader.name.platform_tag.split(".")]
-        writer.add_bytes(f"{device.dist_info}/WHEEL", _device_wheel_info(tags).encode())
+        writer.add_bytes(f"{device.dist_info}/WHEEL", wheelmeta.new_wheel_info(tags).encode())
         writer.commit()
     return files, size
 
 
 def _write_host(
-    reader: WheelReader, owner: Mapping[str, set[str]], host: Path, *, provenance: tuple[str,
-    dict[str, Any]], extras: Mapping[str, str], level: int, no_wait: bool, progress: Progress,
-    task: str,
-) -> None:  # fmt: skip
-    """The host wheel: every member no device wheel took, with the new provenance and extras."""
-    prov_name, prov = provenance
+    cut: _Cut, host: Path, new_record: tuple[str, dict[str, Any]], extras: Mapping[str, str]
+) -> None:
+    """The host wheel: every member no device wheel took, with the new provenance record
+    (member, data) and extras."""
+    prov_name, prov = new_record
+    reader = cut.reader
     record = f"{reader.dist_info}/RECORD"
-    with (
-        locks.hold(host, f"the wheel {host}", no_wait=no_wait),
-        tempfiles.writing(host),
-        WheelWriter(host, reader.dist_info, level=level) as writer,
-    ):
+    with cut.writer(host, reader.dist_info) as writer:
         for m in reader.members:
-            if m.is_dir or m.name == record or owner.get(m.name):
+            if m.is_dir or m.name == record or cut.owner.get(m.name):
                 continue
             if m.name == prov_name:
                 text = json.dumps(prov, indent=1, sort_keys=True) + "\n"
                 writer.add_bytes(m.name, text.encode())
             elif m.name == f"{reader.dist_info}/METADATA":
-                writer.add_bytes(m.name, _add_extras(reader.metadata(), extras).encode())
+                writer.add_bytes(m.name, wheelmeta.add_extras(reader.metadata(), extras).encode())
             else:
                 writer.copy_member(reader, m.name)
-            progress.advance(task, m.compress_size)
+            cut.progress.advance(cut.task, m.compress_size)
         writer.commit()
 
 
@@ -298,14 +244,14 @@ def split_wheel(
     the device wheels first, the host wheel (which names them) last."""
     start = time.monotonic()
     with WheelReader(fat) as reader:
-        prov_name, prov = _provenance(reader)
+        prov_name, prov = provenance.found_in(reader)
         targets = tuple(prov.get("targets", ()))
         if not prov_name or not targets:
             raise BundleError(
                 f"{input_path.name}: nothing to split (no ROCm library or data bundled, or no gfx "
                 "target named): bundle it without --split-arch"
             )
-        version = wheelfile.consistent_version(reader.name.version, reader.metadata())
+        version = wheelmeta.consistent_version(reader.name.version, reader.metadata())
         project = reader.name.distribution
         owner = {
             m.name: member_targets(m.name, prefixes, targets)
@@ -324,12 +270,10 @@ def split_wheel(
         host = output_dir / fat.name
         task = f"{host.name}: split"
         progress.start(task, sum(m.compress_size for m in reader.members))
+        cut = _Cut(reader, owner, level, no_wait, progress, task)
         moved: dict[str, tuple[int, int]] = {}
         for device in devices:
-            moved[device.target] = _write_device(
-                reader, owner, device, project=project, version=version, level=level,
-                no_wait=no_wait, progress=progress, task=task,
-            )  # fmt: skip
+            moved[device.target] = _write_device(cut, device, project, version)
             faults.point("bundle.split-device")
         split = {
             "bundle_fingerprint": prov.get("fingerprint", ""),
@@ -339,15 +283,12 @@ def split_wheel(
         # a fat bundle of the same settings must not take the host wheel for its own output
         new_prov = {**prov, "fingerprint": fingerprint, "split": split}
         extras = {_EXTRA.format(target=d.target): f"{d.dist}=={version}" for d in devices}
-        _write_host(
-            reader, owner, host, provenance=(prov_name, new_prov), extras=extras, level=level,
-            no_wait=no_wait, progress=progress, task=task,
-        )  # fmt: skip
+        _write_host(cut, host, (prov_name, new_prov), extras)
         faults.point("bundle.split-host")
         progress.done(task)
     paths = {d.target: str(d.path) for d in devices}
-    log.info("split %s: host %s, device wheels %s", input_path.name, host.name,
-             ", ".join(d.path.name for d in devices))  # fmt: skip
+    names = ", ".join(d.path.name for d in devices)
+    log.info("split %s: host %s, device wheels %s", input_path.name, host.name, names)
     return SplitResult(str(input_path), str(host), paths, "split", time.monotonic() - start, moved)
 
 
@@ -355,16 +296,16 @@ def _settings_fingerprint(
     ctx: RunContext, wheel: Path, with_wheels: Sequence[Path], lib_dir: str | None, pattern: str
 ) -> str:
     cfg = ctx.settings
-    return _fingerprint(
+    return provenance.fingerprint(
         {
             "tool": __version__,
             "split": True,
-            "input": _stat(wheel.resolve()),
+            "input": digests.file_facts(wheel.resolve()),
             "rocm": str(ctx.tree.root.resolve()),
             "targets": list(ctx.arch_targets),
             "bundle": asdict(cfg.bundle),
             "lib_dir": lib_dir,
-            "with": [_stat(w.resolve()) for w in with_wheels],
+            "with": [digests.file_facts(w.resolve()) for w in with_wheels],
             "pattern": pattern,
             "torch_lib_dir": str(cfg.projects["torch"].lib_dir) if "torch" in cfg.projects else "",
         }
@@ -386,13 +327,7 @@ def split_many(
     settings = ctx.settings.bundle
     pattern = settings.device_name or DEFAULT_DEVICE_NAME
     for wheel in wheels:
-        if settings.platform == "windows" or (
-            settings.platform == "auto" and is_windows_wheel(wheel)
-        ):
-            raise BundleError(
-                f"{wheel.name}: --split-arch makes Linux wheels only so far: bundle this "
-                "Windows wheel without it"
-            )
+        platforms.check_split(wheel, settings.platform)
     if ctx.arch_targets:
         for t in ctx.arch_targets:
             device_name(pattern, "project", t)
@@ -416,7 +351,7 @@ def split_many(
         for wheel in wheels:
             fat = by_input[wheel.resolve()]
             with WheelReader(Path(fat.output)) as reader:
-                _, prov = _provenance(reader)
+                _, prov = provenance.found_in(reader)
             prefixes = _data_prefixes(
                 ctx.tree.root, settings.data_trees, str(prov.get("lib_dir", ""))
             )

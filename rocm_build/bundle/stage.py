@@ -13,17 +13,15 @@ from typing import Any, Literal
 from packaging.utils import canonicalize_name
 
 from rocm_build import arch, faults, tempfiles
-from rocm_build.bundle import rocmwheels
+from rocm_build.bundle import platforms, rocmwheels
 from rocm_build.bundle.device import DeviceOptions
-from rocm_build.bundle.linux import bundle_wheel, project_lib_dir
+from rocm_build.bundle.job import BundleJob
 from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
-from rocm_build.bundle.windows import bundle_windows, is_windows_wheel
 from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
-from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import deflatecache
-from rocm_build.wheel.wheelfile import WheelName, WheelReader
+from rocm_build.wheel.wheelfile import WheelName
 
 __all__ = ["BundlePlans", "BundleResults", "bundle_many", "execute", "plan"]
 
@@ -48,6 +46,34 @@ class BundlePlans:
     thin: ThinSource | None = None
     #: the ``arch`` setting's targets with their features: the device code is cut for them
     device_targets: tuple[str, ...] = ()
+
+    def job(self, wheel: Path, lib_dir: str, torch: TorchWheel | None) -> BundleJob:
+        """The settings one wheel is bundled with (the only place they are unpacked)."""
+        s = self.settings
+        return BundleJob(
+            wheel=wheel,
+            rocm=self.rocm,
+            output_dir=self.output_dir,
+            targets=self.targets,
+            lib_dir=lib_dir,
+            dlopen_patterns=tuple(s.dlopen_libs),
+            data_trees=tuple(s.data_trees),
+            level=s.compression_level,
+            policy=s.policy,
+            torch=torch,
+            allow_outside=self.allow_outside,
+            system_libs=tuple(s.system_libs),
+            rocm_libs=tuple(s.rocm_libs),
+            thin=self.thin,
+            allow_rocm_mismatch=s.allow_rocm_mismatch,
+            keep_other_rocm=s.keep_other_rocm,
+            device=DeviceOptions(
+                self.device_targets, not s.prune_device_code, s.allow_missing_arch
+            ),
+            env=self.env,
+            no_wait=self.no_wait,
+            dry_run=self.dry_run,
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -165,90 +191,14 @@ def _execute(plan_: BundlePlans, progress: Progress) -> BundleResults:
     torch = plan_.torch
     results: list[BundleResult] = []
     for wheel in plan_.wheels:
-        if _windows(plan_, wheel):
-            results.append(_bundle_windows(plan_, wheel))
-            continue
-        with WheelReader(wheel) as reader:
-            members = [m.name for m in reader.members]
-        distribution = WheelName.parse(wheel.name).distribution
-        project_dir = project_lib_dir(distribution, plan_.projects, members, plan_.lib_dir)
+        platform = platforms.choose(wheel, s.platform, thin=plan_.thin is not None)
+        lib_dir = platform.lib_dir(wheel, plan_.projects, plan_.lib_dir)
         is_torch = _is_torch(wheel)
-        result = _bundle_linux(plan_, wheel, project_dir, None if is_torch else torch, progress)
-        faults.point("bundle.done")
-        if is_torch and not plan_.dry_run:
-            torch = TorchWheel.read(Path(result.output), project_dir)
+        result = platform.bundle(plan_.job(wheel, lib_dir, None if is_torch else torch), progress)
+        if is_torch and lib_dir and not plan_.dry_run:
+            torch = TorchWheel.read(Path(result.output), lib_dir)
         results.append(result)
     return BundleResults(tuple(results))
-
-
-def _windows(plan_: BundlePlans, wheel: Path) -> bool:
-    platform = plan_.settings.platform
-    _check_platform(wheel, platform)
-    windows = platform == "windows" or (platform == "auto" and is_windows_wheel(wheel))
-    if windows and plan_.thin is not None:
-        raise BundleError(
-            f"{wheel.name}: --mode thin makes Linux wheels only so far: bundle this "
-            "Windows wheel in fat mode"
-        )
-    return windows
-
-
-def _check_platform(wheel: Path, platform: str) -> None:
-    """A platform asked for that the wheel's tag contradicts is a mistake, not a no-op: a Linux
-    wheel through delvewheel would come out unbundled."""
-    tags = WheelName.parse(wheel.name).tags
-    linux = any(t.split("-")[2].startswith(("linux", "manylinux", "musllinux")) for t in tags)
-    windows = is_windows_wheel(wheel)
-    if (platform == "windows" and linux) or (platform == "linux" and windows):
-        other = "Linux" if linux else "Windows"
-        raise ConfigError(
-            f"{wheel.name} is a {other} wheel but --platform (bundle.platform) is {platform}: "
-            "leave it at auto, which goes by the wheel's tag"
-        )
-
-
-def _bundle_windows(plan_: BundlePlans, wheel: Path) -> BundleResult:
-    s = plan_.settings
-    return bundle_windows(
-        wheel, rocm=plan_.rocm, output_dir=plan_.output_dir, targets=plan_.targets,
-        dlopen_patterns=list(s.dlopen_libs), data_trees=list(s.data_trees),
-        level=s.compression_level, dry_run=plan_.dry_run,
-        allow_outside=list(plan_.allow_outside), no_wait=plan_.no_wait,
-        allow_rocm_mismatch=s.allow_rocm_mismatch,
-    )  # fmt: skip
-
-
-def _bundle_linux(
-    plan_: BundlePlans,
-    wheel: Path,
-    lib_dir: str,
-    torch: TorchWheel | None,
-    progress: Progress,
-) -> BundleResult:
-    s = plan_.settings
-    return bundle_wheel(
-        wheel,
-        rocm=plan_.rocm,
-        output_dir=plan_.output_dir,
-        targets=plan_.targets,
-        lib_dir=lib_dir,
-        dlopen_patterns=list(s.dlopen_libs),
-        data_trees=list(s.data_trees),
-        level=s.compression_level,
-        policy=s.policy,
-        torch=torch,
-        progress=progress,
-        dry_run=plan_.dry_run,
-        allow_outside=list(plan_.allow_outside),
-        system_libs=list(s.system_libs),
-        rocm_libs=list(s.rocm_libs),
-        env=plan_.env,
-        no_wait=plan_.no_wait,
-        thin=plan_.thin,
-        allow_rocm_mismatch=s.allow_rocm_mismatch,
-        keep_other_rocm=s.keep_other_rocm,
-        device=DeviceOptions(plan_.device_targets, not s.prune_device_code, s.allow_missing_arch),
-    )
 
 
 def bundle_many(

@@ -10,31 +10,56 @@ import os
 import posixpath
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, locks, proc, tempfiles
+from rocm_build import __version__, digests, locks, proc, tempfiles
 from rocm_build.binary import pe
-from rocm_build.bundle.apply import fingerprint, rocm_version, stat_entry, up_to_date
 from rocm_build.bundle.data import select_data
+from rocm_build.bundle.job import BundleJob
 from rocm_build.bundle.linux import project_lib_dir
 from rocm_build.bundle.model import BundleResult, DataFile
+from rocm_build.bundle.provenance import fingerprint, header, up_to_date
 from rocm_build.bundle.rocmlabel import built_with, checked_version
+from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
+from rocm_build.progress import Progress
 from rocm_build.treepath import TreeGuard
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, analyze
-from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
+from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
-__all__ = ["bundle_windows", "is_windows_wheel"]
+__all__ = ["PLATFORM", "Windows", "bundle_windows"]
 
 log = logging.getLogger(__name__)
 
 
-def is_windows_wheel(path: Path) -> bool:
-    return any(t.split("-")[2].startswith("win") for t in WheelName.parse(path.name).tags)
+class Windows:
+    """Windows wheels: delvewheel places the imported DLLs; ROCm's own are added as on Linux."""
+
+    name = "windows"
+    label = "Windows"
+    thin = False
+    split_arch = False
+
+    def owns(self, platform_tags: Sequence[str]) -> bool:
+        return any(t.startswith("win") for t in platform_tags)
+
+    def lib_dir(self, wheel: Path, projects: Mapping[str, ProjectSpec], flag: str | None) -> str:
+        return ""  # delvewheel decides
+
+    def bundle(self, job: BundleJob, progress: Progress) -> BundleResult:
+        return bundle_windows(job)
+
+    def plan_lines(self, result: BundleResult) -> Iterator[str]:
+        plan = result.plan or {}
+        yield f"would bundle {Path(result.input).name} (Windows, delvewheel):"
+        yield from (f"  {line}" for line in str(plan.get("delvewheel_show", "")).splitlines())
+
+
+PLATFORM = Windows()
 
 
 @dataclass(frozen=True)
@@ -51,20 +76,23 @@ class _Windows:
     targets: tuple[str, ...]
 
 
-def bundle_windows(
-    wheel: Path,
-    *,
-    rocm: Path,
-    output_dir: Path,
-    targets: Sequence[str] = (),
-    dlopen_patterns: Sequence[str] = (),
-    data_trees: Sequence[str] = (),
-    level: int = 6,
-    dry_run: bool = False,
-    allow_outside: Sequence[Path] = (),
-    no_wait: bool = False,
-    allow_rocm_mismatch: bool = False,
-) -> BundleResult:
+def _fingerprint(job: BundleJob) -> str:
+    return fingerprint(
+        {
+            "tool": __version__,
+            "input": digests.file_facts(job.wheel),
+            "rocm": str(job.rocm.resolve()),
+            "platform": "windows",
+            "targets": list(job.targets),
+            "dlopen": list(job.dlopen_patterns),
+            "data_trees": list(job.data_trees),
+            "level": job.level,
+            "allow_outside": [str(a) for a in job.allow_outside],
+        }
+    )
+
+
+def bundle_windows(job: BundleJob) -> BundleResult:
     """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
     names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
     loads with ``LoadLibrary`` (``.dll`` patterns of ``bundle.dlopen_libs``) and the data trees
@@ -72,66 +100,72 @@ def bundle_windows(
     go beside them, and the provenance file makes a re-run a no-op.
     """
     start = time.monotonic()
-    wheel = wheel.resolve()
+    job = replace(job, wheel=job.wheel.resolve())
+    wheel, rocm, output_dir = job.wheel, job.rocm, job.output_dir
     dirs = [rocm / d for d in ("bin", "lib") if (rocm / d).is_dir()]
     if not dirs:
         raise RocmTreeError(f"{rocm} has no bin/ or lib/ folder with DLLs; pass --rocm DIR")
     with WheelReader(wheel) as reader:
         members = [m.name for m in reader.members]
         top = project_lib_dir(reader.name.distribution, {}, members, None).split("/", 1)[0]
-        _check_rocm(reader, wheel, rocm, allow_rocm_mismatch)
-        if not dry_run:  # delvewheel rewrites RECORD: a corrupt input must not pass unnoticed
+        _check_rocm(reader, wheel, rocm, job.allow_rocm_mismatch)
+        if not job.dry_run:  # delvewheel rewrites RECORD: a corrupt input must not pass unnoticed
             reader.verify_all()
     arcname = f"{top}/{PROVENANCE}"
-    settings = {
-        "tool": __version__,
-        "input": stat_entry(wheel),
-        "rocm": str(rocm.resolve()),
-        "platform": "windows",
-        "targets": list(targets),
-        "dlopen": list(dlopen_patterns),
-        "data_trees": list(data_trees),
-        "level": level,
-        "allow_outside": [str(a) for a in allow_outside],
-    }
-    fp = fingerprint(settings)
+    fp = _fingerprint(job)
     if existing := up_to_date(wheel, output_dir, arcname, fp):
         return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
     output_dir.mkdir(parents=True, exist_ok=True)
     if arcname in members:
         out = output_dir / wheel.name
         if out.resolve() != wheel:
-            with locks.hold(out, f"the wheel {out}", no_wait=no_wait):
+            with locks.hold(out, f"the wheel {out}", no_wait=job.no_wait):
                 tempfiles.atomic_copy(wheel, out)
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
-    job = _what_to_add(wheel, rocm, dirs, members, targets, dlopen_patterns)
-    if dry_run:  # what delvewheel would take; the data follows from it
-        shown = _delvewheel("show", wheel, dirs, sorted(job.in_tree), *job.include).stdout
-        plan = {"platform": "windows", "targets": list(job.targets), "delvewheel_show": shown}
+    adding = _what_to_add(job, dirs, members)
+    if job.dry_run:  # what delvewheel would take; the data follows from it
+        shown = _delvewheel("show", wheel, dirs, sorted(adding.in_tree), *adding.include).stdout
+        plan = {"platform": "windows", "targets": list(adding.targets), "delvewheel_show": shown}
         return BundleResult(str(wheel), "", "planned", time.monotonic() - start, plan)
-    with tempfiles.folder(output_dir, f"{wheel.name}.delvewheel") as tmp:
-        _delvewheel("repair", wheel, dirs, sorted(job.in_tree), *job.include, "-w", tmp)
+    out, added, data, skipped = _repair(job, adding, arcname, fp)
+    log.info(
+        "bundled %s: %d DLLs (%s), %d data files (%d left out for other targets)",
+        wheel.name,
+        len(added),
+        ", ".join(sorted(added)),
+        len(data),
+        skipped,
+    )
+    return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
+
+
+def _repair(
+    job: BundleJob, adding: _Windows, arcname: str, fp: str
+) -> tuple[Path, dict[str, str], list[DataFile], int]:
+    """delvewheel's repair, then the data files and the provenance written beside its DLLs:
+    the output, the DLLs added, the data files and how many were left out for other targets."""
+    wheel, dirs = job.wheel, adding.dirs
+    with tempfiles.folder(job.output_dir, f"{wheel.name}.delvewheel") as tmp:
+        _delvewheel("repair", wheel, dirs, sorted(adding.in_tree), *adding.include, "-w", tmp)
         produced = sorted(Path(tmp).glob("*.whl"))
         if not produced:
             raise BundleError(f"delvewheel wrote no wheel for {wheel.name}; run it with -v")
-        out = output_dir / produced[0].name
-        guard = TreeGuard.of(rocm, allow_outside)
+        out = job.output_dir / produced[0].name
+        guard = TreeGuard.of(job.rocm, job.allow_outside)
         with WheelReader(produced[0]) as repaired:
-            added, data, skipped, provenance = _additions(job, repaired, data_trees, guard, fp)
-            with locks.hold(out, f"the wheel {out}", no_wait=no_wait):
-                _write(repaired, produced[0], out, data, arcname, provenance, level)
-    log.info(
-        "bundled %s: %d DLLs (%s), %d data files (%d left out for other targets)",
-        wheel.name, len(added), ", ".join(sorted(added)), len(data), skipped,
-    )  # fmt: skip
-    return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
+            added, data, skipped, provenance = _additions(
+                adding, repaired, job.data_trees, guard, fp
+            )
+            with locks.hold(out, f"the wheel {out}", no_wait=job.no_wait):
+                _write(repaired, produced[0], out, data, arcname, provenance, job.level)
+    return out, added, data, skipped
 
 
 def _check_rocm(reader: WheelReader, wheel: Path, rocm: Path, allow: bool) -> None:
     """A tree of another ROCm than the wheel's stops the bundle, as on Linux; delvewheel's
     output is not relabelled, so ``--allow-rocm-mismatch`` cannot help here."""
-    version = wheelfile.consistent_version(reader.name.version, reader.metadata())
+    version = wheelmeta.consistent_version(reader.name.version, reader.metadata())
     new = checked_version(version, built_with(version, {}), rocm, allow=allow, wheel=wheel.name)
     if new != version:
         raise RocmTreeError(
@@ -140,21 +174,14 @@ def _check_rocm(reader: WheelReader, wheel: Path, rocm: Path, allow: bool) -> No
         )
 
 
-def _what_to_add(
-    wheel: Path,
-    rocm: Path,
-    dirs: Sequence[Path],
-    members: Sequence[str],
-    targets: Sequence[str],
-    dlopen_patterns: Sequence[str],
-) -> _Windows:
+def _what_to_add(job: BundleJob, dirs: Sequence[Path], members: Sequence[str]) -> _Windows:
     """The tree's DLLs, and those a wheel that uses ROCm gets besides what it imports: the DLLs
     ROCm loads with LoadLibrary and the tree DLLs those import (delvewheel takes in what
     --include names, but not what that imports)."""
-    with WheelReader(wheel) as reader:
+    with WheelReader(job.wheel) as reader:
         analysis = analyze(reader, pe_files=True, elf_files=False)
     imports = {n.lower() for m in analysis.pes.values() for n in m.imports}
-    targets = tuple(targets) or tuple(sorted(analysis.device_targets))  # default: its own
+    targets = job.targets or tuple(sorted(analysis.device_targets))  # default: its own
     # ROCm DLLs keep their names; other DLLs get delvewheel's usual hashed names, so they cannot
     # clash with another wheel's copy
     in_tree = {p.name.lower(): p for d in reversed(dirs) for p in d.glob("*") if _is_dll(p)}
@@ -164,7 +191,7 @@ def _what_to_add(
             p.name
             for name, p in in_tree.items()
             if name not in have
-            and any(fnmatch.fnmatch(name, pat.lower()) for pat in dlopen_patterns)
+            and any(fnmatch.fnmatch(name, pat.lower()) for pat in job.dlopen_patterns)
         }
         if imports & set(in_tree)
         else set()
@@ -180,7 +207,14 @@ def _what_to_add(
     names = sorted(in_tree[n].name for n in wanted)
     include = ("--include", os.pathsep.join(names)) if names else ()
     return _Windows(
-        wheel, rocm, tuple(dirs), tuple(members), in_tree, frozenset(loaded), include, targets
+        job.wheel,
+        job.rocm,
+        tuple(dirs),
+        tuple(members),
+        in_tree,
+        frozenset(loaded),
+        include,
+        targets,
     )
 
 
@@ -200,10 +234,10 @@ def _additions(
     libs_dir = posixpath.dirname(next(iter(added.values()), ""))
     if from_tree:  # the data trees of the ROCm DLLs go beside them
         libs_dir = posixpath.dirname(added[from_tree[0]])
+        read_from = _windows_data_dirs(job.rocm, data_trees)
         data, skipped = select_data(
-            job.rocm, data_trees, libs_dir, list(added), job.targets,
-            read_from=_windows_data_dirs(job.rocm, data_trees), guard=guard,
-        )  # fmt: skip
+            job.rocm, data_trees, libs_dir, list(added), job.targets, read_from, guard
+        )
     in_tree = job.in_tree
     libraries: list[dict[str, Any]] = [
         {
@@ -217,18 +251,15 @@ def _additions(
         for name in sorted(added)
     ]
     provenance = {
-        "tool": f"rocm-build {__version__}",
-        "fingerprint": fp,
-        "rocm": str(job.rocm.resolve()),
-        "rocm_version": rocm_version(job.rocm),
+        **header(fp, job.rocm),
         "platform": "windows",
         "targets": list(job.targets),
         "lib_dir": libs_dir,
         "libraries": libraries,
         "data_files": len(data),
         "data_skipped": skipped,
-        "sources": [stat_entry(in_tree[n.lower()]) for n in added if n.lower() in in_tree]
-        + [stat_entry(Path(d.source)) for d in data],
+        "sources": [digests.file_facts(in_tree[n.lower()]) for n in added if n.lower() in in_tree]
+        + [digests.file_facts(Path(d.source)) for d in data],
     }
     return added, data, skipped, provenance
 
@@ -266,12 +297,12 @@ def _delvewheel(
     (``torch/lib/torch_hip.dll``), which delvewheel otherwise does not look into.
     """
     no_mangle = ["--no-mangle", os.pathsep.join(keep)] if keep and command == "repair" else []
+    options = ["--analyze-existing", *no_mangle, "--add-path", os.pathsep.join(map(str, dirs))]
     return proc.run(
-        [sys.executable, "-m", "delvewheel", command, "--analyze-existing", *no_mangle,
-         "--add-path", os.pathsep.join(map(str, dirs)), *extra, wheel],
+        [sys.executable, "-m", "delvewheel", command, *options, *extra, wheel],
         capture=True,
         what=f"delvewheel {command}",
-    )  # fmt: skip
+    )
 
 
 def _windows_data_dirs(rocm: Path, trees: Sequence[str]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urldefrag, urlparse
 from urllib.request import url2pathname
 
-from rocm_build import faults, tempfiles
+from rocm_build import digests, faults, tempfiles
 from rocm_build.errors import ConfigError, FetchError, UnsafeInput
 from rocm_build.masking import mask_url
 from rocm_build.treepath import refuse_outside_links
@@ -147,11 +147,6 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
     part.replace(dest)
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _tree_root_in(folder: Path) -> Path:
     """The tree inside an unpacked archive: the folder itself, or its single top folder."""
     entries = [p for p in folder.iterdir() if p.name not in (".", "..")]
@@ -211,7 +206,7 @@ def fetch(
     archive = folder / name
     if not archive.exists():
         _download(plain, archive, progress)
-    actual = _sha256(archive)
+    actual = digests.file_sha256(archive)
     if sha256 and actual != sha256:
         archive.unlink()
         msg = f"{name} has sha256 {actual}, expected {sha256}; the download was deleted"

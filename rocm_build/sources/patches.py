@@ -10,7 +10,6 @@ Layout under ``<patches-dir>/<patchset>/<project-subfolder>/``::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -21,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocm_build import faults, git, tempfiles
+from rocm_build import digests, faults, git, tempfiles
 from rocm_build.errors import ConfigError, FileAccessError, PatchConflict, RocmBuildError
 from rocm_build.sources import journal
 
@@ -116,11 +115,6 @@ def check_save_root(root: Path) -> None:
         raise FileAccessError(msg)
 
 
-def sha256_file(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def list_series(root: Path) -> tuple[PatchFile, ...]:
     """Every patch under ``root``, in application order within each (repo, stage)."""
     if not root.is_dir():
@@ -138,7 +132,7 @@ def list_series(root: Path) -> tuple[PatchFile, ...]:
             )
             raise ConfigError(msg)
         repo_rel = path.parent.parent.relative_to(root).as_posix()
-        found.append(PatchFile(repo_rel or ".", stage, path, sha256_file(path)))
+        found.append(PatchFile(repo_rel or ".", stage, path, digests.file_sha256(path)))
     return tuple(sorted(found, key=lambda p: (p.repo != ".", p.repo, p.stage, p.path.name)))
 
 

@@ -38,13 +38,6 @@ from typing import BinaryIO, Protocol
 from rocm_build import cpus, faults, tempfiles
 from rocm_build.errors import BundleError
 from rocm_build.wheel import deflatecache, rawdeflate
-from rocm_build.wheel.wheelmeta import (
-    add_requirement,
-    consistent_version,
-    metadata_version,
-    set_metadata_version,
-    set_wheel_tags,
-)
 from rocm_build.wheel.wheelread import (
     CHUNK,
     Member,
@@ -68,13 +61,8 @@ __all__ = [
     "WheelName",
     "WheelReader",
     "WheelWriter",
-    "add_requirement",
     "check_member_names",
-    "consistent_version",
-    "metadata_version",
     "record_hash",
-    "set_metadata_version",
-    "set_wheel_tags",
     "zip64_reasons",
 ]
 

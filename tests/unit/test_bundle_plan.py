@@ -84,22 +84,26 @@ ROCM = TreeIndex(
 
 
 def plan(elves: dict[str, ElfInfo], *, index: TreeIndex = ROCM, **kw: object) -> bundle.BundlePlan:
-    args: dict[str, object] = {
+    """A plan for a wheel with these ELF members; ``kw`` sets fields of the wheel
+    (:class:`bundle.PlanInput`) or of the rules (:class:`bundle.PlanRules`)."""
+    wheel: dict[str, object] = {
         "input_path": Path("in.whl"),
         "output_path": Path("out.whl"),
         "wheel_name": WheelName.parse("ext-1.0-cp311-cp311-linux_x86_64.whl"),
         "metadata": "Metadata-Version: 2.1\nName: ext\nVersion: 1.0\n",
         "members": list(elves),
         "elves": elves,
-        "index": index,
+    }
+    rules: dict[str, object] = {
         "lib_dir": "ext/lib",
         "targets": ("gfx90a",),
         "dlopen_patterns": ("libamd_comgr.so*",),
-        "data": ((), 0),
         "whitelist": bundle.policy_whitelist(),
     }
-    args.update(kw)
-    return bundle.make_plan(**args)  # type: ignore[arg-type]
+    for key, value in kw.items():
+        (wheel if key in wheel else rules)[key] = value
+    inputs = bundle.PlanInput(**wheel)  # type: ignore[arg-type]
+    return bundle.make_plan(inputs, index, bundle.PlanRules(**rules))  # type: ignore[arg-type]
 
 
 def test_closure_rpaths_and_dlopen() -> None:
@@ -163,16 +167,25 @@ def test_torch_libraries_are_reused() -> None:
               "libtorch_hip.so": "torch/lib/libtorch_hip.so",
               "libamd_comgr.so.2": "torch/lib/libamd_comgr.so.2"},
     )  # fmt: skip
-    p = plan(
-        {"torchvision/_C.so": lib("c", "libtorch_hip.so", "libamdhip64.so.5")},
-        lib_dir="torchvision",
-        torch=torch,
-        wheel_name=WheelName.parse("torchvision-0.24.0-cp311-cp311-linux_x86_64.whl"),
-    )
+    tv: dict[str, object] = {
+        "lib_dir": "torchvision",
+        "torch": torch,
+        "wheel_name": WheelName.parse("torchvision-0.24.0-cp311-cp311-linux_x86_64.whl"),
+    }
+    p = plan({"torchvision/_C.so": lib("c", "libtorch_hip.so", "libamdhip64.so.5")}, **tv)
     assert p.libraries == ()
     assert p.requires == ("torch==2.9.0+rocm5.2.3",)
     (change,) = p.rpaths
     assert change.new == "$ORIGIN:$ORIGIN/../torch/lib"
+    pinned = "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.24.0\n"
+    pinned += "Requires-Dist: torch==2.9.0+rocm5.2.3\n"
+    again = plan({"torchvision/_C.so": lib("c", "libtorch_hip.so")}, **tv, metadata=pinned)
+    assert again.requires == ()  # pinned already
+    # The description may name the pin (an install example): the headers are what count.
+    told = "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.24.0\nRequires-Dist: torch\n\n"
+    told += "pip install torch==2.9.0+rocm5.2.3\n"
+    p = plan({"torchvision/_C.so": lib("c", "libtorch_hip.so")}, **tv, metadata=told)
+    assert p.requires == ("torch==2.9.0+rocm5.2.3",)
 
 
 def test_newer_glibc_lowers_the_tag() -> None:

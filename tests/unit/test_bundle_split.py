@@ -6,6 +6,7 @@ import pytest
 
 from rocm_build.bundle import split as splitarch
 from rocm_build.errors import ConfigError
+from rocm_build.wheel import wheelmeta
 
 
 def test_device_name_from_the_pattern() -> None:
@@ -29,14 +30,14 @@ def test_device_name_that_is_no_distribution_name_is_refused(pattern: str) -> No
 def test_extras_go_into_the_headers_and_read_back() -> None:
     meta = "Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\nRequires-Dist: filelock\n\nBody\n"
     extras = {"device-gfx942": "amd-torch-device-gfx942==2.9.0"}
-    out = splitarch._add_extras(meta, extras)
+    out = wheelmeta.add_extras(meta, extras)
     head, _, body = out.partition("\n\n")
     assert body == "Body\n"
     assert head.endswith(
         "Provides-Extra: device-gfx942\n"
         'Requires-Dist: amd-torch-device-gfx942==2.9.0; extra == "device-gfx942"'
     )
-    assert splitarch._add_extras(out, extras) == out  # again: the same, not twice
+    assert wheelmeta.add_extras(out, extras) == out  # again: the same, not twice
     assert splitarch.device_requirements(out) == {"gfx942": "amd-torch-device-gfx942==2.9.0"}
     assert splitarch.device_requirements(meta) == {}
 

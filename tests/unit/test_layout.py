@@ -85,9 +85,9 @@ def test_settings_are_read_only_through_config() -> None:
 #: belongs to one stage or one layer lives in its package (sources/, building/, bundle/, smoke/,
 #: config/, rocm/, wheel/, binary/, cli/).
 TOP_LEVEL = {
-    "__init__", "__main__", "arch", "cmdargs", "context", "cpus", "doctor", "errors", "faults",
-    "git", "locks", "manifest", "masking", "matrix", "pipeline", "proc", "progress", "runreport",
-    "sizes", "stages", "tempfiles", "treepath", "tritonpin",
+    "__init__", "__main__", "arch", "cmdargs", "context", "cpus", "digests", "doctor", "errors",
+    "faults", "git", "locks", "manifest", "masking", "matrix", "pipeline", "proc", "progress",
+    "runreport", "sizes", "stages", "tempfiles", "treepath", "tritonpin",
 }  # fmt: skip
 PACKAGES = {"binary", "building", "bundle", "cli", "config", "rocm", "smoke", "sources", "wheel"}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.errors import BundleError
-from rocm_build.wheel import rawdeflate, wheelfile
+from rocm_build.wheel import rawdeflate, wheelfile, wheelmeta
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 from .helpers import make_wheel
@@ -190,12 +190,12 @@ def test_wheel_name_roundtrip() -> None:
 
 def test_metadata_edits() -> None:
     meta = "Metadata-Version: 2.1\nName: tv\nVersion: 0.24.0\nRequires-Dist: torch>=2\n\nbody\n"
-    out = wheelfile.add_requirement(meta, "torch==2.9.0+rocm5.2")
+    out = wheelmeta.add_requirement(meta, "torch==2.9.0+rocm5.2")
     assert "Requires-Dist: torch==2.9.0+rocm5.2" in out
     assert "torch>=2" not in out
     assert out.endswith("\n\nbody\n")
-    assert wheelfile.metadata_version(wheelfile.set_metadata_version(meta, "1+x")) == "1+x"
+    assert wheelmeta.metadata_version(wheelmeta.set_metadata_version(meta, "1+x")) == "1+x"
     wheel = "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    assert wheelfile.set_wheel_tags(wheel, ["cp311-cp311-manylinux_2_28_x86_64"]).endswith(
+    assert wheelmeta.set_wheel_tags(wheel, ["cp311-cp311-manylinux_2_28_x86_64"]).endswith(
         "Root-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_28_x86_64\n"
     )

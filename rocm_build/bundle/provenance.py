@@ -1,0 +1,90 @@
+"""The provenance record a bundled wheel carries (``<top package>/.rocm-build-bundle.json``):
+what it was made from and with, read back to make a re-run on the same inputs a no-op."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from rocm_build import __version__, digests
+from rocm_build.errors import RocmBuildError
+from rocm_build.wheel.analyze import PROVENANCE
+from rocm_build.wheel.wheelfile import WheelReader
+
+__all__ = [
+    "fingerprint",
+    "found_in",
+    "header",
+    "provenance_in",
+    "read_provenance",
+    "rocm_version",
+    "up_to_date",
+]
+
+log = logging.getLogger(__name__)
+
+
+def fingerprint(settings: Any) -> str:
+    """What an output depends on (see :func:`.digests.settings_digest`), as the record keeps it."""
+    return digests.settings_digest(settings)[:32]
+
+
+def header(fp: str, rocm: Path) -> dict[str, Any]:
+    """The fields every record starts with: the tool, the fingerprint, the tree and its ROCm."""
+    return {
+        "tool": f"rocm-build {__version__}",
+        "fingerprint": fp,
+        "rocm": str(rocm.resolve()),
+        "rocm_version": rocm_version(rocm),
+    }
+
+
+def read_provenance(path: Path, arcname: str) -> dict[str, Any] | None:
+    try:
+        with WheelReader(path) as reader:
+            return provenance_in(reader, arcname)
+    except RocmBuildError:
+        return None
+
+
+def provenance_in(reader: WheelReader, arcname: str) -> dict[str, Any] | None:
+    if not reader.has(arcname):
+        return None
+    try:
+        data: dict[str, Any] = json.loads(reader.read_bytes(arcname))
+    except ValueError:
+        return None
+    return data
+
+
+def found_in(reader: WheelReader) -> tuple[str, dict[str, Any]]:
+    """The record of a wheel whose top package is not known: (its member, its data), else
+    ("", {}); ({} too for a record that is no JSON)."""
+    for m in reader.members:
+        if m.name.count("/") == 1 and m.name.endswith("/" + PROVENANCE):
+            return m.name, provenance_in(reader, m.name) or {}
+    return "", {}
+
+
+def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) -> Path | None:
+    """The output of these very inputs and settings, if it is already in ``output_dir``."""
+    for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
+        prov = read_provenance(existing, arcname)
+        if (
+            prov
+            and prov.get("fingerprint") == fingerprint
+            and digests.facts_unchanged(prov.get("sources", []))
+        ):
+            log.info("%s is up to date (same input, tree and settings)", existing.name)
+            return existing
+    return None
+
+
+def rocm_version(rocm: Path) -> str:
+    for rel in (".info/version", ".info/version-dev"):
+        path = rocm / rel
+        if path.is_file():
+            return path.read_text().strip()
+    return ""
