@@ -116,17 +116,25 @@ def _pick(wheels: dict[str, int], prefix: str) -> int:
     return sum(size for name, size in wheels.items() if name.startswith(prefix))
 
 
-def other_targets_in_host(host: Path, target: str) -> tuple[int, int]:
-    """Device code bytes (uncompressed) in the host wheel's libraries: for ``target``, for the
-    other targets (what a one-GPU user downloads and never runs)."""
-    shown = subprocess.run(
-        [sys.executable, "-m", "rocm_build", "--json", "inspect", str(host)],
-        capture_output=True, text=True, check=True, cwd=WORK,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
-    coverage = json.loads(shown.stdout)["coverage"]
-    mine = sum(r["code_bytes"] for r in coverage if r["target"] == target)
-    return mine, sum(r["code_bytes"] for r in coverage if r["target"] != target)
+def code_in_host(host: Path, target: str) -> tuple[int, int]:
+    """Device code bytes (code objects, uncompressed) in the host wheel's ELF files: those that
+    serve ``target`` (by bundle's rule: its own, its feature variants, its generic processor's)
+    and the rest, which a one-GPU user downloads and never runs. Each code object counts once
+    (``inspect``'s per-target figures count a generic one for every processor it serves)."""
+    from rocm_build.bundle import prune
+    from rocm_build.wheel.analyze import analyze_path
+
+    mine = other = 0
+    for member in analyze_path(host).code_members:
+        for b in member.bundles:
+            for e in b.entries:
+                if not e.target:
+                    continue
+                if prune.keeps_entry(e.bundle_id, [target]):
+                    mine += e.size
+                else:
+                    other += e.size
+    return mine, other
 
 
 def report(results: dict[str, dict[str, object]]) -> None:
@@ -183,7 +191,7 @@ def report(results: dict[str, dict[str, object]]) -> None:
     for key in "sh":
         host_path = next((WORK / f"out-{key}").glob("torch-*.whl"), None)
         if key in wheels and host_path is not None:
-            mine, others = other_targets_in_host(host_path, USER)
+            mine, others = code_in_host(host_path, USER)
             print(
                 f"({key}) host wheel's libraries: device code {_mb(mine)} for {USER}, "
                 f"{_mb(others)} for the other targets (uncompressed)"
