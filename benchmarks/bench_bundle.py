@@ -219,6 +219,7 @@ def approach_c(ctx: dict[str, str], out: Path, level: int) -> None:
             "-z",
             str(level),
             *(["--arch", ctx["arch"]] if ctx.get("arch") else []),
+            *ctx.get("bundle_flags", "").split(),
         ],
         cwd=ctx.get("cwd", WORK),
         env={**os.environ, "PYTHONPATH": str(REPO)},
