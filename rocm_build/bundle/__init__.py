@@ -10,8 +10,9 @@ facts, a library index and settings (:mod:`.plan`, with :mod:`.libraries`, :mod:
 :mod:`.policy`), and :mod:`.apply` writes the output in one streaming pass, with the record of
 :mod:`.provenance`. Windows wheels go through delvewheel (:mod:`.windows`).
 
-This module exports the stage and the pure planner (what tests and benchmarks call); the rest
-is imported from its module.
+``rocm wheels`` has a pair of its own: :func:`rocm_wheels_plan` and :func:`rocm_wheels`
+(:mod:`.rocmwheels`). This module exports the stage, those pairs and the pure planner (what
+tests and benchmarks call); the rest is imported from its module.
 
 Rules (see the README's "Fat wheels" section):
 
@@ -60,6 +61,7 @@ from rocm_build.bundle.model import (
 from rocm_build.bundle.plan import PlanInput, PlanRules, inside, make_plan
 from rocm_build.bundle.platforms import plan_lines
 from rocm_build.bundle.policy import platform_tag, policy_whitelist
+from rocm_build.bundle.rocmwheels import WheelsPlan, rocm_wheels, rocm_wheels_plan
 from rocm_build.bundle.stage import BundlePlans, BundleResults, bundle_many, execute, plan
 
 __all__ = [
@@ -77,6 +79,7 @@ __all__ = [
     "RpathChange",
     "ThinSource",
     "TorchWheel",
+    "WheelsPlan",
     "bundle_many",
     "data_destination",
     "data_target_gaps",
@@ -89,6 +92,8 @@ __all__ = [
     "plan_lines",
     "platform_tag",
     "policy_whitelist",
+    "rocm_wheels",
+    "rocm_wheels_plan",
     "select_data",
     "system_lib_dirs",
     "system_lines",

@@ -19,9 +19,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rocm_build import arch, tempfiles
 from rocm_build.binary import elf
@@ -203,10 +204,15 @@ class _OnCore:
     dirs: Sequence[str]
 
 
-def _make_output_dir(output_dir: Path) -> None:
+def _refuse_output_file(output_dir: Path) -> None:
+    """A one-line error if ``--output-dir`` is a file (the plan's check: nothing made)."""
     if output_dir.exists() and not output_dir.is_dir():
         msg = f"--output-dir {output_dir} is a file, not a folder; name a folder"
         raise FileAccessError(msg)
+
+
+def _make_output_dir(output_dir: Path) -> None:
+    _refuse_output_file(output_dir)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
@@ -232,17 +238,45 @@ def check_family(family: str) -> str:
     return family
 
 
-def _write_platform_wheel(
-    output_dir: Path,
+@dataclass(frozen=True)
+class LibMember:
+    """A library as a platform wheel stores it: at ``arcname``, from ``source``; ``streamed``:
+    through the ELF pass (a new search path ``rpath``, or its device code cut by ``cut``)."""
+
+    arcname: str
+    source: Path
+    streamed: bool
+    rpath: str | None
+    cut: prune.PrunePlan | None
+
+
+@dataclass(frozen=True)
+class PlatformWheel:
+    """One platform package as ``rocm wheels`` will write it."""
+
+    dist: str
+    version: str
+    summary: str
+    name: str  # the wheel's file name
+    tags: tuple[str, ...]
+    libs: tuple[LibMember, ...]
+    data: tuple[tuple[Path, str], ...]  # (file, member name)
+    requires: tuple[str, ...]
+
+    @property
+    def dist_info(self) -> str:
+        return f"{_file_dist(self.dist)}-{self.version}.dist-info"
+
+
+def _platform_wheel(
     dist: str,
     version: str,
     summary: str,
     libs: Sequence[TreeLib],
     data: Sequence[tuple[Path, str]],
     on_core: _OnCore | None,
-    level: int,
     targets: Sequence[str] = (),
-) -> Path:
+) -> PlatformWheel:
     """One platform package: ``libs`` under ``<import folder>/<their lib folder>``; their search
     path gains ``on_core``'s folders (site-packages-relative) after their own entries; their
     offload bundles keep only the code that serves ``targets`` (all when empty)."""
@@ -252,32 +286,52 @@ def _write_platform_wheel(
     external = {n for lib in libs for n in lib.info.needed if n not in provided}
     machine = libs[0].info.machine if libs else "EM_X86_64"
     plat = platform_tag([lib.info for lib in libs], external, machine)
-    tags = [f"py3-none-{p}" for p in plat.split(".")]
-    name = f"{_file_dist(dist)}-{version}-py3-none-{plat}.whl"
-    dist_info = f"{_file_dist(dist)}-{version}.dist-info"
-    out = output_dir / name
+    members: list[LibMember] = []
+    for lib in libs:
+        here = f"{folder}/{lib.rel_dir}"
+        arc = f"{here}/{lib.name}"
+        cut = _cut(arc, lib, targets)
+        rpath = None
+        if extra_dirs or lib.system:
+            own = ["$ORIGIN"] if lib.system else list(lib.info.search_path)
+            entries = [*own, *(_rel_origin(here, d) for d in extra_dirs)]
+            rpath = ":".join(dict.fromkeys(entries))
+        streamed = bool(extra_dirs or lib.system or cut)
+        members.append(LibMember(arc, lib.source, streamed, rpath, cut))
+    return PlatformWheel(
+        dist=dist,
+        version=version,
+        summary=summary,
+        name=f"{_file_dist(dist)}-{version}-py3-none-{plat}.whl",
+        tags=tuple(f"py3-none-{p}" for p in plat.split(".")),
+        libs=tuple(members),
+        data=tuple((path, f"{folder}/{rel}") for path, rel in data),
+        requires=(on_core.requirement,) if on_core else (),
+    )
+
+
+def _write_platform_wheel(output_dir: Path, wheel: PlatformWheel, level: int) -> Path:
+    """Write the platform package ``wheel`` into ``output_dir``."""
+    folder = import_folder(wheel.dist)
+    out = output_dir / wheel.name
     with (
-        tempfiles.folder(output_dir, f"{name}.scratch") as scratch,
-        WheelWriter(out, dist_info, level=level) as writer,
+        tempfiles.folder(output_dir, f"{wheel.name}.scratch") as scratch,
+        WheelWriter(out, wheel.dist_info, level=level) as writer,
     ):
-        writer.add_bytes(f"{folder}/__init__.py", f'__version__ = "{version}"\n'.encode())
-        for lib in libs:
-            here = f"{folder}/{lib.rel_dir}"
-            arc = f"{here}/{lib.name}"
-            cut = _cut(arc, lib, targets)
-            if extra_dirs or lib.system or cut:
-                own = ["$ORIGIN"] if lib.system else list(lib.info.search_path)
-                entries = [*own, *(_rel_origin(here, d) for d in extra_dirs)]
-                rpath = ":".join(dict.fromkeys(entries)) if extra_dirs or lib.system else None
-                _stream_elf(writer, arc, lib.source, rpath, Path(scratch), 0o755, prune=cut)
+        writer.add_bytes(f"{folder}/__init__.py", f'__version__ = "{wheel.version}"\n'.encode())
+        for lib in wheel.libs:
+            if lib.streamed:
+                _stream_elf(
+                    writer, lib.arcname, lib.source, lib.rpath, Path(scratch), 0o755, prune=lib.cut
+                )
             else:
-                writer.add_file(arc, lib.source, 0o755)
-        for path, rel in data:
-            writer.add_file(f"{folder}/{rel}", path, 0o644)
-        requires = [on_core.requirement] if on_core else []
-        meta = wheelmeta.new_metadata(dist, version, summary, requires)
-        writer.add_bytes(f"{dist_info}/METADATA", meta.encode())
-        writer.add_bytes(f"{dist_info}/WHEEL", wheelmeta.new_wheel_info(tags).encode())
+                writer.add_file(lib.arcname, lib.source, 0o755)
+        for path, arc in wheel.data:
+            writer.add_file(arc, path, 0o644)
+        meta = wheelmeta.new_metadata(wheel.dist, wheel.version, wheel.summary, wheel.requires)
+        writer.add_bytes(f"{wheel.dist_info}/METADATA", meta.encode())
+        info = wheelmeta.new_wheel_info(list(wheel.tags))
+        writer.add_bytes(f"{wheel.dist_info}/WHEEL", info.encode())
         writer.commit()
     return out
 
@@ -290,9 +344,13 @@ def _cut(arc: str, lib: TreeLib, targets: Sequence[str]) -> prune.PrunePlan | No
     return files[0].cut if files and files[0].pruned else None
 
 
+def _meta_name(version: str) -> str:
+    return f"{META_DIST}-{version}-py3-none-any.whl"
+
+
 def _write_meta_wheel(output_dir: Path, version: str, family: str, level: int) -> Path:
     dist_info = f"{META_DIST}-{version}.dist-info"
-    out = output_dir / f"{META_DIST}-{version}-py3-none-any.whl"
+    out = output_dir / _meta_name(version)
     requires = [
         f"{CORE_DIST}=={version}",
         f'{libraries_dist(family)}=={version}; extra == "libraries"',
@@ -352,7 +410,27 @@ def thin_source(tree: Path, family: str = DEFAULT_FAMILY) -> ThinSource:
     return ThinSource(version, family, package_dirs(tree, family))
 
 
-def build_wheels(
+@dataclass(frozen=True)
+class WheelsPlan:
+    """What ``rocm wheels`` will write: the core and libraries packages (their files, names and
+    tags decided), then the ``rocm`` meta package, into ``output_dir``."""
+
+    tree: Path
+    output_dir: Path
+    version: str
+    family: str
+    level: int
+    targets: tuple[str, ...]  # the libraries package keeps these (all when empty)
+    core: PlatformWheel
+    libraries: PlatformWheel
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The wheels' file names, in the order they are written."""
+        return (self.core.name, self.libraries.name, _meta_name(self.version))
+
+
+def rocm_wheels_plan(
     tree: Path,
     output_dir: Path,
     *,
@@ -360,11 +438,13 @@ def build_wheels(
     level: int = 6,
     targets: Sequence[str] = (),
     allow_outside: Sequence[Path] = (),
-) -> list[Path]:
-    """Write rocm-sdk-core, rocm-sdk-libraries-<family> and rocm wheels of ``tree``; the
-    libraries package keeps the data and the device code of ``targets`` only (all when empty), as
-    ROCm's per-family packages do, from one all-targets tree. Nothing outside the tree (or the
-    ``allow_outside`` folders) enters a wheel through a symlink."""
+    env: Mapping[str, str] | None = None,
+) -> WheelsPlan:
+    """rocm-sdk-core, rocm-sdk-libraries-<family> and rocm of ``tree``, decided: the libraries
+    package keeps the data and the device code of ``targets`` only (all when empty), as ROCm's
+    per-family packages do, from one all-targets tree. Nothing outside the tree (or the
+    ``allow_outside`` folders) enters a wheel through a symlink. Reads the tree (and the build
+    machine's library folders, ``env``: the process's environment by default); writes nothing."""
     version = _rocm_version(tree)
     if not version or not (tree / "lib").is_dir():
         raise RocmTreeError(
@@ -372,24 +452,9 @@ def build_wheels(
         )
     check_family(family)
     guard = TreeGuard.of(tree, allow_outside, WHEELS_HINT)
-    _make_output_dir(output_dir)
-    # What a killed run left goes at the start, and at the end what a run that was still going
-    # away at the start left (see tempfiles.swept), also when this run fails.
-    with tempfiles.swept(output_dir):
-        return _write_wheels(tree, output_dir, version, family, level, targets, guard)
-
-
-def _write_wheels(
-    tree: Path,
-    output_dir: Path,
-    version: str,
-    family: str,
-    level: int,
-    targets: Sequence[str],
-    guard: TreeGuard,
-) -> list[Path]:
+    _refuse_output_file(output_dir)
     packages = tree_packages(tree, family, guard)
-    env = dict(os.environ)
+    env = dict(os.environ if env is None else env)
     core = packages[CORE_DIST]
     core = core + _system_deps(core, env)
     core_dirs = sorted({f"{import_folder(CORE_DIST)}/{lib.rel_dir}" for lib in core})
@@ -406,17 +471,43 @@ def _write_wheels(
     # The libraries package requires core at its version: core's libraries are no external
     # needs of it, so its tag is what its own files need (as `inspect` reads it).
     on_core = _OnCore(f"{CORE_DIST}=={version}", frozenset(lib.name for lib in core), core_dirs)
-    return [
-        _write_platform_wheel(
-            output_dir, CORE_DIST, version, "ROCm core runtime (HIP, HSA, comgr)", core,
-            core_data, None, level,
+    core_summary = "ROCm core runtime (HIP, HSA, comgr)"
+    return WheelsPlan(
+        tree=tree,
+        output_dir=output_dir,
+        version=version,
+        family=family,
+        level=level,
+        targets=tuple(targets),
+        core=_platform_wheel(CORE_DIST, version, core_summary, core, core_data, None),
+        libraries=_platform_wheel(
+            libraries,
+            version,
+            f"ROCm libraries for {family}",
+            libraries_libs,
+            data,
+            on_core,
+            targets,
         ),
-        _write_platform_wheel(
-            output_dir, libraries, version, f"ROCm libraries for {family}", libraries_libs,
-            data, on_core, level, targets,
-        ),
-        _write_meta_wheel(output_dir, version, family, level),
-    ]  # fmt: skip
+    )
+
+
+def rocm_wheels(plan: WheelsPlan) -> list[Path]:
+    """Write the plan's wheels (the output folder made if missing); their paths."""
+    _make_output_dir(plan.output_dir)
+    # What a killed run left goes at the start, and at the end what a run that was still going
+    # away at the start left (see tempfiles.swept), also when this run fails.
+    with tempfiles.swept(plan.output_dir):
+        return [
+            _write_platform_wheel(plan.output_dir, plan.core, plan.level),
+            _write_platform_wheel(plan.output_dir, plan.libraries, plan.level),
+            _write_meta_wheel(plan.output_dir, plan.version, plan.family, plan.level),
+        ]
+
+
+def build_wheels(tree: Path, output_dir: Path, **options: Any) -> list[Path]:
+    """:func:`rocm_wheels_plan` (with ``options``) and :func:`rocm_wheels` in one call."""
+    return rocm_wheels(rocm_wheels_plan(tree, output_dir, **options))
 
 
 def requirement_lines(dists: Iterable[str], version: str) -> list[str]:

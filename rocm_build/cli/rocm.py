@@ -87,10 +87,10 @@ def wheels(
     Same distribution names and site-packages folders (_rocm_sdk_core/, ...) as ROCm's own, at
     the tree's version: what thin wheels (bundle --mode thin) depend on.
     """
-    from rocm_build.bundle import rocmwheels
+    from rocm_build import bundle
 
     targets = state.context().parse_targets(arch) if arch else ()
-    made = rocmwheels.build_wheels(
+    plan = bundle.rocm_wheels_plan(
         tree,
         output_dir,
         family=target_family,
@@ -98,6 +98,7 @@ def wheels(
         targets=targets,
         allow_outside=allow_outside,
     )
+    made = bundle.rocm_wheels(plan)
     if state.json:
         state.emit([str(p) for p in made])
     else:

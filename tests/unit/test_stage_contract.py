@@ -116,6 +116,10 @@ PLANS: dict[str, tuple[str, Callable[[Workspace], Any]]] = {
         "bundle",
         lambda ws: bundle.plan(ws.ctx, ws.built[1:], with_wheels=ws.built[:1]),
     ),
+    "rocm wheels": (
+        "bundle:rocm_wheels",
+        lambda ws: bundle.rocm_wheels_plan(ws.ctx.tree.root, ws.root / "rocm-wheels"),
+    ),
     "smoke": ("smoke", lambda ws: smoke.plan(ws.ctx, ws.built, junit=ws.root / "junit.xml")),
     "save-patches": (
         "sources:save_patches",
