@@ -10,7 +10,8 @@ facts, a library index and settings (:mod:`.plan`, with :mod:`.libraries`, :mod:
 :mod:`.policy`), and :mod:`.apply` writes the output in one streaming pass, with the record of
 :mod:`.provenance`. Windows wheels go through delvewheel (:mod:`.windows`).
 
-``rocm wheels`` has a pair of its own: :func:`rocm_wheels_plan` and :func:`rocm_wheels`
+``bundle --split-arch`` and ``rocm wheels`` have a pair of their own: :func:`split_arch_plan` and
+:func:`split_arch` (:mod:`.split`), :func:`rocm_wheels_plan` and :func:`rocm_wheels`
 (:mod:`.rocmwheels`). This module exports the stage, those pairs and the pure planner (what
 tests and benchmarks call); the rest is imported from its module.
 
@@ -62,6 +63,7 @@ from rocm_build.bundle.plan import PlanInput, PlanRules, inside, make_plan
 from rocm_build.bundle.platforms import plan_lines
 from rocm_build.bundle.policy import platform_tag, policy_whitelist
 from rocm_build.bundle.rocmwheels import WheelsPlan, rocm_wheels, rocm_wheels_plan
+from rocm_build.bundle.split import SplitPlan, split_arch, split_arch_plan
 from rocm_build.bundle.stage import BundlePlans, BundleResults, bundle_many, execute, plan
 
 __all__ = [
@@ -77,6 +79,7 @@ __all__ = [
     "PlanRules",
     "Resolver",
     "RpathChange",
+    "SplitPlan",
     "ThinSource",
     "TorchWheel",
     "WheelsPlan",
@@ -95,6 +98,8 @@ __all__ = [
     "rocm_wheels",
     "rocm_wheels_plan",
     "select_data",
+    "split_arch",
+    "split_arch_plan",
     "system_lib_dirs",
     "system_lines",
     "tree_lib_dirs",

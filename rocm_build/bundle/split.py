@@ -42,7 +42,9 @@ from rocm_build import __version__, digests, faults, locks, tempfiles
 from rocm_build.bundle import platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
 from rocm_build.bundle.model import BundleResult
-from rocm_build.bundle.stage import bundle_many
+from rocm_build.bundle.stage import BundlePlans
+from rocm_build.bundle.stage import execute as stage_execute
+from rocm_build.bundle.stage import plan as stage_plan
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
@@ -51,10 +53,12 @@ from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
     "DEFAULT_DEVICE_NAME",
+    "SplitPlan",
     "SplitResult",
     "device_name",
     "device_requirements",
-    "split_many",
+    "split_arch",
+    "split_arch_plan",
     "split_wheel",
 ]
 
@@ -312,53 +316,94 @@ def _settings_fingerprint(
     )
 
 
-def split_many(
+@dataclass(frozen=True)
+class SplitPlan:
+    """What ``bundle --split-arch`` will do: bundle ``wheels`` fat with ``fat`` (into a scratch
+    folder ``split_arch`` makes in ``fat.output_dir``), then cut each into a host wheel and a
+    device wheel per target, named by ``pattern``."""
+
+    wheels: tuple[Path, ...]  # as given; the fat bundle takes torch first
+    fat: BundlePlans
+    pattern: str
+    #: per wheel (file name): target -> its device wheel's distribution name, for the targets
+    #: requested (none requested: those of the wheel's own device code, known once bundled)
+    devices: Mapping[str, Mapping[str, str]]
+    #: per wheel: its inputs and settings, the no-op check's key (see :func:`_up_to_date`)
+    fingerprints: Mapping[Path, str]
+
+    @property
+    def dry_run(self) -> bool:
+        return self.fat.dry_run
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **self.fat.as_json(),
+            "split_arch": True,
+            "device_name": self.pattern,
+            "devices": {w: dict(d) for w, d in self.devices.items()},
+        }
+
+
+def split_arch_plan(
     ctx: RunContext,
     wheels: Sequence[Path],
     *,
     with_wheels: Sequence[Path] = (),
     lib_dir: str | None = None,
-    progress: Progress = NO_PROGRESS,
     dry_run: bool = False,
-) -> list[SplitResult]:
-    """``bundle --split-arch``: bundle each wheel fat (torch first, see
-    :func:`.stage.bundle_many`) into a scratch folder, then split it into ``ctx.output_dir``.
-    Nothing to do when the host and device wheels of the same inputs are there already."""
+    mode: Literal["fat", "thin"] = "fat",
+) -> SplitPlan:
+    """``bundle --split-arch``, decided: the fat bundle's plan (:func:`.stage.plan`), the device
+    wheels' names, each wheel's fingerprint. Writes nothing."""
+    if mode == "thin":
+        raise ConfigError("--split-arch makes fat wheels: leave out --mode thin")
     settings = ctx.settings.bundle
     pattern = settings.device_name or DEFAULT_DEVICE_NAME
     for wheel in wheels:
         platforms.check_split(wheel, settings.platform)
-    if ctx.arch_targets:
-        for t in ctx.arch_targets:
-            device_name(pattern, "project", t)
-    if dry_run:
-        return [_planned(r, pattern) for r in bundle_many(
-            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=True)]  # fmt: skip
-    output_dir = ctx.output_dir
+    for t in ctx.arch_targets:
+        device_name(pattern, "project", t)
+    devices = {
+        w.name: {
+            t: device_name(pattern, WheelName.parse(w.name).distribution, t)
+            for t in ctx.arch_targets
+        }
+        for w in wheels
+    }
+    fat = stage_plan(ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=dry_run)
+    prints = {w: _settings_fingerprint(ctx, w, with_wheels, lib_dir, pattern) for w in wheels}
+    return SplitPlan(tuple(wheels), fat, pattern, devices, prints)
+
+
+def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitResult]:
+    """Bundle each wheel fat (torch first, see :func:`.stage.execute`) into a scratch folder,
+    then split it into the output folder (``dry_run``: the fat bundle's plan, nothing written).
+    Nothing to do when the host and device wheels of the same inputs are there already."""
+    if plan.dry_run:
+        fats = stage_execute(plan.fat).results
+        return [_planned(r, plan.pattern) for r in fats]
+    output_dir = plan.fat.output_dir
     tempfiles.check_folder(output_dir)
     tempfiles.sweep(output_dir)  # again when the split ends (swept): see tempfiles.swept
-    prints = {w: _settings_fingerprint(ctx, w, with_wheels, lib_dir, pattern) for w in wheels}
-    done = {w: _up_to_date(w.resolve(), output_dir, fp) for w, fp in prints.items()}
+    done = {w: _up_to_date(w.resolve(), output_dir, plan.fingerprints[w]) for w in plan.wheels}
     if all(done.values()):
         return [r for r in done.values() if r is not None]
+    settings = plan.fat.settings
     results: list[SplitResult] = []
     with tempfiles.swept(output_dir), tempfiles.folder(output_dir, "split-arch") as scratch:
-        fat_ctx = replace(ctx, output_dir=scratch)
-        fats = bundle_many(
-            fat_ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=progress
-        )
+        fats = stage_execute(replace(plan.fat, output_dir=scratch), progress).results
         by_input = {Path(r.input).resolve(): r for r in fats}
-        for wheel in wheels:
+        for wheel in plan.wheels:
             fat = by_input[wheel.resolve()]
             with WheelReader(Path(fat.output)) as reader:
                 _, prov = provenance.found_in(reader)
             prefixes = _data_prefixes(
-                ctx.tree.root, settings.data_trees, str(prov.get("lib_dir", ""))
+                plan.fat.rocm, settings.data_trees, str(prov.get("lib_dir", ""))
             )
             result = split_wheel(
                 Path(fat.output), input_path=wheel, output_dir=output_dir, prefixes=prefixes,
-                pattern=pattern, fingerprint=prints[wheel], level=settings.compression_level,
-                no_wait=ctx.settings.general.no_wait, progress=progress,
+                pattern=plan.pattern, fingerprint=plan.fingerprints[wheel],
+                level=settings.compression_level, no_wait=plan.fat.no_wait, progress=progress,
             )  # fmt: skip
             results.append(replace(result, bundle=fat.as_json()))
     return results

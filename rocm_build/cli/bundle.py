@@ -139,11 +139,10 @@ def command(
     )
     dry_run = ctx.settings.bundle.dry_run
     if split_arch:
-        if mode == "thin":
-            from rocm_build.errors import ConfigError
-
-            raise ConfigError("--split-arch makes fat wheels: leave out --mode thin")
-        split(state, ctx, wheels, with_wheels, lib_dir, dry_run)
+        split_plan = bundle_stage.split_arch_plan(
+            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=dry_run, mode=mode
+        )
+        split(state, ctx, split_plan)
         return
     plan = bundle_stage.plan(
         ctx,
@@ -208,23 +207,15 @@ def show(results: list[Any]) -> None:
             )
 
 
-def split(
-    state: State,
-    ctx: Any,
-    wheels: tuple[Path, ...],
-    with_wheels: tuple[Path, ...],
-    lib_dir: str | None,
-    dry_run: bool,
-) -> None:
+def split(state: State, ctx: Any, plan: Any) -> None:
     """``--split-arch``: the fat bundle cut into host and device wheels."""
     from rocm_build import bundle as bundle_stage
     from rocm_build.bundle import split as splitarch
 
+    dry_run = plan.dry_run
     bars = state.progress()
     try:
-        results = splitarch.split_many(
-            ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, progress=bars, dry_run=dry_run
-        )
+        results = bundle_stage.split_arch(plan, bars)
     finally:
         close_bars(bars)
     fats = [(r.bundle or {}).get("plan") or {} for r in results]

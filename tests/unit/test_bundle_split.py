@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rocm_build.bundle import split as splitarch
@@ -52,3 +54,25 @@ def test_member_targets_only_inside_data_trees() -> None:
     assert own("torch/lib/rocblas/library/TensileManifest.txt", prefixes, targets) == set()
     assert own("torch/share/miopen/db/gfx1100_48.kdb", prefixes, targets) == {"gfx1100"}
     assert own("torch/lib/libgfx942_helper.so", prefixes, targets) == set()  # not data
+
+
+def test_the_plan_names_the_device_wheels_and_refuses_thin_mode(tmp_path: Path) -> None:
+    from rocm_build import bundle
+
+    from .test_stage_contract import _workspace
+
+    ws = _workspace(tmp_path)  # --arch gfx90a
+    plan = bundle.split_arch_plan(ws.ctx, ws.built)
+    assert plan.devices == {
+        "torch-2.9.0+rocm6.4.1-cp311-cp311-linux_x86_64.whl": {"gfx90a": "amd-torch-device-gfx90a"},
+        "torchvision-0.24.0+rocm6.4.1-cp311-cp311-linux_x86_64.whl": {
+            "gfx90a": "amd-torchvision-device-gfx90a"
+        },
+    }
+    assert [w.name for w in plan.fat.wheels] == [w.name for w in ws.built]  # torch first
+    assert set(plan.fingerprints) == set(ws.built)
+    # the conflict is the plan's (it was the command's)
+    with pytest.raises(
+        ConfigError, match=r"^--split-arch makes fat wheels: leave out --mode thin$"
+    ):
+        bundle.split_arch_plan(ws.ctx, ws.built, mode="thin")

@@ -116,6 +116,14 @@ PLANS: dict[str, tuple[str, Callable[[Workspace], Any]]] = {
         "bundle",
         lambda ws: bundle.plan(ws.ctx, ws.built[1:], with_wheels=ws.built[:1]),
     ),
+    "bundle --split-arch": (
+        "bundle:split_arch",
+        lambda ws: bundle.split_arch_plan(ws.ctx, ws.built, with_wheels=ws.built[:1]),
+    ),
+    "bundle --split-arch --dry-run": (
+        "bundle:split_arch",
+        lambda ws: bundle.split_arch_plan(ws.ctx, ws.built, dry_run=True),
+    ),
     "rocm wheels": (
         "bundle:rocm_wheels",
         lambda ws: bundle.rocm_wheels_plan(ws.ctx.tree.root, ws.root / "rocm-wheels"),
