@@ -115,10 +115,10 @@ def bundle_windows(job: BundleJob) -> BundleResult:
     fp = _fingerprint(job)
     if existing := up_to_date(wheel, output_dir, arcname, fp):
         return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
-    output_dir.mkdir(parents=True, exist_ok=True)
     if arcname in members:
         out = output_dir / wheel.name
-        if out.resolve() != wheel:
+        if not job.dry_run and out.resolve() != wheel:
+            output_dir.mkdir(parents=True, exist_ok=True)
             with locks.hold(out, f"the wheel {out}", no_wait=job.no_wait):
                 tempfiles.atomic_copy(wheel, out)
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
@@ -128,6 +128,7 @@ def bundle_windows(job: BundleJob) -> BundleResult:
         shown = _delvewheel("show", wheel, dirs, sorted(adding.in_tree), *adding.include).stdout
         plan = {"platform": "windows", "targets": list(adding.targets), "delvewheel_show": shown}
         return BundleResult(str(wheel), "", "planned", time.monotonic() - start, plan)
+    output_dir.mkdir(parents=True, exist_ok=True)
     out, added, data, skipped = _repair(job, adding, arcname, fp)
     log.info(
         "bundled %s: %d DLLs (%s), %d data files (%d left out for other targets)",
