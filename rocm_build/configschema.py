@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from . import rawdeflate
 from .errors import ConfigError
 
 
@@ -125,6 +126,11 @@ class BundleSettings:
 
     compression_level: int = _setting(
         int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9
+    )
+    deflater: str = _setting(
+        str,
+        "deflate library: zlib (auditwheel's size); zlib-ng, isal faster and larger; libdeflate",
+        choices=rawdeflate.DEFLATERS,
     )
     deflate_cache: str = _setting(str, "deflated members kept for the next bundle; none = off")
     deflate_cache_gb: float = _setting(

@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, tempfiles, wheelfile
+from rocm_build import __version__, faults, locks, rawdeflate, tempfiles, wheelfile
 from rocm_build.config import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
@@ -83,6 +83,7 @@ class _Job:
             "dlopen": list(self.dlopen_patterns),
             "data_trees": list(self.data_trees),
             "level": self.level,
+            "deflater": rawdeflate.implementation(),
             "policy": self.policy,
             "torch": stat_entry(Path(self.torch.path)) if self.torch else None,
             "allow_outside": [str(a) for a in self.allow_outside],

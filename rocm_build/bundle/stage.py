@@ -12,7 +12,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import arch, deflatecache, faults, tempfiles
+from rocm_build import arch, deflatecache, faults, rawdeflate, tempfiles
 from rocm_build.config import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
@@ -157,6 +157,7 @@ def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResul
 def _execute(plan_: BundlePlans, progress: Progress) -> BundleResults:
     s = plan_.settings
     deflatecache.configure(s.deflate_cache, s.deflate_cache_gb, plan_.env)
+    rawdeflate.configure(s.deflater)
     torch = plan_.torch
     results: list[BundleResult] = []
     for wheel in plan_.wheels:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, locks, pe, proc, tempfiles, wheelfile
+from rocm_build import __version__, locks, pe, proc, rawdeflate, tempfiles, wheelfile
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.treepath import TreeGuard
 from rocm_build.wheelfile import WheelName, WheelReader, WheelWriter
@@ -91,6 +91,7 @@ def bundle_windows(
         "dlopen": list(dlopen_patterns),
         "data_trees": list(data_trees),
         "level": level,
+        "deflater": rawdeflate.implementation(),
         "allow_outside": [str(a) for a in allow_outside],
     }
     fp = fingerprint(settings)

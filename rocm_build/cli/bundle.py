@@ -45,6 +45,13 @@ from .render import State, close_bars, err_console, out_console, pass_state
     default=None,
     help="Deflate level for new members, zlib's scale (unchanged ones are copied as they are).",
 )
+@click.option(
+    "--deflater",
+    type=o.Setting("bundle.deflater"),
+    default=None,
+    help="What deflates new members: zlib (the default: auditwheel's size), zlib-ng or isal "
+    "(faster, larger), libdeflate.",
+)
 @o.dry_run_option(
     "Print what would be bundled (libraries, data, search paths, tag); write nothing."
 )
@@ -108,6 +115,7 @@ def command(
     platform: str | None,
     policy: str | None,
     compression_level: int | None,
+    deflater: str | None,
     dry_run: bool | None,
     allow_outside: tuple[str, ...],
     mode: Literal["fat", "thin"],
@@ -129,6 +137,7 @@ def command(
             "bundle.platform": platform,
             "bundle.policy": policy,
             "bundle.compression_level": compression_level,
+            "bundle.deflater": deflater,
             "bundle.dry_run": dry_run,
             "bundle.allow_outside": list(allow_outside) or None,
             "bundle.allow_rocm_mismatch": allow_rocm_mismatch,
