@@ -205,7 +205,8 @@ def _output_mb(folder: Path) -> float:
 def bundle(tree: Path, wheel: Path, cpus: list[int], level: int, deflater: str) -> dict[str, float]:
     out = WORK / "out-rocm-build"
     shutil.rmtree(out, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ROCM_BUILD_BUNDLE_DEFLATE_CACHE": "none"}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "ROCM_BUILD_BUNDLE_DEFLATE_CACHE": "none"}
     (WORK / "rocm-build.toml").write_text("[bundle]\ndlopen_libs = []\n")
     cmd = ["taskset", "-c", ",".join(map(str, cpus)), sys.executable, "-m", "rocm_build", "-q",
            "bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out), "-z", str(level),

@@ -17,8 +17,8 @@ inflated and deflated again. The writer here is small and only does what wheels 
   records when the archive or its entry count does;
 * the archive is written to a temporary name in the target folder and renamed into place.
 
-Memory use is bounded by the piece size times the number of jobs in flight (``window``, twice
-the workers), whatever the size of the wheel; the writer's own thread only writes and patches.
+Memory is bounded by the piece size times the jobs in flight (``window``), whatever the size
+of the wheel; the writer's own thread only writes and patches.
 """
 
 from __future__ import annotations
@@ -178,8 +178,8 @@ class WheelWriter:
         self._done = False
         self._queue: deque[_Item] = deque()  # members and pieces not written yet, in order
         self._jobs = 0  # jobs in the queue (pieces, copies being checked)
-        #: the most jobs in flight: every worker busy, as many pieces done and waiting
-        self.window = 2 * self.workers
+        #: the most jobs queued: all workers busy, some done waiting (the memory bound: wheelpieces)
+        self.window = self.workers + max(2, self.workers // 2)
         # Member bytes consumed, and written for them so far: their ratio estimates how large
         # the finished wheel will be (a full disk's message says how much space it needs).
         self.bytes_in = 0

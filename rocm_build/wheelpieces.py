@@ -12,11 +12,13 @@ sha256 cannot be split: a member's hash takes its pieces one after another. The 
 whichever worker holds the next piece hash it, and any pieces that arrived behind it, without
 waiting for anyone; the pieces of different members hash at the same time.
 
-Memory: a job holds its piece (4 MiB), the 32 KiB before it (the deflater's dictionary) and the
-deflated piece until the writer has written it; the writer keeps at most twice as many jobs in
-flight as it has workers (:attr:`rocm_build.wheelfile.WheelWriter.window`), and a piece waiting
-in the chain is one whose job has not finished. Whatever the size of a member or a wheel, the
-bytes held are bounded by that window.
+Memory: a job holds its piece (4 MiB) and the 32 KiB before it (the deflater's dictionary) while
+it runs, and its deflated piece until the writer has written it; a piece parked in the chain
+waits for an earlier piece of its member, whose job has not finished, so both are in the queue.
+The writer keeps at most ``window`` jobs queued (:attr:`rocm_build.wheelfile.WheelWriter.window`:
+the workers and half as many again, at least 2, done and waiting to be written): at most
+``window`` pieces and their deflated pieces, 5-8 MiB each, whatever the size of a member or a
+wheel (16 workers: 24 jobs, about 120 MB for device code).
 """
 
 from __future__ import annotations
