@@ -130,9 +130,7 @@ class _NewMember:
 
 
 @dataclass(eq=False)
-class _Copy:
-    """An unchanged member to copy raw when its turn comes."""
-
+class _Copy:  # an unchanged member to copy raw when its turn comes
     arcname: str
     entry: _Central
     reader: WheelReader
@@ -148,11 +146,10 @@ class WheelWriter:
     """Write a wheel member by member to a temporary file; ``commit()`` renames it into place.
 
     ``add_*`` for new bytes (deflated at ``level``), ``copy_member`` for unchanged ones (raw).
-    RECORD is written by ``commit()`` from what was added, as the last member. New members are
-    deflated on a thread pool while the next ones are read and hashed, and written in the order
-    they were added. ``cache``: the deflate cache (:mod:`rocm_build.deflatecache`; by default
-    the one the settings turned on, if any) that ``add_file`` and keyed ``add_stream`` use.
-    """
+    RECORD is written by ``commit()`` from what was added, as the last member. New members'
+    pieces are read, hashed and deflated on a thread pool, written in the order added.
+    ``cache``: the deflate cache (:mod:`rocm_build.deflatecache`; by default the one the
+    settings turned on, if any) that ``add_file`` and keyed ``add_source`` use."""
 
     final_path: Path
     dist_info: str
@@ -177,6 +174,7 @@ class WheelWriter:
         self._pool = ThreadPoolExecutor(max_workers=self.workers)
         self._done = False
         self._queue: deque[_Item] = deque()  # members and pieces not written yet, in order
+        self._open: set[Source] = set()  # sources of members not finished yet
         self._jobs = 0  # jobs in the queue (pieces, copies being checked)
         #: the most jobs queued: all workers busy, some done waiting (the memory bound: wheelpieces)
         self.window = self.workers + max(2, self.workers // 2)
@@ -196,10 +194,8 @@ class WheelWriter:
 
     def abort(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        for _, item, _ in self._queue:
-            if isinstance(item, _NewMember):
-                item.work.source.close()
-        self._queue.clear()
+        for source in self._open:
+            source.close()
         # Unlink first: closing flushes the buffer, which fails again on a full disk.
         self._tmp.unlink(missing_ok=True)
         if not self._fh.closed:
@@ -321,6 +317,7 @@ class WheelWriter:
         except BaseException:
             source.close()
             raise
+        self._open.add(source)
         size = source.size
         # Deflate can grow incompressible data slightly: leave room before deciding on ZIP64.
         zip64 = size >= _ZIP32_LIMIT - (size >> 10) - 1024
@@ -394,6 +391,7 @@ class WheelWriter:
     def _finish(self, new: _NewMember) -> None:
         """Patch the member's local header with its CRC and sizes; store it in the cache."""
         new.work.source.close()
+        self._open.discard(new.work.source)
         entry, size, written = new.entry, new.total, new.written
         if not new.zip64 and written >= _ZIP32_LIMIT:
             raise BundleError(f"{new.arcname}: deflated size overflowed; use compression level 0")

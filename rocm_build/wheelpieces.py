@@ -92,7 +92,7 @@ class FileSource:
             self._fd = -1
 
 
-@dataclass
+@dataclass(eq=False)
 class BytesSource:
     data: bytes
 
