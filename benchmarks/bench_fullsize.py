@@ -205,9 +205,10 @@ def measure(work: Callable[[], object]) -> dict[str, float]:
 
 
 def phases(level: int, sample: int = 8) -> dict[str, float]:
-    """Where (c)'s time goes, per byte it moves: reading the sources, sha256 + CRC-32 (the main
-    thread), deflate (the pool; every ``sample``-th 4 MiB chunk, scaled up), writing the output
-    size to the same disk (with fsync). Seconds of one core each, measured here."""
+    """Where (c)'s time goes, per byte it moves: reading the sources, sha256 + CRC-32 (on the
+    writer's workers, piece by piece), deflate (every ``sample``-th 4 MiB chunk, scaled up),
+    writing the output size to the same disk (with fsync). Seconds of one core each, measured
+    here."""
     import hashlib
 
     from rocm_build.wheel import rawdeflate

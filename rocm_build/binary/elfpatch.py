@@ -22,11 +22,14 @@ When neither applies (no spare dynamic slot, no PT_NOTE, 32-bit or big-endian fi
 from __future__ import annotations
 
 import bisect
+import os
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Literal
 
 from rocm_build.binary.elf import _elf
 
@@ -155,23 +158,37 @@ class Overlay:
     make: Callable[[], bytes] | None = field(default=None, compare=False)
 
 
+class _Made:
+    """One overlay's ``make`` result, made once however many threads ask for it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: bytes | None = None
+
+
+_MADE_KEEP = 8  # overlays' made bytes kept (least recently used go): the pieces in flight share
+
+
 class PatchedFile:
     """A read-only stream of ``path`` with ``edit`` (may be None) and ``overlays`` applied: what
     the edited file would hold. Overlays are sorted, do not overlap each other or the edit's
-    patches, and lie inside the original file."""
+    patches, and lie inside the original file. ``read`` goes in order; ``pread`` reads any part
+    and may be called from several threads at once (the wheel writer's pieces)."""
 
     def __init__(
         self, path: Path, edit: RpathEdit | None, overlays: Sequence[Overlay] = ()
     ) -> None:
-        self._fh: BinaryIO = path.open("rb")
-        size = path.stat().st_size
+        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        size = os.fstat(self._fd).st_size
         self._edit = edit or RpathEdit("inplace", (), size, b"", size)
         patches = [Overlay(off, len(data), data) for off, data in self._edit.patches]
         self._overlays = sorted(
             (o for o in [*patches, *overlays] if o.length > 0), key=lambda o: o.offset
         )
         self._starts = [o.offset for o in self._overlays]
-        self._made: dict[int, bytes] = {}  # overlay offset -> the bytes ``make`` returned
+        # overlay offset -> the bytes ``make`` returned (a few: the stream moves on)
+        self._made: OrderedDict[int, _Made] = OrderedDict()
+        self._lock = threading.Lock()
         self._pos = 0
 
     @property
@@ -179,7 +196,9 @@ class PatchedFile:
         return self._edit.new_size
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def __enter__(self) -> PatchedFile:
         return self
@@ -189,13 +208,23 @@ class PatchedFile:
 
     def _bytes(self, o: Overlay, lo: int, hi: int) -> bytes:
         """Bytes ``lo:hi`` (relative to ``o.offset``) of what overlay ``o`` puts there."""
-        data = o.data
-        if o.make is not None:
-            if o.offset not in self._made:
-                self._made = {o.offset: o.make()}  # one at a time: the stream moves on
-            data = self._made[o.offset]
+        data = o.data if o.make is None else self._make(o, o.make)
         part = data[lo:hi]
         return part + bytes(hi - lo - len(part))
+
+    def _make(self, o: Overlay, make: Callable[[], bytes]) -> bytes:
+        with self._lock:
+            made = self._made.get(o.offset)
+            if made is None:
+                made = self._made[o.offset] = _Made()
+                while len(self._made) > _MADE_KEEP:
+                    self._made.popitem(last=False)
+            else:
+                self._made.move_to_end(o.offset)
+        with made.lock:  # the first thread makes it; the others wait for its bytes
+            if made.value is None:
+                made.value = make()
+            return made.value
 
     def _hits(self, start: int, end: int) -> bool:
         # Sorted, apart and not empty: of the overlays that start before ``end``, the last one
@@ -224,20 +253,22 @@ class PatchedFile:
             i += 1
 
     def read(self, n: int = -1) -> bytes:
+        data = self.pread(self._pos, self.size - self._pos if n < 0 else n)
+        self._pos += len(data)
+        return data
+
+    def pread(self, offset: int, n: int) -> bytes:
+        """Up to ``n`` bytes of the edited file from ``offset``."""
         edit = self._edit
-        total = edit.new_size
-        if n < 0:
-            n = total - self._pos
-        n = min(n, total - self._pos)
+        n = min(n, edit.new_size - offset)
         if n <= 0:
             return b""
-        start, end = self._pos, self._pos + n
+        start, end = offset, offset + n
         parts: list[bytes] = []
         if start < edit.original_size and (zeros := self._zeros(start, end)):
             parts.append(bytes(zeros))  # dropped device code: not read at all
         elif start < edit.original_size:
-            self._fh.seek(start)
-            raw = self._fh.read(min(end, edit.original_size) - start)
+            raw = _pread(self._fd, min(end, edit.original_size) - start, start)
             # only a few blocks carry edits: the rest pass through uncopied
             if self._hits(start, start + len(raw)):
                 chunk = bytearray(raw)
@@ -248,8 +279,16 @@ class PatchedFile:
             lo = max(start, edit.append_at) - edit.append_at
             hi = end - edit.append_at
             parts.append(edit.append[lo:hi])
-        self._pos = end
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    parts = []
+    while n > 0 and (block := os.pread(fd, n, offset)):
+        parts.append(block)
+        offset += len(block)
+        n -= len(block)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def apply_to_file(src: Path, edit: RpathEdit, dest: Path) -> Path:

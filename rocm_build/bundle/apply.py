@@ -268,14 +268,8 @@ def stream_elf(
         overlays = prune_.overlays(prune) if prune else []
         transform = f"rpath {edit!r}" + (f" {prune.key()}" if prune else "")
         key = writer.cache_key(path, transform, content=content)
-        with elfpatch.PatchedFile(path, edit, overlays) as pf:
-            try:
-                writer.add_stream(arcname, pf, pf.size, mode, key=key)
-            except elf.BundleFormatError as err:  # found when a compressed bundle is rewritten
-                raise BundleError(
-                    f"{posixpath.basename(arcname)} ({path}): damaged offload bundle: {err}; "
-                    "replace the file (reinstall the package it came from) and bundle again"
-                ) from err
+        source = _Edited(elfpatch.PatchedFile(path, edit, overlays), arcname, path)
+        writer.add_source(arcname, source, mode, key=key)  # the writer reads and closes it
         return edit.method if edit else "unchanged"
     tmp = scratch / "patchelf" / posixpath.basename(arcname)
     tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -285,12 +279,36 @@ def stream_elf(
     proc.run([patchelf, *force, "--set-rpath", rpath, tmp], capture=True, what="patchelf")
     if prune:  # patchelf may have moved the sections: cut the file it wrote
         again = prune_.plan_prune(tmp, prune.targets)
-        with elfpatch.PatchedFile(tmp, None, prune_.overlays(again)) as pf:
-            writer.add_stream(arcname, pf, pf.size, mode)
+        pf = elfpatch.PatchedFile(tmp, None, prune_.overlays(again))
+        writer.add_source(arcname, _Edited(pf, arcname, tmp), mode)
     else:
         writer.add_file(arcname, tmp, mode)
     tmp.unlink()
     return "patchelf"
+
+
+class _Edited:
+    """An ELF file as its edits leave it, read by the writer's workers: a damaged offload bundle
+    (found when a compressed bundle is rewritten) is said the way the user can act on."""
+
+    def __init__(self, pf: elfpatch.PatchedFile, arcname: str, path: Path) -> None:
+        self._pf, self._arcname, self._path = pf, arcname, path
+
+    @property
+    def size(self) -> int:
+        return self._pf.size
+
+    def pread(self, offset: int, n: int) -> bytes:
+        try:
+            return self._pf.pread(offset, n)
+        except elf.BundleFormatError as err:
+            raise BundleError(
+                f"{posixpath.basename(self._arcname)} ({self._path}): damaged offload bundle: "
+                f"{err}; replace the file (reinstall the package it came from) and bundle again"
+            ) from err
+
+    def close(self) -> None:
+        self._pf.close()
 
 
 def _patchelf() -> str:

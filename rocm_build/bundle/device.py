@@ -1,6 +1,6 @@
 """Device code in the ELF files a bundle writes: what pruning keeps for the requested targets,
 and the coverage gate (every requested target served by every written library that had device
-code). See :mod:`rocm_build.prune` for the bundles themselves."""
+code). See :mod:`rocm_build.bundle.prune` for the bundles themselves."""
 
 from __future__ import annotations
 

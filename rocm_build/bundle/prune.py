@@ -120,7 +120,7 @@ def plan_prune(
     path: Path | str, targets: Sequence[str], bundles: Sequence[OffloadBundle] | None = None
 ) -> PrunePlan:
     """The cut of every bundle of ``path`` (``bundles``: already read). Raises
-    :class:`~rocm_build.elf.BundleFormatError` for a damaged bundle."""
+    :class:`~rocm_build.binary.elf.BundleFormatError` for a damaged bundle."""
     found = elf.offload_bundles(path) if bundles is None else bundles
     cuts = []
     for b in found:

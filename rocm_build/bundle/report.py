@@ -1,6 +1,6 @@
 """inspect: what a wheel carries, as data (for --json) and as text lines (for people).
 
-The wheel is read once by :func:`rocm_build.bundle.analyze.analyze` (the pass the bundle and
+The wheel is read once by :func:`rocm_build.wheel.analyze.analyze` (the pass the bundle and
 the build's wheel check use too): ELF and PE members are extracted one at a time to a scratch
 folder, read (headers and device code through mmap) and deleted again.
 """

@@ -20,7 +20,7 @@ from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
 from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheel import deflatecache
+from rocm_build.wheel import deflatecache, rawdeflate
 from rocm_build.wheel.wheelfile import WheelName
 
 __all__ = ["BundlePlans", "BundleResults", "bundle_many", "execute", "plan"]
@@ -188,6 +188,7 @@ def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResul
 def _execute(plan_: BundlePlans, progress: Progress) -> BundleResults:
     s = plan_.settings
     deflatecache.configure(s.deflate_cache, s.deflate_cache_gb, plan_.env)
+    rawdeflate.configure(s.deflater)
     torch = plan_.torch
     results: list[BundleResult] = []
     for wheel in plan_.wheels:

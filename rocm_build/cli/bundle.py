@@ -44,6 +44,13 @@ from rocm_build.sizes import human_size
     default=None,
     help="Deflate level for new members, zlib's scale (unchanged ones are copied as they are).",
 )
+@click.option(
+    "--deflater",
+    type=o.Setting("bundle.deflater"),
+    default=None,
+    help="What deflates new members: zlib (the default: auditwheel's size), zlib-ng or isal "
+    "(faster, larger), libdeflate.",
+)
 @o.dry_run_option(
     "Print what would be bundled (libraries, data, search paths, tag); write nothing."
 )
@@ -107,6 +114,7 @@ def command(
     platform: str | None,
     policy: str | None,
     compression_level: int | None,
+    deflater: str | None,
     dry_run: bool | None,
     allow_outside: tuple[str, ...],
     mode: Literal["fat", "thin"],
@@ -128,6 +136,7 @@ def command(
             "bundle.platform": platform,
             "bundle.policy": policy,
             "bundle.compression_level": compression_level,
+            "bundle.deflater": deflater,
             "bundle.dry_run": dry_run,
             "bundle.allow_outside": list(allow_outside) or None,
             "bundle.allow_rocm_mismatch": allow_rocm_mismatch,

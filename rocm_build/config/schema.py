@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build.errors import ConfigError
+from rocm_build.wheel import rawdeflate
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,11 @@ class BundleSettings:
 
     compression_level: int = _setting(
         int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9
+    )
+    deflater: str = _setting(
+        str,
+        "deflate library: libdeflate (fastest within 1% of auditwheel's size), zlib, zlib-ng, isal",
+        choices=rawdeflate.DEFLATERS,
     )
     deflate_cache: str = _setting(str, "deflated members kept for the next bundle; none = off")
     deflate_cache_gb: float = _setting(

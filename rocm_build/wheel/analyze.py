@@ -1,6 +1,6 @@
 """One pass over a wheel: what the build's wheel check, ``inspect`` and ``bundle`` need to know.
 
-Member names were checked when the :class:`~rocm_build.wheelfile.WheelReader` opened the wheel.
+Member names were checked when the :class:`~.wheelfile.WheelReader` opened the wheel.
 ELF members (and, when asked, Windows DLL/PYD members) are extracted one at a time to a scratch
 folder and read: NEEDED, RPATH/RUNPATH, machine and symbol versions (:class:`elf.ElfInfo`), and
 the device code in their ``.hip_fatbin`` (offload bundles: targets and bytes per target). Copies

@@ -88,18 +88,22 @@ class Entry:
         return os.fdopen(fd, "rb")
 
 
-def file_key(path: Path, level: int, transform: str = "", content: str | None = None) -> str:
+def file_key(
+    path: Path, level: int, transform: str = "", content: str | None = None, deflater: str = ""
+) -> str:
     """The key of ``path``'s bytes, deflated at ``level`` after ``transform`` (e.g. an rpath
     edit): the file's identity (device, inode, size, mtime and ctime in ns; a rewrite changes
     the ctime even when it keeps the mtime), or ``content`` (a hash of the bytes) when given,
-    the transformation and the deflater."""
+    the transformation and the deflater (``bundle.deflater`` as it runs here, and its version:
+    another release of a deflater may write other bytes)."""
     from rocm_build.wheel import rawdeflate
 
     st = path.stat()
     ident: object = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if content:
         ident = (content, st.st_size)
-    text = repr((_VERSION, ident, transform, level, rawdeflate.implementation()))
+    name = rawdeflate.implementation(deflater)
+    text = repr((_VERSION, ident, transform, level, name, rawdeflate.version(name)))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -1,22 +1,29 @@
 """Raw deflate in pieces that join into one stream, for the wheel writer's thread pool.
 
-The writer cuts a large member into chunks, compresses them in parallel and writes the pieces one
-after another as one ZIP member. Every piece but the last must therefore end on a byte boundary,
-without the BFINAL ("last block") bit; zlib's ``Z_SYNC_FLUSH`` produces exactly that.
+The writer cuts a large member into 4 MiB chunks, compresses them in parallel and writes the
+pieces one after another as one ZIP member. Every piece but the last must therefore end on a byte
+boundary, without the BFINAL ("last block") bit. A deflater with a sync flush makes exactly that
+(pigz's technique): the piece's blocks, then an empty stored block (``00 00 ff ff``); only the last
+piece finishes the stream. Each piece is primed with the previous chunk's last 32 KiB as its
+dictionary, so matches reach across the cut and the ratio stays that of one stream. Which
+deflater does this is the setting ``bundle.deflater`` (:data:`DEFLATERS`, chosen by measurement:
+see benchmarks/README.md, "Deflaters"):
 
-libdeflate (the ``deflate`` package) compresses about twice as fast as zlib at the same level,
-with a slightly smaller output, but it compresses whole buffers only: its output always ends with
-a final block, at a bit position it does not report. :func:`compress` finds that position by
-running zlib's inflate over the piece with ``Z_BLOCK``, which stops at every block boundary and
-reports the bit offset there (Python's ``zlib`` module does not offer that flush mode, so libz is
-called through ctypes). It then clears the final block's BFINAL bit and appends an empty stored
-block, which realigns the stream to a byte exactly as a sync flush does. The inflate pass also
-checks that the piece decodes to the chunk's length.
+* ``zlib`` (Python's own, the default): the size auditwheel's zipfile writes at the same level;
+* ``zlib-ng`` (the ``zlib-ng`` package): about twice zlib's speed, a few percent larger;
+* ``isal`` (the ``isal`` package, Intel's ISA-L): several times faster again, about 10-17%
+  larger; it has four levels of its own, onto which 1-9 map (:func:`isal_level`);
+* ``libdeflate`` (the ``deflate`` package): fast and a little smaller than zlib, but it
+  compresses whole buffers only and has no flush: its output always ends with a final block at a
+  bit position it does not report. :func:`compress` finds that position by running zlib's
+  inflate over the piece with ``Z_BLOCK`` (the "splice scan": Python's ``zlib`` module does not
+  offer that flush mode, so libz is called through ctypes), clears the final block's BFINAL bit
+  and appends an empty stored block, as a sync flush would. The scan costs about a fifth of the
+  deflate time, which is why libdeflate is not the default.
 
-Where libdeflate or libz cannot be loaded, pieces come from zlib, each chunk primed with the
-previous chunk's last 32 KiB as dictionary (as pigz does).
-
-No library offers this splice, which is why it is written here.
+A deflater whose package cannot be loaded here falls back to ``zlib`` (:func:`implementation`
+says which one runs; the deflate cache keys by it). At one deflater and level the output is a
+pure function of the bytes: the writer's thread count and scheduling never change it.
 """
 
 from __future__ import annotations
@@ -24,14 +31,34 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import importlib
 import zlib
+from collections.abc import Callable
 from types import ModuleType
 
 from rocm_build.errors import BundleError
 
-__all__ = ["DICT_SIZE", "compress", "crc32", "implementation"]
+__all__ = [
+    "DEFAULT",
+    "DEFLATERS",
+    "DICT_SIZE",
+    "active",
+    "compress",
+    "configure",
+    "crc32",
+    "crc32_combine",
+    "implementation",
+    "isal_level",
+    "uses_dictionary",
+    "version",
+]
 
-DICT_SIZE = 32 * 1024  # the deflate window: what a zlib chunk is primed with
+DICT_SIZE = 32 * 1024  # the deflate window: what each piece is primed with
+#: The choices of ``bundle.deflater``; the first is the default (the one within 1% of zlib's
+#: size at level 6 that needs no splice scan: benchmarks/README.md, "Deflaters").
+DEFLATERS = ("zlib", "zlib-ng", "isal", "libdeflate")
+DEFAULT = DEFLATERS[0]
+_MODULES = {"zlib": "zlib", "zlib-ng": "zlib_ng.zlib_ng", "isal": "isal.isal_zlib"}
 
 try:  # a declared dependency; the fallback covers platforms without a wheel for it
     import deflate as _libdeflate_module
@@ -87,41 +114,176 @@ def _libz() -> ctypes.CDLL | None:
     return None
 
 
-def implementation() -> str:
-    """Which deflate :func:`compress` uses here: ``libdeflate`` or ``zlib``."""
-    return "libdeflate" if _libdeflate is not None and _libz() is not None else "zlib"
+@functools.cache
+def _module(name: str) -> ModuleType | None:
+    """The zlib-like module of a sync-flush deflater (``zlib``, ``zlib-ng``, ``isal``), or None
+    when its package is not installed here."""
+    try:
+        return importlib.import_module(_MODULES[name])
+    except ImportError:  # pragma: no cover - the packages are dependencies
+        return None
 
 
-def crc32(data: bytes | bytearray, value: int = 0) -> int:
-    return _libdeflate.crc32(data, value) if _libdeflate is not None else zlib.crc32(data, value)
+_active = DEFAULT
+
+
+def configure(name: str) -> None:
+    """Use ``name`` (one of :data:`DEFLATERS`) for the wheel writers made from now on."""
+    global _active
+    if name not in DEFLATERS:
+        raise BundleError(f"unknown deflater {name!r}: use one of {', '.join(DEFLATERS)}")
+    _active = name
+
+
+def active() -> str:
+    """The deflater the settings chose (see :func:`configure`)."""
+    return _active
+
+
+def implementation(name: str = "") -> str:
+    """The deflater that ``name`` (default: the configured one) runs as here: itself when its
+    package loads (libdeflate also needs libz for its scan), else ``zlib``."""
+    name = name or _active
+    if name == "libdeflate":
+        return name if _libdeflate is not None and _libz() is not None else "zlib"
+    if name in _MODULES and _module(name) is not None:
+        return name
+    return "zlib"
+
+
+def version(name: str) -> str:
+    """The version of the deflater ``name`` that runs here (part of the deflate cache's key)."""
+    name = implementation(name)
+    if name == "libdeflate":
+        return str(getattr(_libdeflate, "__version__", "?"))
+    if name == "isal":
+        package = importlib.import_module("isal")
+        return str(getattr(package, "__version__", "?"))
+    module = _module(name)
+    for attr in ("ZLIBNG_RUNTIME_VERSION", "ZLIB_RUNTIME_VERSION"):
+        if hasattr(module, attr):
+            return str(getattr(module, attr))
+    return "?"  # pragma: no cover
+
+
+def uses_dictionary(name: str) -> bool:
+    """Whether ``name``'s pieces are primed with the previous chunk's tail (libdeflate's are not:
+    it has no dictionary)."""
+    return implementation(name) != "libdeflate"
+
+
+def isal_level(level: int) -> int:
+    """ISA-L's level (0-3) for zlib's scale (1-9): 1 -> 0, 2-3 -> 1, 4-5 -> 2, 6-9 -> 3."""
+    return min(3, level // 2)
+
+
+def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    if _libdeflate is not None:
+        return int(_libdeflate.crc32(data, value))
+    return zlib.crc32(data, value)
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of A+B from A's CRC, B's CRC and B's length (zlib's ``crc32_combine``), so
+    that pieces checksummed on different threads give their member's CRC."""
+    return _combine()(crc1, crc2, len2)
+
+
+@functools.cache
+def _combine() -> Callable[[int, int, int], int]:
+    for name in ("zlib-ng", "isal"):
+        mod = _module(name)
+        if mod is not None and hasattr(mod, "crc32_combine"):
+            return mod.crc32_combine  # type: ignore[no-any-return]
+    return _crc32_combine_py  # pragma: no cover - zlib-ng is a dependency
+
+
+def _gf2_times(mat: list[int], vec: int) -> int:
+    out, i = 0, 0
+    while vec:
+        if vec & 1:
+            out ^= mat[i]
+        vec >>= 1
+        i += 1
+    return out
+
+
+def _gf2_square(mat: list[int]) -> list[int]:
+    return [_gf2_times(mat, row) for row in mat]
+
+
+def _crc32_combine_py(crc1: int, crc2: int, len2: int) -> int:
+    """zlib's crc32_combine in Python: ``crc1`` advanced over ``len2`` zero bytes by squaring
+    the one-zero-bit operator, then xor ``crc2``."""
+    if len2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]  # the operator for one zero bit
+    even = _gf2_square(odd)  # two zero bits
+    odd = _gf2_square(even)  # four
+    while True:
+        even = _gf2_square(odd)
+        if len2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = _gf2_square(even)
+        if len2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ crc2
 
 
 def compress(
-    chunk: bytes, level: int, last: bool, previous: bytes = b"", *, use: str = ""
+    chunk: bytes | bytearray | memoryview,
+    level: int,
+    last: bool,
+    previous: bytes | bytearray | memoryview = b"",
+    *,
+    use: str = "",
 ) -> bytes | bytearray:
-    """Raw deflate of ``chunk`` at zlib-compatible ``level`` (1-9).
+    """Raw deflate of ``chunk`` at zlib-compatible ``level`` (1-9) by the deflater ``use``
+    (default: the configured one; see :func:`implementation`).
 
     Unless ``last``, the piece ends byte-aligned without BFINAL, so the next piece can follow it
-    in the same stream. ``previous`` (the preceding chunk) primes zlib's window; libdeflate has
-    no dictionary and ignores it. ``use`` forces ``zlib`` or ``libdeflate`` (tests, benchmarks).
+    in the same stream. ``previous`` (the preceding chunk, or at least its last 32 KiB) primes
+    the window; libdeflate has no dictionary and ignores it.
     """
-    if (use or implementation()) == "zlib":
-        return _zlib_piece(chunk, level, last, previous[-DICT_SIZE:])
-    assert _libdeflate is not None
-    piece: bytearray = _libdeflate.deflate_compress(chunk, level)
-    if last:
-        return piece
-    start, end = _final_block(piece, len(chunk))
-    return _seal(piece, start, end)
-
-
-def _zlib_piece(chunk: bytes, level: int, last: bool, zdict: bytes) -> bytes:
-    comp = (
-        zlib.compressobj(level, zlib.DEFLATED, -15, zdict=zdict)
-        if zdict
-        else zlib.compressobj(level, zlib.DEFLATED, -15)
+    name = implementation(use)
+    if name == "libdeflate":
+        assert _libdeflate is not None
+        piece: bytearray = _libdeflate.deflate_compress(chunk, level)
+        if last:
+            return piece
+        start, end = _final_block(piece, len(chunk))
+        return _seal(piece, start, end)
+    module = _module(name)
+    assert module is not None
+    return _sync_piece(
+        module,
+        chunk,
+        isal_level(level) if name == "isal" else level,
+        last,
+        previous[-DICT_SIZE:],
     )
-    return comp.compress(chunk) + comp.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+def _sync_piece(
+    module: ModuleType,
+    chunk: bytes | bytearray | memoryview,
+    level: int,
+    last: bool,
+    zdict: bytes | bytearray | memoryview,
+) -> bytes:
+    if zdict:
+        comp = module.compressobj(level, module.DEFLATED, -15, zdict=zdict)
+    else:
+        comp = module.compressobj(level, module.DEFLATED, -15)
+    head: bytes = comp.compress(chunk)
+    tail: bytes = comp.flush(module.Z_FINISH if last else module.Z_SYNC_FLUSH)
+    return head + tail
 
 
 def _final_block(piece: bytearray, size: int) -> tuple[int, int]:

@@ -6,24 +6,25 @@ inflated and deflated again. The writer here is small and only does what wheels 
 
 * members are written one after another; unchanged members are copied raw (compressed bytes,
   CRC and sizes taken from the input's central directory; ``os.copy_file_range`` where the kernel
-  offers it), new members are deflated in fixed-size chunks on a thread pool (``rawdeflate``:
-  libdeflate, or zlib where it is missing; both release the GIL) and joined into one raw deflate
-  stream; sha256 and CRC-32 are computed while reading, so RECORD needs no second pass;
+  offers it; a member not checked against RECORD yet is checked on the pool first); new members
+  are cut into 4 MiB pieces, and each piece is read, hashed (sha256, in order), checksummed
+  (CRC-32) and deflated by one job on the thread pool (``wheelpieces``; the deflater is
+  ``bundle.deflater``, see ``rawdeflate``; all of them release the GIL); the pieces join into one
+  raw deflate stream, written in order, and RECORD needs no second pass;
 * a local header is written before the data and patched in place (seek) once CRC and sizes are
   known: no data descriptors;
 * ZIP64 extra fields are used per member when a size or offset needs them, and the ZIP64 end
   records when the archive or its entry count does;
 * the archive is written to a temporary name in the target folder and renamed into place.
 
-Memory use is bounded by the chunk size times the number of chunks in flight, whatever the
-size of the wheel.
+Memory is bounded by the piece size times the jobs in flight (``window``), whatever the size
+of the wheel; the writer's own thread only writes and patches.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import io
 import logging
 import os
@@ -33,11 +34,12 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 from rocm_build import cpus, faults, tempfiles
 from rocm_build.errors import BundleError
-from rocm_build.wheel import deflatecache, rawdeflate
+from rocm_build.wheel import deflatecache, rawdeflate, wheelpieces
+from rocm_build.wheel.wheelpieces import DEFLATE_CHUNK, PieceDone, PieceWork, Source, StreamSource
 from rocm_build.wheel.wheelread import (
     CHUNK,
     Member,
@@ -46,9 +48,9 @@ from rocm_build.wheel.wheelread import (
     WheelName,
     WheelReader,
     check_member_names,
-    copy_checked,
     copy_range,
     record_hash,
+    verify_member,
 )
 from rocm_build.wheel.wheelread import LOCAL as _LOCAL
 
@@ -58,6 +60,7 @@ __all__ = [
     "Member",
     "RecordCheck",
     "RecordEntry",
+    "Source",
     "WheelName",
     "WheelReader",
     "WheelWriter",
@@ -66,7 +69,6 @@ __all__ = [
     "zip64_reasons",
 ]
 
-DEFLATE_CHUNK = 4 << 20  # deflate work unit: a chunk boundary costs the ratio < 1 %
 _ZIP32_LIMIT = 0xFFFFFFFF  # sizes/offsets from here on need ZIP64 (tests lower it)
 _MARKER = 0xFFFFFFFF  # the value a 32-bit field holds when the ZIP64 extra has the real one
 _DOS_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -78,10 +80,6 @@ _CENTRAL = struct.Struct("<4s6H3L5H2L")  # 46 bytes
 _EOCD = struct.Struct("<4s4H2LH")
 _EOCD64 = struct.Struct("<4sQ2H2L4Q")
 _EOCD64_LOC = struct.Struct("<4sLQL")
-
-
-class Readable(Protocol):
-    def read(self, n: int = -1, /) -> bytes: ...
 
 
 @dataclass
@@ -112,15 +110,24 @@ class _NewMember:
     entry: _Central
     zip64: bool
     key: str  # in the deflate cache; "" = not cached
-    sha256: hashlib._Hash = field(default_factory=hashlib.sha256)
-    crc: int = 0
-    total: int = 0  # bytes read
+    work: PieceWork
+    crc: int = 0  # of the pieces written so far
+    total: int = 0  # bytes of the member written (deflated) so far
     written: int = 0  # bytes of deflate stream written
     stream_crc: int = 0  # CRC-32 of those (the cache's check)
     data_start: int = 0
 
 
-_Job = tuple[str, _NewMember, "Future[bytes | bytearray] | None", int]
+@dataclass(eq=False)
+class _Copy:  # an unchanged member to copy raw when its turn comes
+    arcname: str
+    entry: _Central
+    reader: WheelReader
+    member: Member
+
+
+# (what, member, its job or a copy's digest), in the order they are written
+_Item = tuple[str, "_NewMember | _Copy", "Future[Any] | str | None"]
 
 
 @dataclass
@@ -128,16 +135,17 @@ class WheelWriter:
     """Write a wheel member by member to a temporary file; ``commit()`` renames it into place.
 
     ``add_*`` for new bytes (deflated at ``level``), ``copy_member`` for unchanged ones (raw).
-    RECORD is written by ``commit()`` from what was added, as the last member. New members are
-    deflated on a thread pool while the next ones are read and hashed, and written in the order
-    they were added. ``cache``: the deflate cache (:mod:`rocm_build.deflatecache`; by default
-    the one the settings turned on, if any) that ``add_file`` and keyed ``add_stream`` use.
-    """
+    RECORD is written by ``commit()`` from what was added, as the last member. New members'
+    pieces are read, hashed and deflated on a thread pool, written in the order added.
+    ``cache``: the deflate cache (:mod:`rocm_build.wheel.deflatecache`; by default the one the
+    settings turned on, if any) that ``add_file`` and keyed ``add_source`` use."""
 
     final_path: Path
     dist_info: str
     level: int = 6
     workers: int = 0  # deflate threads; 0 = the CPUs this process may use (cpus.available)
+    #: bundle.deflater (rawdeflate.DEFLATERS; "" = the configured one), as it runs here
+    deflater: str = ""
     date_time: tuple[int, int, int, int, int, int] = _DOS_EPOCH
     _entries: list[_Central] = field(default_factory=list)
     _records: list[RecordEntry] = field(default_factory=list)
@@ -151,10 +159,14 @@ class WheelWriter:
         fd, self._tmp = tempfiles.create_file(self.final_path)
         self._fh: BinaryIO = os.fdopen(fd, "w+b")
         self.workers = self.workers or cpus.available()
+        self.deflater = rawdeflate.implementation(self.deflater)
         self._pool = ThreadPoolExecutor(max_workers=self.workers)
         self._done = False
-        self._queue: deque[_Job] = deque()  # members and pieces not written yet, in order
-        self._jobs = 0  # deflate jobs in the queue
+        self._queue: deque[_Item] = deque()  # members and pieces not written yet, in order
+        self._open: set[Source] = set()  # sources of members not finished yet
+        self._jobs = 0  # jobs in the queue (pieces, copies being checked)
+        #: the most jobs queued: all workers busy, some done waiting (the memory bound: wheelpieces)
+        self.window = self.workers + max(2, self.workers // 2)
         # Member bytes consumed, and written for them so far: their ratio estimates how large
         # the finished wheel will be (a full disk's message says how much space it needs).
         self.bytes_in = 0
@@ -171,6 +183,8 @@ class WheelWriter:
 
     def abort(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        for source in self._open:
+            source.close()
         # Unlink first: closing flushes the buffer, which fails again on a full disk.
         self._tmp.unlink(missing_ok=True)
         if not self._fh.closed:
@@ -215,14 +229,13 @@ class WheelWriter:
         """Copy ``name`` from ``reader`` without recompressing; its RECORD row is reused.
 
         A member whose bytes were not checked yet (by ``extract`` or ``read_bytes``) is checked
-        against RECORD while it is copied: its compressed bytes are read once, written and
-        inflated for the hash. A mismatch raises :class:`UnsafeInput` (the caller's ``with``
-        then discards the partial output).
+        against RECORD on a worker (its compressed bytes read and inflated for the hash) while
+        the writer goes on; the raw copy waits for that check. A mismatch raises
+        :class:`UnsafeInput` (the caller's ``with`` then discards the partial output).
         """
         member = reader.member(name)
         arcname = arcname or name
         self._check_name(arcname)
-        self._drain(0)
         encoded = arcname.encode("utf-8")
         entry = _Central(
             name=encoded,
@@ -235,24 +248,24 @@ class WheelWriter:
             header_offset=0,
             external_attr=member.external_attr,
         )
-        zip64 = max(member.file_size, member.compress_size) >= _ZIP32_LIMIT
-        entry.header_offset = self._write_local(entry, zip64)
-        digest = reader.verified.get(name)
-        with reader.path.open("rb") as src:
-            start = reader.data_offset(member, src)
-            if digest is not None:
-                copy_range(src, start, self._fh, member.compress_size)
-            elif member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                digest = copy_checked(src, start, self._fh, member, reader.checker(name))
-        if digest is None:  # bzip2/lzma members (not seen in wheels): check, then copy
+        digest: str | Future[str] | None = reader.verified.get(name)
+        if digest is None and member.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            digest = self._pool.submit(verify_member, reader, member, reader.checker(name))
+        elif digest is None:  # bzip2/lzma members (not seen in wheels): check, then copy
             reader.verify_all()
             digest = reader.verified[name]
-            with reader.path.open("rb") as src:
-                copy_range(src, reader.data_offset(member, src), self._fh, member.compress_size)
+        self._push(("copy", _Copy(arcname, entry, reader, member), digest))
+
+    def _copy(self, copy: _Copy, digest: str) -> None:
+        entry, member = copy.entry, copy.member
+        zip64 = max(member.file_size, member.compress_size) >= _ZIP32_LIMIT
+        entry.header_offset = self._write_local(entry, zip64)
+        with copy.reader.path.open("rb") as src:
+            copy_range(src, copy.reader.data_offset(member, src), self._fh, member.compress_size)
         self.bytes_in += member.compress_size
         self.bytes_out += member.compress_size
         self._entries.append(entry)
-        self._records.append(RecordEntry(arcname, digest, member.file_size))
+        self._records.append(RecordEntry(copy.arcname, digest, member.file_size))
 
     def cache_key(self, path: Path, transform: str = "", *, content: str | None = None) -> str:
         """The deflate cache's key for ``path``'s bytes after ``transform`` ('' = no cache).
@@ -262,31 +275,63 @@ class WheelWriter:
             return ""
         if path.stat().st_size < _CACHE_MIN:
             return ""
-        return deflatecache.file_key(path, self.level, transform, content)
+        return deflatecache.file_key(path, self.level, transform, content, self.deflater)
 
     def add_file(self, arcname: str, path: Path, mode: int | None = None) -> None:
         st = path.stat()
         key = self.cache_key(path)
-        with path.open("rb") as fh:
-            mode = mode if mode is not None else st.st_mode
-            self.add_stream(arcname, fh, st.st_size, mode, key=key)
+        mode = mode if mode is not None else st.st_mode
+        self.add_source(arcname, wheelpieces.FileSource(path, st.st_size), mode, key=key)
 
     def add_bytes(self, arcname: str, data: bytes, mode: int = 0o644) -> None:
-        self.add_stream(arcname, io.BytesIO(data), len(data), mode)
+        self.add_source(arcname, wheelpieces.BytesSource(data), mode)
 
     def add_stream(
-        self, arcname: str, src: Readable, size: int, mode: int, *, key: str = ""
+        self, arcname: str, src: wheelpieces.Readable, size: int, mode: int, *, key: str = ""
     ) -> None:
-        """Add ``size`` bytes read from ``src``: hashed here, deflated on the pool, written in
-        order while the next members are read. ``key``: the deflate cache's key of these bytes
+        """Add ``size`` bytes read in order from ``src`` (read here; hashed and deflated on the
+        pool). A source that can be read by position is better given to :meth:`add_source`."""
+        self.add_source(arcname, StreamSource(src, size), mode, key=key)
+
+    def add_source(self, arcname: str, source: Source, mode: int, *, key: str = "") -> None:
+        """Add ``source``'s bytes: its pieces are read, hashed, checksummed and deflated on the
+        pool and written in order while the next members are added; the writer closes
+        ``source`` once they are done. ``key``: the deflate cache's key of these bytes
         (:meth:`cache_key`); a hit copies the stored stream, a miss stores it."""
-        self._check_name(arcname)
+        try:
+            self._check_name(arcname)
+            if key and self._add_cached(arcname, self._entry(arcname, source.size, mode), key):
+                source.close()
+                return
+        except BaseException:
+            source.close()
+            raise
+        self._open.add(source)
+        size = source.size
+        # Deflate can grow incompressible data slightly: leave room before deciding on ZIP64.
+        zip64 = size >= _ZIP32_LIMIT - (size >> 10) - 1024
+        work = PieceWork(arcname, source, self.level, self.deflater)
+        new = _NewMember(arcname, self._entry(arcname, size, mode), zip64, key, work)
+        self._push(("start", new, None))
+        for index in range(work.pieces):
+            data, previous = None, b""
+            if isinstance(source, StreamSource):  # only this thread may read it, in order
+                data, previous = source.take(DEFLATE_CHUNK)
+            self._push(
+                (
+                    "piece",
+                    new,
+                    self._pool.submit(wheelpieces.run_piece, work, index, data, previous),
+                )
+            )
+        self._push(("finish", new, None))
+
+    def _entry(self, arcname: str, size: int, mode: int) -> _Central:
         encoded = arcname.encode("utf-8")
-        stored = self.level == 0
-        entry = _Central(
+        return _Central(
             name=encoded,
             flag_bits=0 if encoded.isascii() else 0x800,
-            compress_type=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED,
+            compress_type=zipfile.ZIP_DEFLATED if self.level else zipfile.ZIP_STORED,
             date_time=self.date_time,
             crc=0,
             compress_size=0,
@@ -294,79 +339,48 @@ class WheelWriter:
             header_offset=0,
             external_attr=((0o100000 | (mode & 0o7777)) << 16),
         )
-        if key and self._add_cached(arcname, entry, key):
-            return
-        # Deflate can grow incompressible data slightly: leave room before deciding on ZIP64.
-        new = _NewMember(arcname, entry, size >= _ZIP32_LIMIT - (size >> 10) - 1024, key)
-        if stored:
-            self._drain(0)
-            self._start(new)
-            while block := src.read(CHUNK):
-                new.sha256.update(block)
-                new.crc = rawdeflate.crc32(block, new.crc)
-                self._fh.write(block)
-                new.total += len(block)
-                new.written += len(block)
-                self.bytes_in += len(block)
-                self.bytes_out += len(block)
-            self._check_size(new, size)
-            self._finish(new)
-            return
-        self._queue.append(("start", new, None, 0))
-        in_flight = 2 * self.workers
-        prev = b""
-        block = src.read(DEFLATE_CHUNK)
-        if not block:  # an empty member is one empty final block
-            self._submit(new, b"", True, b"")
-        while block:
-            nxt = src.read(DEFLATE_CHUNK)
-            new.sha256.update(block)
-            new.crc = rawdeflate.crc32(block, new.crc)
-            new.total += len(block)
-            self._submit(new, block, not nxt, prev)
-            prev = block
-            self._drain(in_flight)
-            block = nxt
-        self._check_size(new, size)
-        self._queue.append(("finish", new, None, 0))
-        self._drain(in_flight)
 
-    def _check_size(self, new: _NewMember, size: int) -> None:
-        if new.total != size:
-            msg = f"{new.arcname}: changed while being added ({size} -> {new.total} bytes)"
-            raise BundleError(msg)
-
-    def _submit(self, new: _NewMember, block: bytes, last: bool, prev: bytes) -> None:
-        job = self._pool.submit(rawdeflate.compress, block, self.level, last, prev)
-        self._queue.append(("piece", new, job, len(block)))
-        self._jobs += 1
+    def _push(self, item: _Item) -> None:
+        """Queue ``item``; write what is done, in order, while more jobs than the window allows
+        are in flight (the bound on memory: see :mod:`rocm_build.wheel.wheelpieces`)."""
+        self._queue.append(item)
+        if item[2] is not None and not isinstance(item[2], str):
+            self._jobs += 1
+        self._drain(self.window)
 
     def _drain(self, limit: int) -> None:
-        """Write what the queue holds, in order, until at most ``limit`` deflate jobs are left
+        """Write what the queue holds, in order, until at most ``limit`` jobs are left in flight
         (0: everything, so that the file ends with the last member added)."""
         while self._queue and (limit == 0 or self._jobs > limit):
-            what, new, job, consumed = self._queue.popleft()
-            if what == "start":
-                self._start(new)
-            elif what == "finish":
-                self._finish(new)
-            else:
-                assert job is not None
+            what, item, job = self._queue.popleft()
+            if job is not None and not isinstance(job, str):
                 self._jobs -= 1
-                out = job.result()
-                self._fh.write(out)
-                if new.key:
-                    new.stream_crc = rawdeflate.crc32(out, new.stream_crc)
-                new.written += len(out)
-                self.bytes_in += consumed
-                self.bytes_out += len(out)
+            if isinstance(item, _Copy):
+                self._copy(item, job.result() if isinstance(job, Future) else str(job))
+                continue
+            if what == "start":
+                item.entry.header_offset = self._write_local(item.entry, item.zip64)
+                item.data_start = self._fh.tell()
+            elif what == "finish":
+                self._finish(item)
+            else:
+                assert isinstance(job, Future)
+                self._write_piece(item, job.result())
 
-    def _start(self, new: _NewMember) -> None:
-        new.entry.header_offset = self._write_local(new.entry, new.zip64)
-        new.data_start = self._fh.tell()
+    def _write_piece(self, new: _NewMember, done: PieceDone) -> None:
+        self._fh.write(done.out)
+        if new.key:
+            new.stream_crc = rawdeflate.crc32(done.out, new.stream_crc)
+        new.crc = rawdeflate.crc32_combine(new.crc, done.crc, done.size)
+        new.total += done.size
+        new.written += len(done.out)
+        self.bytes_in += done.size
+        self.bytes_out += len(done.out)
 
     def _finish(self, new: _NewMember) -> None:
         """Patch the member's local header with its CRC and sizes; store it in the cache."""
+        new.work.source.close()
+        self._open.discard(new.work.source)
         entry, size, written = new.entry, new.total, new.written
         if not new.zip64 and written >= _ZIP32_LIMIT:
             raise BundleError(f"{new.arcname}: deflated size overflowed; use compression level 0")
@@ -380,7 +394,7 @@ class WheelWriter:
         else:
             self._fh.write(struct.pack("<LLL", new.crc, written, size))
         self._fh.seek(end)
-        digest = new.sha256.digest()
+        digest = new.work.chain.digest(new.work.pieces)
         self._entries.append(entry)
         self._records.append(RecordEntry(new.arcname, record_hash(digest), size))
         if new.key and self.cache is not None and entry.compress_type == zipfile.ZIP_DEFLATED:

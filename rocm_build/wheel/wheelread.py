@@ -1,6 +1,6 @@
 """Reading a wheel: its name, members, RECORD; every member name checked, every byte read checked.
 
-Part of the wheel I/O that :mod:`rocm_build.wheelfile` re-exports (import it from there).
+Part of the wheel I/O that :mod:`rocm_build.wheel.wheelfile` re-exports (import it from there).
 """
 
 from __future__ import annotations
@@ -522,10 +522,10 @@ def copy_range(
         remaining -= len(block)
 
 
-def copy_checked(
-    src: BinaryIO, start: int, dst: BinaryIO, member: Member, check: RecordCheck
-) -> str:
-    """Copy a member's compressed bytes and check them (inflated) in the same read."""
+def _inflating(
+    member: Member, check: RecordCheck
+) -> tuple[Callable[[bytes], None], Callable[[], None]]:
+    """What feeds ``check`` a member's bytes from its compressed blocks: (seen, flush)."""
     inflate = zlib.decompressobj(-15) if member.compress_type == zipfile.ZIP_DEFLATED else None
 
     def seen(block: bytes) -> None:
@@ -538,10 +538,41 @@ def copy_checked(
         while inflate.unconsumed_tail:
             check.update(data := inflate.decompress(inflate.unconsumed_tail, CHUNK))
 
-    try:
-        copy_range(src, start, dst, member.compress_size, seen)
+    def flush() -> None:
         if inflate is not None:
             check.update(inflate.flush())
+
+    return seen, flush
+
+
+def copy_checked(
+    src: BinaryIO, start: int, dst: BinaryIO, member: Member, check: RecordCheck
+) -> str:
+    """Copy a member's compressed bytes and check them (inflated) in the same read."""
+    seen, flush = _inflating(member, check)
+    try:
+        copy_range(src, start, dst, member.compress_size, seen)
+        flush()
     except zlib.error as err:
         raise check._reader._unsafe(member.name, f"cannot be inflated ({err})") from None
+    return check.finish()
+
+
+def verify_member(reader: WheelReader, member: Member, check: RecordCheck) -> str:
+    """Check a stored or deflated member against RECORD and the zip directory, reading it from
+    its own handle (any thread may): its RECORD hash, or :class:`UnsafeInput`."""
+    seen, flush = _inflating(member, check)
+    with reader.path.open("rb") as src:
+        src.seek(reader.data_offset(member, src))
+        remaining = member.compress_size
+        try:
+            while remaining:
+                block = src.read(min(CHUNK, remaining))
+                if not block:
+                    raise BundleError(f"{reader.path.name}: member {member.name} is truncated")
+                seen(block)
+                remaining -= len(block)
+            flush()
+        except zlib.error as err:
+            raise reader._unsafe(member.name, f"cannot be inflated ({err})") from None
     return check.finish()

@@ -24,6 +24,7 @@ RANGED: dict[str, tuple[tuple[Any, ...], Any]] = {
     "build.cache": (("redis", "CCACHE"), "sccache"),
     "bundle.compression_level": ((42, -1, 10), 9),
     "bundle.deflate_cache_gb": ((-1, -0.5, 1e300, 2e6), 0.5),
+    "bundle.deflater": (("zlibng", "ZLIB", "pigz"), "isal"),
     "bundle.platform": (("macos",), "windows"),
     "source": (("forked", "UPSTREAM"), "fork"),
     "triton.repo": (("mine", "Fork"), "upstream"),

@@ -14,7 +14,8 @@ from rocm_build.errors import BundleError
 from rocm_build.wheel import rawdeflate
 
 needs_libdeflate = pytest.mark.skipif(
-    rawdeflate.implementation() != "libdeflate", reason="libdeflate or libz not loadable here"
+    rawdeflate.implementation("libdeflate") != "libdeflate",
+    reason="libdeflate or libz not loadable here",
 )
 
 

@@ -42,3 +42,32 @@ def test_second_bundle_reuses_the_cache(  # type: ignore[no-untyped-def]
     # off: the cache is neither read (no refreshed entry) nor written
     _bundle(run_cli, hip_ext_wheel, tree_copy, tmp_path / "c", "none")
     assert _entries(cache) == again
+
+
+def test_deflater_setting_reaches_the_wheel_and_keys_the_cache(  # type: ignore[no-untyped-def]
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:
+    """bundle.deflater (flag or environment) picks what deflates new members: another deflater
+    makes the bundle stale (not a no-op), writes other bytes (isal's are larger), stores its
+    own cache entries and leaves the other deflater's alone."""
+    cache, out = tmp_path / "deflate", tmp_path / "out"
+    env = {"ROCM_BUILD_BUNDLE_DEFLATE_CACHE": str(cache)}
+    args = ["bundle", str(hip_ext_wheel), "--rocm", str(tree_copy), "--output-dir", str(out)]
+    res = run_cli(args, cwd=tmp_path, env={**env, "ROCM_BUILD_BUNDLE_DEFLATER": "zlib"})
+    assert res.returncode == 0, res.stderr
+    (fat,) = out.glob("*.whl")
+    zlib_bytes, zlib_entries = fat.read_bytes(), _entries(cache)
+    res = run_cli([*args, "--deflater", "isal"], cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "up to date" not in res.stdout + res.stderr
+    isal_bytes = fat.read_bytes()
+    assert len(isal_bytes) > len(zlib_bytes)
+    isal_entries = _entries(cache)
+    assert set(zlib_entries) < set(isal_entries)  # new entries; the zlib ones kept, unread
+    assert all(isal_entries[p] == zlib_entries[p] for p in zlib_entries)
+    with zipfile.ZipFile(fat) as zf:
+        assert zf.testzip() is None
+    res = run_cli([*args, "--deflater", "isal"], cwd=tmp_path, env=env)  # the same again
+    assert res.returncode == 0, res.stderr
+    assert fat.read_bytes() == isal_bytes
+    assert "is up to date" in res.stderr

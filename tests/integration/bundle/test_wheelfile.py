@@ -48,12 +48,11 @@ def _rewrite(src: Path, out_dir: Path, new: dict[str, bytes], level: int = 6) ->
     return out
 
 
-@pytest.mark.parametrize("deflate", ["libdeflate", "zlib"])
+@pytest.mark.parametrize("deflate", rawdeflate.DEFLATERS)
 def test_copy_and_add_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deflate: str) -> None:
-    if deflate != rawdeflate.implementation():
-        if deflate == "libdeflate":
-            pytest.skip("libdeflate or libz not loadable here")
-        monkeypatch.setattr(rawdeflate, "implementation", lambda: deflate)
+    if deflate != rawdeflate.implementation(deflate):
+        pytest.skip(f"{deflate} not loadable here")
+    monkeypatch.setattr(rawdeflate, "_active", deflate)
     big = os.urandom(3 << 20) + b"\0" * (5 << 20)  # several deflate chunks, mixed entropy
     src = make_wheel(
         tmp_path / "in",

@@ -137,7 +137,8 @@ def test_read_only_lock_folder_is_one_line(run_dir: Path, tmp_path: Path) -> Non
 
 NO_HOME = """
 import os
-from rocm_build import deflatecache, locks
+from rocm_build import locks
+from rocm_build.wheel import deflatecache
 from rocm_build.errors import RocmBuildError
 os.setgid(54321)
 os.setuid(54321)  # a user with no passwd entry (as in 'docker run --user 54321')

@@ -1,0 +1,61 @@
+"""Benchmark: the deflaters of ``bundle.deflater`` side by side on real ROCm device code.
+
+For each deflater and level: one core's speed (input bytes per CPU second of this thread) and the
+size, deflating bench_scaling.py's sample (64 MiB of Debian's librocsparse.so.0) as the wheel
+writer does: 4 MiB pieces, each primed with the 32 KiB before it, all but the last ending in a
+sync flush (libdeflate: its splice scan instead). The size is against what auditwheel writes:
+Python's zipfile, one zlib stream per file, at level 6. The best of ``--repeat`` runs.
+
+    python benchmarks/bench_deflaters.py [--sample PATH] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import bench_scaling  # noqa: E402
+
+LEVELS = {"zlib": (1, 3, 5, 6, 9), "zlib-ng": (1, 3, 5, 6, 9), "isal": (1, 2, 4, 6)}
+LEVELS["libdeflate"] = (1, 3, 6, 9)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", type=Path, help="as bench_scaling.py's --sample")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    from rocm_build.wheel import rawdeflate
+
+    sample = bench_scaling.load_sample(args.sample)
+    reference = bench_scaling.zipfile_size(sample, 6)
+    print(f"sample: {len(sample) / 2**20:.0f} MiB; auditwheel (zipfile, zlib 6): {reference} bytes")
+    rows: list[tuple[str, str, float, int]] = []
+    for name, levels in LEVELS.items():
+        if rawdeflate.implementation(name) != name:
+            print(f"{name}: not installed here")
+            continue
+        for level in levels:
+            runs = [bench_scaling.one_core_speed(sample, name, level) for _ in range(args.repeat)]
+            shown = (
+                f"{level} (ISA-L {rawdeflate.isal_level(level)})" if name == "isal" else str(level)
+            )
+            rows.append((name, shown, max(r[0] for r in runs), runs[0][1]))
+            print(f"  {name} {shown}: {rows[-1][2] / 1e6:.1f} MB/s", flush=True)
+    base = next(speed for name, level, speed, _ in rows if (name, level) == ("zlib", "6"))
+    print("\n| deflater | level | MB/s on one core | vs zlib 6 | size vs auditwheel |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, shown, speed, size in rows:
+        print(
+            f"| {name} | {shown} | {speed / 1e6:.1f} | {speed / base:.2f}x | "
+            f"{100 * (size / reference - 1):+.2f}% |"
+        )
+
+
+if __name__ == "__main__":
+    main()
