@@ -140,12 +140,15 @@ def _upstream(up: Path, rng: random.Random) -> list[str]:
 
 
 def _move_sub(up: Path) -> None:
-    """torch v2: v1 with the submodule at a new commit (new data files), made only now."""
+    """torch v2, made only now: v1 with two data files changed and the submodule at a new
+    commit (new data files)."""
     sub, torch = up / "sub", up / "torch"
-    _data(sub, random.Random(25), [f"t{i}.bin" for i in range(SUB_FILES)])
+    rng = random.Random(25)
+    _data(sub, rng, [f"t{i}.bin" for i in range(SUB_FILES)])
     git(sub, "commit", "-q", "-m", "sub: more data")
     git(torch / "sub", "pull", "-q", "origin", "HEAD")
-    git(torch, "commit", "-q", "-am", "torch: sub moved")
+    _data(torch, rng, ["blob1.bin", "blob3.bin"])
+    git(torch, "commit", "-q", "-am", "torch: data changed, sub moved")
     git(torch, "tag", "v2")
     git(torch, "reset", "-q", "--hard", "v1")
     git(torch, "submodule", "update", "-q")
@@ -339,6 +342,45 @@ def test_a_first_checkout_killed_inside_the_submodule_checkout_resumes(
     _finish(p, then)
 
 
+def _moved(p: Project) -> None:
+    """A checkout at v1, v2 made upstream, and the same checkout moved to v2 uninterrupted
+    in another folder (moving keeps v1's tag: this is what _finish compares with)."""
+    for src_dir in ("src", "uninterrupted"):
+        p.rb("checkout", "--src-dir", str(p.work / src_dir))
+    _move_sub(p.base / "upstream")
+    p.rb("checkout", "--ref", "torch=v2", "--src-dir", str(p.work / "uninterrupted"))
+
+
+@pytest.mark.parametrize("then", [(), AT_START])
+def test_a_checkout_moving_to_a_new_ref_killed_inside_git_checkout_resumes(
+    tmp_path: Path, then: tuple[str, ...]
+) -> None:
+    """git checkout of v2 over the patched v1 wrote data/blob1.bin, not yet data/blob3.bin:
+    the index and HEAD are v1's, index.lock is there."""
+    p, _ = _project(tmp_path)
+    _moved(p)
+    _kill_inside_git(p, _gated(p, "data/blob3.bin"), "--ref", "torch=v2")
+    v2 = p.base / "upstream" / "torch"
+    assert git(p.src, "hash-object", "data/blob1.bin") == git(v2, "rev-parse", "v2:data/blob1.bin")
+    assert (p.src / ".git" / "index.lock").exists()
+    _finish(p, then, "--ref", "torch=v2")
+
+
+def test_a_file_the_user_deleted_after_a_kill_inside_git_checkout_is_theirs(tmp_path: Path) -> None:
+    """A file missing where the killed checkout was not replacing it (data/blob0.bin is the
+    same in v1 and v2) is the user's deletion: exit 6, naming it; nothing is put back."""
+    p, _ = _project(tmp_path)
+    _moved(p)
+    _kill_inside_git(p, _gated(p, "data/blob3.bin"), "--ref", "torch=v2")
+    (p.src / "data" / "blob0.bin").unlink()
+    refused = p.rb("checkout", "--ref", "torch=v2", check=False)
+    assert refused.returncode == 6, refused.stderr
+    assert "(data/blob0.bin)" in refused.stderr
+    assert not (p.src / "data" / "blob0.bin").exists()
+    git(p.src, "checkout", "HEAD", "--", "data/blob0.bin")  # the user takes it back
+    _finish(p, (), "--ref", "torch=v2")
+
+
 @pytest.mark.parametrize("then", [(), AT_START])
 def test_a_checkout_moving_the_submodule_killed_inside_its_fetch_resumes(
     tmp_path: Path, then: tuple[str, ...]
@@ -346,10 +388,7 @@ def test_a_checkout_moving_the_submodule_killed_inside_its_fetch_resumes(
     """A checkout at v1 is moved to v2 (the submodule moves on); the submodule's `git fetch`
     is killed with the new commit in its store and only some of its data."""
     p, _ = _project(tmp_path)
-    for src_dir in ("src", "uninterrupted"):  # the second made as _finish would, in two runs
-        p.rb("checkout", "--src-dir", str(p.work / src_dir))
-    _move_sub(p.base / "upstream")
-    p.rb("checkout", "--ref", "torch=v2", "--src-dir", str(p.work / "uninterrupted"))
+    _moved(p)
     sub_store = p.src / ".git" / "modules" / "sub"
     target = git(p.base / "upstream" / "torch", "rev-parse", "v2:sub")
     _kill_inside_git(p, _wrapped(p, "sub"), "--ref", "torch=v2", wait_for=_loose(sub_store, target))
