@@ -248,10 +248,11 @@ def _wait_for(check: object, what: str) -> None:
 
 
 def _kill_inside_git(
-    p: Project, env: dict[str, str], *args: str, wait_for: Path | None = None
+    p: Project, env: dict[str, str], *args: str, wait_for: Path | None = None, glob: str = ""
 ) -> None:
     """Run ``checkout ARGS`` with ``env`` until git says (in the file "cut") that it stopped
-    where the test wants it, then kill rocm-build's process group and git's."""
+    where the test wants it (and ``wait_for`` is a file, or ``glob`` under the checkout finds
+    one), then kill rocm-build's process group and git's."""
     run = p.popen("checkout", *args, **env)
     hand = p.base / "cut"
     try:
@@ -259,6 +260,8 @@ def _kill_inside_git(
         assert run.poll() is None, f"the run ended first: {run.communicate()[1]}"
         if wait_for is not None:
             _wait_for(wait_for.is_file, f"{wait_for.name} is in the store")
+        if glob:
+            _wait_for(lambda: any(p.src.glob(glob)), f"{glob} is there")
         git_group = os.getpgid(int(hand.read_text()))
         os.killpg(run.pid, signal.SIGKILL)
         os.killpg(git_group, signal.SIGKILL)
@@ -304,6 +307,22 @@ def test_a_first_checkout_killed_inside_git_fetch_resumes(
 
 
 AT_START = ("checkout.locked",)
+
+
+@pytest.mark.parametrize("then", [(), AT_START])
+def test_a_first_checkout_killed_inside_a_fetch_that_keeps_a_pack_resumes(
+    tmp_path: Path, then: tuple[str, ...]
+) -> None:
+    """A fetch of more objects than fetch.unpackLimit (as torch's always is) writes one pack
+    through index-pack: killed half way, it leaves a half-written tmp_pack_* and no commit.
+    The next run fetches again and removes the half-written pack (git would keep it for two
+    weeks)."""
+    p, _ = _project(tmp_path)
+    env = {**_wrapped(p), "GIT_CONFIG_COUNT": "1"}
+    env.update(GIT_CONFIG_KEY_0="fetch.unpackLimit", GIT_CONFIG_VALUE_0="1")
+    _kill_inside_git(p, env, glob=".git/objects/pack/tmp_pack_*")
+    _finish(p, then)
+    assert sorted(p.src.glob(".git/objects/**/tmp_*")) == []
 
 
 @pytest.mark.parametrize("then", [(), AT_START])
