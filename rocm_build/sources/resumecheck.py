@@ -223,9 +223,10 @@ def _classify(r: _Repo) -> None:
     for name in r.dirty:
         now = _blob_id(r.path / name)
         if now is None:
-            # Missing where our commits differ: a step of ours was replacing it (git checkout
-            # and git am unlink a file before they write its new version).
+            # Missing where our commits differ (in presence or content): a step of ours was
+            # replacing it (git checkout and git am unlink a file before they write the new one).
             ours = r.absent_ok or len({t.get(name) for t in r.known}) > 1
+            ours = ours or any(name not in t for t in r.known)
         else:
             ours = bool(now) and any(t.get(name) == now for t in r.known)
         (r.ours if ours else r.theirs).append(name)
