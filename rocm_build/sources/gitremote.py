@@ -215,10 +215,16 @@ def fetch(
 ) -> str:
     """Fetch exactly ``ref`` (and no other branches or tags); return its commit.
 
-    A tag or SHA whose commit is already here is not fetched again, unless ``refetch`` (the
-    store lacks some of its objects: everything is fetched as a fresh clone would). Objects
-    received are reported to ``progress`` as ``task`` (see ``_FetchMeter``)."""
+    A tag or SHA whose commit is already here (a tag: under the tag's name) is not fetched
+    again, unless ``refetch`` (the store lacks some of its objects: everything is fetched as a
+    fresh clone would). Objects received are reported to ``progress`` as ``task`` (see
+    ``_FetchMeter``)."""
     have = run(repo, "cat-file", "-e", f"{ref.commit}^{{commit}}", check=False).status == 0
+    if have and ref.kind == "tag":
+        # A fetch killed after its objects but before its refs left the commit without the tag.
+        local = ref.refspec.rpartition(":")[2]
+        found = run(repo, "rev-parse", "-q", "--verify", f"{local}^{{commit}}", check=False)
+        have = found.stdout.strip() == ref.commit
     if have and ref.kind in ("tag", "commit") and not refetch:
         return ref.commit
     meter = None if progress is NO_PROGRESS else _FetchMeter(progress, task)

@@ -307,6 +307,19 @@ def clear_git_leftovers(
                 shutil.rmtree(gdir / leftover, ignore_errors=True)
 
 
+def remove_object_temps(repos: Sequence[tuple[str, Path]]) -> None:
+    """Remove the half-written files a killed fetch left in the object stores of ``repos``: a
+    pack ``index-pack`` was receiving (``objects/pack/tmp_*``; as large as the fetch got) and
+    loose objects being written (``tmp_obj_*``). git itself removes them only in a gc two weeks
+    later. Only called when the journal says our own git step was interrupted, after
+    ``clear_git_leftovers`` saw no git process working in the checkout."""
+    for gdir in _git_dirs(repos):
+        objects = gdir / "objects"
+        for tmp in [*objects.glob("pack/tmp_*"), *objects.glob("??/tmp_obj_*")]:
+            log.info("removing %s (left by an interrupted rocm-build fetch)", tmp)
+            tmp.unlink(missing_ok=True)
+
+
 def drop_half_cloned(repo: Path) -> None:
     """Submodules a killed ``git submodule update`` left half cloned (no HEAD commit, or a
     module folder without its work tree): removed, so the resumed update clones them again.

@@ -5,13 +5,17 @@ so it is never taken as proof on its own. Before a resumed run discards anything
 
 - a HEAD is rocm-build's only if it is the upstream commit (the ref resolved now, or the
   submodule commit its parent records) plus commits rocm-build made (its committer identity),
-  or the HEAD the source manifest recorded when rocm-build last left the checkout;
+  or the HEAD the source manifest recorded when rocm-build last left the checkout; in a
+  submodule, also a HEAD whose every commit is on its origin's branches (what ``git clone``
+  leaves before ``git submodule update`` checks out the recorded commit: moving it loses none);
 - an uncommitted change is rocm-build's only if its content is what a step of the interrupted
   run wrote or was writing: the file as it is in one of those commits (a checkout killed half
   way), in the result of the patch a killed ``git am`` was applying, in what the interrupted
-  hipify writes (run again in a scratch copy to know it), or absent in a repository that run
-  was creating. Anything else is the user's: the run stops (exit 6), having set aside only
-  what it proved its own, so the advice it gives (stash, finish, pop) works.
+  hipify writes (run again in a scratch copy to know it), absent where those commits differ (a
+  killed ``git checkout`` or ``git am`` removes a file before it writes the new version), or
+  absent in a repository that run was creating. Anything else is the user's: the run stops
+  (exit 6), having set aside only what it proved its own, so the advice it gives (stash,
+  finish, pop) works.
 
 A kill inside a git process that writes objects (a fetch unpacks them one by one) can leave a
 commit whose trees or blobs are missing; a run that finds its own fetch, checkout or submodule
@@ -219,7 +223,10 @@ def _classify(r: _Repo) -> None:
     for name in r.dirty:
         now = _blob_id(r.path / name)
         if now is None:
-            ours = r.absent_ok or any(name not in t for t in r.known)
+            # Missing where our commits differ (in presence or content): a step of ours was
+            # replacing it (git checkout and git am unlink a file before they write the new one).
+            ours = r.absent_ok or len({t.get(name) for t in r.known}) > 1
+            ours = ours or any(name not in t for t in r.known)
         else:
             ours = bool(now) and any(t.get(name) == now for t in r.known)
         (r.ours if ours else r.theirs).append(name)
@@ -326,13 +333,25 @@ def stale_commit_advice(src: Path, name: str, where: str) -> str:
     )
 
 
+def _origin_only(repo: Path) -> bool:
+    """Every commit of HEAD is on the origin's branches as this repository last fetched them:
+    no commit of HEAD is local. What ``git clone`` leaves before ``git submodule update``
+    checks out the recorded commit (a kill in between leaves HEAD at the origin's default
+    branch); checking out another commit there loses no commit (the refs keep them all)."""
+    res = git.run(repo, "rev-list", "-n1", "HEAD", "--not", "--remotes=origin", check=False)
+    return res.status == 0 and not res.stdout.strip()
+
+
 def foreign_repos(src: Path, repos: Sequence[tuple[str, Path]], trust: Trust) -> list[str]:
-    """The repositories of ``src`` whose HEAD is not proven rocm-build's: the user's."""
+    """The repositories of ``src`` whose HEAD is not proven rocm-build's: the user's. A
+    submodule whose HEAD is all its origin's (see ``_origin_only``) is not."""
     out: list[str] = []
     for rel, path in repos:
         if git.run(path, "rev-parse", "-q", "--verify", "HEAD", check=False).status != 0:
             continue  # no commit yet: an interrupted first checkout
-        if not trusted(src, rel, path, git.head(path), trust):
+        if trusted(src, rel, path, git.head(path), trust):
+            continue
+        if rel == "." or not _origin_only(path):
             out.append(rel)
     return out
 

@@ -322,13 +322,15 @@ def _resume(
     tempfiles.remove_stale(p.src.parent, resumecheck.scratch_prefix(p.src.name))
     journal.clear_git_leftovers(p.src, [(".", p.src)], am=False)
     if jr.last_step in resumecheck.GIT_WRITING_STEPS:
-        _repair_store(p, plan_, [(".", p.src)], trust)
+        journal.remove_object_temps([(".", p.src)])
+        _repair_store(p, plan_, [(".", p.src)], trust, ref)
     if has_commit(p.src):
         journal.drop_half_cloned(p.src)
     repos = all_repos(p.src) if has_commit(p.src) else [(".", p.src)]
     journal.clear_git_leftovers(p.src, repos, am=False)
     if jr.last_step in resumecheck.GIT_WRITING_STEPS:
-        _repair_store(p, plan_, repos[1:], trust)
+        journal.remove_object_temps(repos[1:])
+        _repair_store(p, plan_, repos[1:], trust, ref)
     if not plan_.force:
         foreign = resumecheck.foreign_repos(p.src, repos, trust)
         if foreign:
@@ -351,12 +353,17 @@ def _resume(
 
 
 def _repair_store(
-    p: ProjectPlan, plan_: CheckoutPlan, repos: list[tuple[str, Path]], trust: resumecheck.Trust
+    p: ProjectPlan,
+    plan_: CheckoutPlan,
+    repos: list[tuple[str, Path]],
+    trust: resumecheck.Trust,
+    ref: git.Ref,
 ) -> None:
     """A kill inside git's fetch can leave a commit without all its objects: fetch it again,
-    as a fresh clone would (only the object store changes; no commit or file is touched).
-    That takes ``git fetch --refetch``: an older git stops here with one line, not git's own
-    usage text after every retry."""
+    as a fresh clone would (only the object store and the fetched ref change; no commit or
+    file is touched). The project's own repository fetches ``ref`` (a tag gets its name), a
+    submodule the commit its parent records. That takes ``git fetch --refetch``: an older git
+    stops here with one line, not git's own usage text after every retry."""
     damaged = resumecheck.damaged(p.src, repos, trust)
     if damaged and (too_old := git.refetch_problem(git.version())):
         where = ", ".join(p.name if rel == "." else rel for rel, _ in damaged)
@@ -374,7 +381,7 @@ def _repair_store(
         gitremote.fetch(
             path,
             url.strip(),
-            git.Ref(commit, "commit", commit, commit),
+            ref if rel == "." else git.Ref(commit, "commit", commit, commit),
             depth=plan_.depth,
             retries=plan_.retries,
             delay=plan_.retry_delay,
