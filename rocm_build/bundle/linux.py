@@ -35,7 +35,7 @@ from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.treepath import TreeGuard, denied, reading
-from rocm_build.wheel import wheelfile, wheelmeta
+from rocm_build.wheel import rawdeflate, wheelfile, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, WheelAnalysis, analyze
 from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
@@ -88,6 +88,7 @@ def _fingerprint(job: BundleJob) -> str:
         "dlopen": list(job.dlopen_patterns),
         "data_trees": list(job.data_trees),
         "level": job.level,
+        "deflater": rawdeflate.implementation(),
         "policy": job.policy,
         "torch": digests.file_facts(Path(job.torch.path)) if job.torch else None,
         "allow_outside": [str(a) for a in job.allow_outside],

@@ -27,7 +27,7 @@ from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import Progress
 from rocm_build.treepath import TreeGuard
-from rocm_build.wheel import wheelmeta
+from rocm_build.wheel import rawdeflate, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, analyze
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
@@ -87,6 +87,7 @@ def _fingerprint(job: BundleJob) -> str:
             "dlopen": list(job.dlopen_patterns),
             "data_trees": list(job.data_trees),
             "level": job.level,
+            "deflater": rawdeflate.implementation(),
             "allow_outside": [str(a) for a in job.allow_outside],
         }
     )
