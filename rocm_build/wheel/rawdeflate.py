@@ -54,9 +54,10 @@ __all__ = [
 ]
 
 DICT_SIZE = 32 * 1024  # the deflate window: what each piece is primed with
-#: The choices of ``bundle.deflater``; the first is the default (the one within 1% of zlib's
-#: size at level 6 that needs no splice scan: benchmarks/README.md, "Deflaters").
-DEFLATERS = ("zlib", "zlib-ng", "isal", "libdeflate")
+#: The choices of ``bundle.deflater``; the first is the default: the fastest within 1% of
+#: auditwheel's size at level 6 (benchmarks/README.md, "Deflaters"), though it needs the splice
+#: scan; those after it join their pieces by a sync flush.
+DEFLATERS = ("libdeflate", "zlib", "zlib-ng", "isal")
 DEFAULT = DEFLATERS[0]
 _MODULES = {"zlib": "zlib", "zlib-ng": "zlib_ng.zlib_ng", "isal": "isal.isal_zlib"}
 

@@ -80,3 +80,10 @@ def test_a_file_that_changes_size_while_written_is_refused(tmp_path: Path) -> No
             with pytest.raises(BundleError, match="changed while being added"):
                 w.commit()
         path.write_bytes(b"x" * 10000)
+
+
+def test_the_default_deflater_is_the_settings_default() -> None:
+    """The writer's own default (used where no settings were read) is the built-in setting's."""
+    from rocm_build import config
+
+    assert config.load_defaults()["bundle"]["deflater"] == rawdeflate.DEFAULT
