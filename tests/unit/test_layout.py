@@ -95,7 +95,7 @@ def test_every_stage_exposes_plan_and_execute(name: str) -> None:
 TOP_LEVEL = {
     "__init__", "__main__", "arch", "cmdargs", "context", "cpus", "doctor", "errors", "faults",
     "git", "locks", "manifest", "masking", "matrix", "pipeline", "proc", "progress", "runreport",
-    "sizes", "stages", "tempfiles", "treepath", "tritonpin",
+    "sizes", "stages", "statefile", "tempfiles", "treepath", "tritonpin",
 }  # fmt: skip
 PACKAGES = {"binary", "build", "bundle", "cli", "config", "rocm", "smoke", "sources", "wheel"}
 
