@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import digests, faults, git, locks, tempfiles
+from rocm_build import digests, faults, git, locks, statefile, tempfiles
 from rocm_build.errors import ConfigError
 from rocm_build.masking import mask_url
 
@@ -100,14 +98,34 @@ def stamp(
     return digests.settings_digest(data)
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {"format": MANIFEST_FORMAT, "projects": {}}
+_WHAT = "source manifest"
+
+
+def _load(path: Path, replay: bool) -> Any:
+    """The JSON in the manifest ``path``, None when there is none. The src-dir's manifest is a
+    state file (``statefile``: a link, a FIFO, a folder or another user's file in its place is
+    refused, exit 14); a ``--manifest`` to replay is an input like any file the user names."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        msg = f"{path} is not a readable source manifest ({exc}); fix or remove it"
+        if not replay:
+            return statefile.read_json(path, _WHAT)
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = str(exc) if not isinstance(exc, RecursionError) else "nested too deep"
+        msg = f"{path} is not a readable source manifest ({reason}); fix or remove it"
         raise ConfigError(msg) from None
+
+
+def read_manifest(path: Path, *, replay: bool = False) -> dict[str, Any]:
+    """The manifest at ``path`` (an empty one when there is none), checked to have the types
+    rocm-build writes (``ConfigError``, exit 2, naming what does not). ``replay``: a manifest
+    the user named (``checkout --manifest``), not the src-dir's own."""
+    data = _load(path, replay)
+    if data is None:
+        return {"format": MANIFEST_FORMAT, "projects": {}}
     if not isinstance(data, dict) or not isinstance(data.get("projects"), dict):
         msg = f"{path} is not a rocm-build source manifest; fix or remove it"
         raise ConfigError(msg)
@@ -160,20 +178,13 @@ def entry_problem(entry: Any) -> str:
 
 
 def write_manifest(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    text = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        if statefile.read_bytes(path, _WHAT) == text:
+            return
+    except (FileNotFoundError, ValueError):
+        pass
+    statefile.write_bytes(path, text, _WHAT)
 
 
 def update_manifest(path: Path, name: str, entry: Mapping[str, Any]) -> None:

@@ -4,8 +4,11 @@ Each stage's inputs are reduced to a key (sources at their commits and patches, 
 targets, settings, the wheels handed over); after a stage succeeds its key and outputs are
 written to a stamp file in ``<work_dir>/stamps``. A stage whose key matches its stamp and whose
 outputs are still in place is skipped and says so, which is how a run resumes after a failure or
-an interruption: only the stages after the last finished one run again. The run report (JSON and
-a short Markdown summary) is written whether the run passes or not.
+an interruption: only the stages after the last finished one run again. A stamp that is stale,
+damaged or of other types than this version writes is as good as none; one that is no regular
+file of this user's alone (a link, a FIFO, a folder, another user's) stops the run with one line
+(``statefile``, exit 14). The run report (JSON and a short Markdown summary) is written whether
+the run passes or not.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, bundle, config, faults, runreport, smoke, sources
+from rocm_build import __version__, bundle, config, faults, runreport, smoke, sources, statefile
 from rocm_build import building as build_mod
 from rocm_build.config.loader import Config
 from rocm_build.context import RunContext
@@ -89,23 +92,43 @@ def _intact(outputs: Sequence[Mapping[str, Any]]) -> bool:
     return True
 
 
+_STAMP = "`all` stamp"
+_OUTPUT_TYPES = {"path": str, "size": int, "mtime_ns": int}
+
+
+def _is_stamp(data: Any) -> bool:
+    """Whether ``data`` has the types ``_save_stamp`` writes (anything else is not used)."""
+    if not isinstance(data, dict) or not isinstance(data.get("key"), str):
+        return False
+    outputs = data.get("outputs")
+    if not isinstance(outputs, list) or not isinstance(data.get("detail", {}), dict):
+        return False
+    if not isinstance(data.get("finished", ""), str):
+        return False
+    return all(
+        isinstance(out, dict) and all(isinstance(out.get(k), t) for k, t in _OUTPUT_TYPES.items())
+        for out in outputs
+    )
+
+
 def _load_stamp(run: _Run, stage: str, key: str) -> dict[str, Any] | None:
+    """The stage's stamp when it says the stage is done for ``key``; a stamp that is stale,
+    damaged or of other types is as good as none (the stage runs and writes a new one)."""
+    path = run.stamps / f"{stage}.json"
     if run.redo:
         return None
-    path = run.stamps / f"{stage}.json"
     try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = statefile.read_json(path, _STAMP)
+    except (FileNotFoundError, ValueError):
         return None
-    if data.get("key") != key or not _intact(data.get("outputs", [])):
+    if not _is_stamp(data) or data["key"] != key or not _intact(data["outputs"]):
         return None
-    return data
+    return dict(data)
 
 
 def _save_stamp(
     run: _Run, stage: str, key: str, outputs: Sequence[Path], detail: Mapping[str, Any]
 ) -> None:
-    run.stamps.mkdir(parents=True, exist_ok=True)
     data = {
         "stage": stage,
         "key": key,
@@ -113,10 +136,7 @@ def _save_stamp(
         "detail": dict(detail),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    path = run.stamps / f"{stage}.json"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    tmp.replace(path)
+    statefile.write_json(run.stamps / f"{stage}.json", data, _STAMP, sort_keys=False)
 
 
 def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
@@ -244,7 +264,7 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
             return outputs, dict(stamp.get("detail", {}))
     run.on_stage(name, "start", "")
     # Later stages need no invalidation: their keys include this stage's outputs.
-    (run.stamps / f"{name}.json").unlink(missing_ok=True)
+    statefile.remove(run.stamps / f"{name}.json", _STAMP)
     start = time.monotonic()
     try:
         result = stage.run(run, handed)

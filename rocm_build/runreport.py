@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import digests, sources
+from rocm_build import digests, sources, statefile
 from rocm_build.context import RunContext
-from rocm_build.errors import RocmBuildError
+from rocm_build.errors import FileAccessError, RocmBuildError
 from rocm_build.masking import mask_values
 from rocm_build.sizes import human_size
 from rocm_build.wheel import torchinfo
@@ -83,7 +83,10 @@ def _torch_features(path: Path) -> dict[str, Any] | None:
 
 
 def _sources(ctx: RunContext, names: Sequence[str]) -> list[dict[str, Any]]:
-    manifest = sources.read_manifest(ctx.src_dir / sources.MANIFEST_NAME)
+    try:
+        manifest = sources.read_manifest(ctx.src_dir / sources.MANIFEST_NAME)
+    except RocmBuildError:  # a manifest no one may trust: the checkout stage stopped on it
+        manifest = {"projects": {}}
     out = []
     for name in names:
         entry = manifest.get("projects", {}).get(name)
@@ -117,9 +120,10 @@ _BUILD_KEYS = ("version", "version_from", "device_code", "environment", "notes")
 def _build(ctx: RunContext) -> dict[str, Any]:
     path = ctx.output_dir / "build-report.json"
     try:
-        projects = json.loads(path.read_text(encoding="utf-8")).get("projects", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
+        data = statefile.read_json(path, "build report")
+    except (FileNotFoundError, ValueError, FileAccessError):
+        return {}  # a build report no one may trust: the build stage itself stopped on it
+    projects = data.get("projects") if isinstance(data, dict) else None
     if not isinstance(projects, dict):
         return {}
     return {
@@ -287,10 +291,7 @@ def render_markdown(data: Mapping[str, Any]) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    statefile.write_bytes(path, text.encode("utf-8"), "run report")
 
 
 def write(

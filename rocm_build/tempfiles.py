@@ -292,12 +292,19 @@ def _copy(inp: BinaryIO, out: BinaryIO) -> None:
 
 def remove_stale(folder: Path, prefix: str) -> list[Path]:
     """Remove what killed runs left in ``folder`` under names starting with ``prefix`` (temp
-    files, staging folders). The caller holds the lock that makes them nobody's."""
+    files, staging folders). The caller holds the lock that makes them nobody's; another user's
+    entries are not this run's to remove, whatever their name."""
     removed: list[Path] = []
     if not folder.is_dir():
         return removed
     for path in folder.iterdir():
         if not path.name.startswith(prefix):
+            continue
+        try:
+            if path.lstat().st_uid != os.geteuid():
+                log.warning("leaving %s alone: another user's, though named as ours", path)
+                continue
+        except FileNotFoundError:
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)

@@ -11,8 +11,14 @@ to other users, or on a full disk. A test of a new mechanism gets all of them fr
         planted.assert_untouched()  # nothing elsewhere was written, truncated or deleted
 
 ``elsewhere`` is a folder outside the state holding bait files (``bait``: name -> bytes) that a
-link points at; ``assert_untouched`` compares it with its snapshot. Attacks that need root (a
+link points at; ``assert_untouched`` compares it with its snapshot, ``assert_left_alone`` also
+the planted thing itself (what a run that refuses it must leave). Attacks that need root (a
 foreign owner, a mount) skip the test without it.
+
+A JSON state file (a journal, a stamp, a report) gets ``STATE_FILE_ATTACKS``: after those in
+``UNTRUSTED`` nothing at its name may be read, written through or replaced (the run stops, exit
+14); after the others (stale, no JSON, JSON of the wrong types) the run copes or stops in one
+line. ``tests/integration/faults/test_hostile_state_files.py`` runs them through the real CLI.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +46,15 @@ FILE_ATTACKS = (
     "foreign-owner",
     "world-writable",
 )
+#: What can be planted where a JSON state file is expected (a journal, a stamp, a report): the
+#: file attacks, with two kinds of content: bytes that are no JSON (``crafted``: escape sequences
+#: and a long line) and JSON of the wrong types (``wrong-json``).
+STATE_FILE_ATTACKS = ("stale", "crafted", "wrong-json", *FILE_ATTACKS[2:])
+#: The attacks after which nothing at the name is a file this user alone wrote: no run may read
+#: it, write through it or replace it.
+UNTRUSTED = ("wrong-type", "fifo", "symlink", "foreign-owner", "world-writable")
+#: JSON of the wrong types, where an object is expected.
+WRONG_JSON = b'["not", "an", {"object": 1}]\n'
 NOBODY = 65534  # the uid and gid of 'nobody': "another user"
 BAIT: Mapping[str, bytes] = {"victim": b"precious: not the tool's\n"}
 #: Escape sequences and a long line: what a crafted state file may try on a terminal.
@@ -53,6 +69,7 @@ class Planted:
     path: Path
     elsewhere: Path
     before: dict[str, bytes] = field(default_factory=dict)
+    planted: tuple[int, int, bytes] = (0, 0, b"")  # file type, owner, content (a file's)
 
     def snapshot(self) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -66,6 +83,23 @@ class Planted:
         assert self.snapshot() == self.before, f"{self.attack}: {self.elsewhere} was changed"
         for p in [self.elsewhere, *self.elsewhere.rglob("*")]:
             assert p.lstat().st_uid == os.geteuid(), f"{self.attack}: {p} was re-owned"
+
+    def _planted_now(self) -> tuple[int, int, bytes]:
+        st = self.path.lstat()
+        if stat.S_ISREG(st.st_mode):
+            data = self.path.read_bytes()
+        elif stat.S_ISDIR(st.st_mode):
+            data = "\n".join(sorted(os.listdir(self.path))).encode()
+        else:
+            data = b""
+        return stat.S_IFMT(st.st_mode), st.st_uid, data
+
+    def assert_left_alone(self) -> None:
+        """The planted thing itself is still there as it was planted (type, owner, bytes), and
+        nothing elsewhere changed: what a run that refuses it must leave."""
+        assert os.path.lexists(self.path), f"{self.attack}: {self.path} was removed"
+        assert self._planted_now() == self.planted, f"{self.attack}: {self.path} was changed"
+        self.assert_untouched()
 
 
 def need_root(what: str) -> None:
@@ -99,12 +133,15 @@ def plant(
     """Put ``attack`` at ``path``, where the tool expects a folder (``folder``) or a file.
 
     ``content``: the bytes of a planted file (a stale or crafted state file; ``crafted``
-    defaults to :data:`CRAFTED`). A link points at ``elsewhere`` (a folder) or at the first bait
-    file in it (a file)."""
+    defaults to :data:`CRAFTED`, ``wrong-json`` to :data:`WRONG_JSON`). A link points at
+    ``elsewhere`` (a folder) or at the first bait file in it (a file)."""
     _bait(elsewhere, bait)
     path.parent.mkdir(parents=True, exist_ok=True)
+    name = attack
     if attack == "crafted" and not content:
         content = CRAFTED
+    if attack == "wrong-json":
+        attack, content = "crafted", content or WRONG_JSON
     if attack == "wrong-type":
         if folder:
             path.write_bytes(b"a file where a folder belongs\n")
@@ -130,8 +167,9 @@ def plant(
         path.chmod((0o700 if folder else 0o600) | bits | (0o050 if folder else 0o040))
     else:
         raise ValueError(f"unknown attack {attack}")
-    planted = Planted(attack, path, elsewhere)
+    planted = Planted(name, path, elsewhere)
     planted.before = planted.snapshot()
+    planted.planted = planted._planted_now()
     return planted
 
 

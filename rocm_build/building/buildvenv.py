@@ -17,7 +17,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from rocm_build import faults, proc
+from rocm_build import faults, proc, statefile
 from rocm_build.building.buildplan import BuildPlan
 from rocm_build.errors import ConfigError, FileAccessError
 
@@ -26,32 +26,27 @@ __all__ = ["STATE_FILE", "ensure_venv"]
 log = logging.getLogger(__name__)
 
 STATE_FILE = ".rocm-build-venv"
+_WHAT = "build venv's state file"
 _MAKING, _COMPLETE = "making", "complete"
 
 
 def _state(venv: Path) -> str | None:
     """What the state file says (``making``/``complete``, anything else counts as ``making``),
-    or None when there is none. Read without following a planted link."""
+    or None when there is none. A link, a FIFO, a folder or another user's file in its place is
+    refused (``statefile``, exit 14): never followed, never waited on, never taken as a word
+    that the venv is rocm-build's to remove."""
     try:
-        fd = os.open(venv / STATE_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        text = statefile.read_bytes(venv / STATE_FILE, _WHAT, limit=64)
     except FileNotFoundError:
         return None
-    except OSError:
+    except ValueError:
         return _MAKING
-    with os.fdopen(fd, "rb") as fh:
-        text = fh.read(64).decode("ascii", "replace").strip()
-    return text if text in (_MAKING, _COMPLETE) else _MAKING
+    state = text.decode("ascii", "replace").strip()
+    return state if state in (_MAKING, _COMPLETE) else _MAKING
 
 
 def _write_state(venv: Path, state: str) -> None:
-    tmp = venv / f"{STATE_FILE}.tmp"
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="ascii") as fh:
-        fh.write(state + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(venv / STATE_FILE)
+    statefile.write_bytes(venv / STATE_FILE, (state + "\n").encode("ascii"), _WHAT)
 
 
 def _has_pip(python: Path) -> bool:

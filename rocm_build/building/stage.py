@@ -10,8 +10,6 @@ folder. A project whose inputs did not change since the last build keeps its whe
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import re
 import shutil
@@ -25,7 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from rocm_build import arch, digests, locks, proc, tempfiles
+from rocm_build import arch, digests, locks, proc, statefile, tempfiles
 from rocm_build.building import tritonbuild
 from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
 from rocm_build.building.buildplan import (
@@ -281,22 +279,18 @@ def _place(wheel: Path, output_dir: Path, *, no_wait: bool = False) -> Path:
     return dest
 
 
+_REPORT = "build report"
+
+
 def _write_report(plan: BuildPlan, results: Sequence[ProjectResult]) -> Path:
     path = plan.report_path
-    previous: dict[str, Any] = {}
-    if path.is_file():
-        with contextlib.suppress(json.JSONDecodeError, OSError):
-            previous = json.loads(path.read_text(encoding="utf-8")).get("projects", {})
-    projects = {**previous, **{r.name: r.as_json(plan.tree.version) for r in results}}
+    projects = {**_previous(plan), **{r.name: r.as_json(plan.tree.version) for r in results}}
     data = {
         "rocm": {"root": str(plan.tree.root), "version": plan.tree.version},
         "targets": list(plan.targets),
         "projects": projects,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    statefile.write_json(path, data, _REPORT)
     return path
 
 
@@ -343,22 +337,52 @@ def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> 
     return digests.settings_digest(data)
 
 
-def _previous(plan: BuildPlan) -> dict[str, Any]:
-    if not plan.report_path.is_file():
-        return {}
+def _previous(plan: BuildPlan) -> dict[str, dict[str, Any]]:
+    """The projects of the last build's report. A report that is damaged or of other types is
+    as good as none (its projects are built again); one that is no regular file of this user's
+    alone (a link, a FIFO, a folder, another user's) stops the build (``statefile``, exit 14)."""
     try:
-        data = json.loads(plan.report_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, OSError):
+        data = statefile.read_json(plan.report_path, _REPORT)
+    except (FileNotFoundError, ValueError):
         return {}
-    projects = data.get("projects", {}) if isinstance(data, dict) else {}
-    return projects if isinstance(projects, dict) else {}
+    projects = data.get("projects") if isinstance(data, dict) else None
+    if not isinstance(projects, dict):
+        return {}
+    return {name: entry for name, entry in projects.items() if isinstance(entry, dict)}
+
+
+#: The types of what a reused project's entry gives back (``ProjectResult.as_json``).
+_ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "wheel": str,
+    "version": str,
+    "sha256": str,
+    "commit": str,
+    "duration_seconds": (int, float),
+    "jobs": int,
+    "retried_with_jobs": (int, type(None)),
+    "gfx_targets": list,
+    "pinned": list,
+}
+
+
+def _entry_ok(prev: Mapping[str, Any]) -> bool:
+    """Whether a report entry has the types rocm-build writes, and names a wheel in the output
+    folder itself (no folder part)."""
+    if not all(isinstance(prev.get(k), t) for k, t in _ENTRY_TYPES.items()):
+        return False
+    if not all(isinstance(v, str) for v in [*prev["gfx_targets"], *prev["pinned"]]):
+        return False
+    name = prev["wheel"]
+    return name.endswith(".whl") and Path(name).name == name and not name.startswith(".")
 
 
 def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectResult | None:
     """The previous result when its inputs equal ``key`` and its wheel is still there intact."""
     if plan.force or not key or not isinstance(prev, dict) or prev.get("inputs") != key:
         return None
-    wheel = plan.output_dir / str(prev.get("wheel", ""))
+    if not _entry_ok(prev):
+        return None
+    wheel = plan.output_dir / str(prev["wheel"])
     if not wheel.is_file() or digests.file_sha256(wheel) != prev.get("sha256"):
         return None
     if step.install_after and installed_version(plan, step, step.name) != prev.get("version"):

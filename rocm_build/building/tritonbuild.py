@@ -14,7 +14,6 @@ its wheel is checked for a valid version and for being a ``triton`` package inst
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping
@@ -26,8 +25,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from rocm_build.config.schema import TritonSettings
-from rocm_build.errors import BuildFailed
-from rocm_build.manifest import MANIFEST_NAME
+from rocm_build.errors import BuildFailed, ConfigError
+from rocm_build.manifest import MANIFEST_NAME, read_manifest
 from rocm_build.tritonpin import TRITON
 
 __all__ = [
@@ -71,9 +70,8 @@ def requirement(build: TritonBuild, version: str) -> str:
 def _release_checkout(src_dir: Path, project: str) -> bool:
     """Whether the checkout is at a release branch (its ref in the source manifest)."""
     try:
-        data = json.loads((src_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
-        ref = str(data["projects"][project]["ref"])
-    except (OSError, ValueError, KeyError, TypeError):
+        ref = str(read_manifest(src_dir / MANIFEST_NAME)["projects"][project]["ref"])
+    except (ConfigError, KeyError):
         return False
     return ref.startswith("release/")
 

@@ -86,7 +86,8 @@ def command(
     if ctx.settings.checkout.manifest:
         replay_path = Path(ctx.settings.checkout.manifest)
         replay = sources_stage.read_manifest(
-            replay_path if replay_path.is_absolute() else ctx.settings.cwd / replay_path
+            replay_path if replay_path.is_absolute() else ctx.settings.cwd / replay_path,
+            replay=True,
         )
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
     plan = sources_stage.plan(ctx, projects, manifest=replay, builtin_origins=builtin)

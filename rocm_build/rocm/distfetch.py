@@ -4,19 +4,20 @@ checked and unpacked safely into the cache (re-exported by ``dist``)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
+import os
 import re
 import shutil
+import stat
 import tarfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import urldefrag, urlparse
 from urllib.request import url2pathname
 
-from rocm_build import digests, faults, tempfiles
-from rocm_build.errors import ConfigError, FetchError, UnsafeInput
+from rocm_build import faults, statefile, tempfiles
+from rocm_build.errors import ConfigError, FetchError, FileAccessError, UnsafeInput
 from rocm_build.masking import mask_url
 from rocm_build.treepath import refuse_outside_links
 
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int | None], None]
 # Small reads keep what arrived before a dropped connection (it is resumed from there).
 _NET_CHUNK = 1 << 16
+_DONE = "download cache stamp"
+_PART = "downloaded tarball"
+_HINT = "set build.rocm_cache to a folder of your own"
 
 
 def download_cache_dir(setting: str, env: Mapping[str, str], work_dir: Path) -> Path:
@@ -97,10 +101,12 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
         if not source.is_file():
             msg = f"{source} (from {mask_url(url)}) is not a file; check the URL"
             raise FetchError(msg)
-        shutil.copyfile(source, part)
+        with source.open("rb") as inp, _open_part(part, append=False) as out:
+            shutil.copyfileobj(inp, out, 1 << 20)
         part.replace(dest)
         return
-    have = part.stat().st_size if part.exists() else 0
+    st = statefile.check(part, _PART)
+    have = st.st_size if st is not None else 0
     headers = {"Range": f"bytes={have}-"} if have else {}
     try:
         with (
@@ -128,7 +134,7 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
             total = have + int(length) if length and length.isdigit() else None
             if have:
                 log.info("resuming download of %s at %d bytes", mask_url(url), have)
-            with part.open("ab" if resumed else "wb") as fh:
+            with _open_part(part, append=resumed) as fh:
                 done = have
                 for chunk in resp.iter_content(_NET_CHUNK):
                     fh.write(chunk)
@@ -145,6 +151,26 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
         msg = f"download of {mask_url(url)} failed ({exc.__class__.__name__}); run again to resume"
         raise FetchError(msg) from exc
     part.replace(dest)
+
+
+def _open_part(part: Path, *, append: bool) -> BinaryIO:
+    """The partial download, opened to write: never through a link planted at its name, never
+    another user's file (``statefile.check``)."""
+    statefile.check(part, _PART)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    try:
+        fd = os.open(part, flags, 0o644)
+    except OSError as exc:
+        statefile.check(part, _PART)  # a link planted since (ELOOP)
+        raise FileAccessError(f"cannot write {part} ({exc.strerror}); check the cache") from exc
+    return os.fdopen(fd, "ab" if append else "wb")
+
+
+def _sha256(path: Path) -> str:
+    statefile.check(path, _PART)
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _tree_root_in(folder: Path) -> Path:
@@ -196,24 +222,59 @@ def fetch(
     folder = cache_dir / key
     tree = folder / "tree"
     stamp = folder / "done.json"
-    folder.mkdir(parents=True, exist_ok=True)
-    if stamp.is_file() and tree.is_dir():
-        recorded = json.loads(stamp.read_text(encoding="utf-8"))
-        if not sha256 or recorded.get("sha256") == sha256:
-            log.info("ROCm tree from %s is already in %s", shown, tree)
-            return tree
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"cannot make the download cache folder {folder} ({exc.strerror}); {_HINT}"
+        raise FileAccessError(msg) from exc
+    if _done(stamp, tree, sha256):
+        log.info("ROCm tree from %s is already in %s", shown, tree)
+        return tree
     name = Path(urlparse(plain).path).name or "rocm.tar"
     archive = folder / name
-    if not archive.exists():
+    if statefile.check(archive, _PART) is None:
         _download(plain, archive, progress)
-    actual = digests.file_sha256(archive)
+    actual = _sha256(archive)  # not through a link planted at its name
     if sha256 and actual != sha256:
         archive.unlink()
         msg = f"{name} has sha256 {actual}, expected {sha256}; the download was deleted"
         raise FetchError(msg)
     _unpack(archive, tree)
-    tmp_stamp = stamp.with_name(stamp.name + ".tmp")
-    tmp_stamp.write_text(json.dumps({"url": shown, "sha256": actual}), encoding="utf-8")
-    tmp_stamp.replace(stamp)
+    statefile.write_json(stamp, {"url": shown, "sha256": actual}, _DONE)
     archive.unlink()
     return tree
+
+
+def _check_tree(tree: Path) -> bool:
+    """Whether the unpacked tree is there; what stands in its place must be a folder of this
+    user's, else it is refused: never used as the ROCm tree, never deleted through a link."""
+    try:
+        st = tree.lstat()
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+        return True
+    if stat.S_ISLNK(st.st_mode):
+        problem = "is a symbolic link"
+    elif not stat.S_ISDIR(st.st_mode):
+        problem = "is not a folder"
+    else:
+        problem = f"belongs to another user (uid {st.st_uid})"
+    msg = (
+        f"the unpacked tree {tree} in the download cache {problem}, not one rocm-build "
+        "unpacked; it was neither used nor deleted: move it away and run again"
+    )
+    raise FileAccessError(msg)
+
+
+def _done(stamp: Path, tree: Path, sha256: str) -> bool:
+    """Whether the cache holds the unpacked tree (of ``sha256``, when given). A stamp that is
+    stale, damaged or of other types means no: the tree is fetched again."""
+    there = _check_tree(tree)
+    try:
+        recorded = statefile.read_json(stamp, _DONE)
+    except (FileNotFoundError, ValueError):
+        return False
+    if not there or not isinstance(recorded, dict):
+        return False
+    return not sha256 or recorded.get("sha256") == sha256

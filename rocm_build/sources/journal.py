@@ -5,7 +5,8 @@ Before each step of a checkout, the step's name and the HEADs it starts from are
 The next run that finds the record knows that a step of its own was interrupted there. The
 record is a file anyone can write, so it proves nothing by itself: what may be discarded is
 decided by content (``resumecheck``), and a record that is not of the types this version writes
-stops the run with one line (exit 6).
+stops the run with one line (exit 6). It is read and written as a state file (``statefile``): a
+link, a FIFO, a folder or another user's file in its place stops the run (exit 14).
 
 ``exchange`` swaps two folders in one step (``renameat2(RENAME_EXCHANGE)``, Linux), which is how
 save-patches replaces a series so that the folder is always the old or the new series. Python's
@@ -18,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import json
 import logging
 import os
 import platform
@@ -30,47 +30,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import git
+from rocm_build import git, statefile, tempfiles
 from rocm_build.errors import DirtyCheckout, Locked
 
 __all__ = [
     "JOURNAL_DIR",
     "CheckoutJournal",
     "exchange",
-    "write_json",
 ]
 
 log = logging.getLogger(__name__)
 
 JOURNAL_DIR = ".rocm-build-journal"
 FORMAT = 1
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot sync a folder; the rename is still atomic
-    finally:
-        os.close(fd)
-
-
-def write_json(path: Path, data: Mapping[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically and durably: after a power cut the file is the old
-    or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
-    _fsync_dir(path.parent)
+_WHAT = "checkout journal"
 
 
 # --- renameat2 -----------------------------------------------------------------------------------
@@ -120,7 +93,7 @@ def exchange(a: Path, b: Path) -> bool:
         return False
     res = func(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
     if res == 0:
-        _fsync_dir(a.parent)
+        statefile.fsync_folder(a.parent)
         return True
     err = ctypes.get_errno()
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
@@ -180,11 +153,12 @@ class CheckoutJournal:
     @classmethod
     def read(cls, src_dir: Path, project: str) -> CheckoutJournal | None:
         path = cls.location(src_dir, project)
+        tempfiles.sweep(path.parent)  # a killed write's temporary file
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = statefile.read_json(path, _WHAT)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
             # Written atomically, so this is not ours half-written: someone else's, or damaged.
             raise _bad_journal(path, project, type(exc).__name__) from None
         problem = _journal_problem(data)
@@ -213,7 +187,7 @@ class CheckoutJournal:
     def step(self, name: str, heads: Mapping[str, str] | None = None) -> None:
         """Record that step ``name`` is about to be taken (from ``heads``, rel -> commit)."""
         self.data["steps"].append({"step": name, "heads": dict(heads or {})})
-        write_json(self.path, self.data)
+        statefile.write_json(self.path, self.data, _WHAT)
 
     def step_heads(self, index: int = -1) -> dict[str, str]:
         """The HEADs recorded with step ``index`` (the last one by default)."""
@@ -239,8 +213,7 @@ class CheckoutJournal:
         return seen, last
 
     def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
-        _fsync_dir(self.path.parent)
+        statefile.remove(self.path, _WHAT)
 
 
 def _git_dirs(repos: Sequence[tuple[str, Path]]) -> list[Path]:

@@ -10,17 +10,17 @@ Layout under ``<patches-dir>/<patchset>/<project-subfolder>/``::
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocm_build import digests, faults, git, tempfiles
+from rocm_build import digests, faults, git, statefile, tempfiles
 from rocm_build.errors import ConfigError, FileAccessError, PatchConflict, RocmBuildError
 from rocm_build.sources import journal
 
@@ -284,6 +284,9 @@ def save(src: Path, repos: Sequence[str], root: Path) -> SaveResult:
         raise
 
 
+_SWAP = "save-patches swap record"
+
+
 def _swap_file(root: Path) -> Path:
     return root.parent / f".{root.name}.swap.json"
 
@@ -311,38 +314,82 @@ def _swap_in(staging: Path, root: Path, *, empty: bool) -> None:
         faults.point("save-patches.exchanged")
         shutil.rmtree(staging)
         return
-    journal.write_json(_swap_file(root), {"root": root.name, "new": staging.name, "old": old.name})
+    record = {"root": root.name, "new": staging.name, "old": old.name}
+    statefile.write_json(_swap_file(root), record, _SWAP)
     faults.point("save-patches.swap-journaled")
     root.rename(old)
     faults.point("save-patches.half-swapped")
     staging.rename(root)
-    _swap_file(root).unlink()
+    statefile.remove(_swap_file(root), _SWAP)
     faults.point("save-patches.swap-done")
     shutil.rmtree(old)
 
 
 def recover(root: Path) -> None:
     """Finish what a killed save-patches left beside ``root``: complete a half-done two-rename
-    swap, remove staging and old folders. The caller holds the patch folder's lock."""
+    swap, remove staging and old folders. The caller holds the patch folder's lock.
+
+    The swap record is a state file (``statefile``: a link, a FIFO, a folder or another user's
+    file in its place is refused, exit 14) and is acted on only when it is one this tool wrote:
+    it names this series' own staging and old folders, beside it."""
     record = _swap_file(root)
-    if record.is_file():
-        try:
-            data = json.loads(record.read_text(encoding="utf-8"))
-            new = root.parent / str(data["new"])
-            old = root.parent / str(data["old"])
-        except (OSError, ValueError, KeyError, TypeError):
-            data = None
-        if data is not None and not root.exists():
-            # The old series was moved away: finish the swap with the new one if it is whole
-            # (it was complete before the intent was written), else put the old one back.
-            if new.is_dir():
-                new.rename(root)
-            elif old.is_dir():
-                old.rename(root)
-            log.info("completed the swap of %s that an interrupted save-patches began", root)
-        record.unlink(missing_ok=True)
+    try:
+        data = statefile.read_json(record, _SWAP)
+    except FileNotFoundError:
+        data = None
+    except ValueError:
+        data = {}  # there, but damaged: not acted on
+    if data is not None:
+        if not os.path.lexists(root):
+            _finish_swap(root, record, _swap_names(root, data))
+        statefile.remove(record, _SWAP)
     for prefix in (f".{root.name}.new-", f".{root.name}.old-"):
         tempfiles.remove_stale(root.parent, prefix)
+    tempfiles.sweep(root.parent)  # the record's temporary file, if a kill cut its writing short
+
+
+def _swap_names(root: Path, data: object) -> tuple[Path, Path] | None:
+    """The new and the old series a swap record names, or None when it is not one that
+    ``_swap_in`` wrote: the root's name, and two folder names of this series' own beside it."""
+    if not isinstance(data, dict) or data.get("root") != root.name:
+        return None
+    names = (data.get("new"), data.get("old"))
+    for name, kind in zip(names, ("new", "old"), strict=True):
+        if not isinstance(name, str) or not name.startswith(f".{root.name}.{kind}-"):
+            return None
+        if "/" in name or "\0" in name:
+            return None
+    return root.parent / str(names[0]), root.parent / str(names[1])
+
+
+def _own_folder(path: Path) -> bool:
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def _finish_swap(root: Path, record: Path, names: tuple[Path, Path] | None) -> None:
+    """The old series was moved away: finish the swap with the new one if it is whole (it was
+    complete before the intent was written), else put the old one back."""
+    for folder in names or ():
+        if _own_folder(folder):
+            folder.rename(root)
+            log.info("completed the swap of %s that an interrupted save-patches began", root)
+            return
+    left = sorted(
+        p.name
+        for p in root.parent.iterdir()
+        if p.name.startswith((f".{root.name}.new-", f".{root.name}.old-"))
+    )
+    if names is None and left:
+        msg = (
+            f"the patch folder {root} is missing and {record} is not a swap record rocm-build "
+            f"wrote, so which of {', '.join(left)} beside it holds the series is not known: "
+            f"rename the one to keep to {root.name}, remove {record.name} and run again"
+        )
+        raise FileAccessError(msg)
 
 
 def _warn_pointer_changes(repo: Path, rev_range: str) -> None:

@@ -87,7 +87,7 @@ def test_settings_are_read_only_through_config() -> None:
 TOP_LEVEL = {
     "__init__", "__main__", "arch", "cmdargs", "context", "cpus", "digests", "doctor", "errors",
     "faults", "git", "locks", "manifest", "masking", "matrix", "pipeline", "proc", "progress",
-    "runreport", "sizes", "stages", "tempfiles", "treepath", "tritonpin",
+    "runreport", "sizes", "stages", "statefile", "tempfiles", "treepath", "tritonpin",
 }  # fmt: skip
 PACKAGES = {"binary", "building", "bundle", "cli", "config", "rocm", "smoke", "sources", "wheel"}
 

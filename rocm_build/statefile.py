@@ -1,0 +1,193 @@
+"""State files: what one run writes and a later run reads back, replaces or deletes (the checkout
+journal, the source manifest, the ``all`` stamps, the build report, the download cache's stamp,
+the build venv's state file, save-patches' swap record).
+
+Anyone who may write to the folder could have put something else under such a name, so:
+
+- a name that holds anything but a regular file this user owns and no other user may write to (a
+  symbolic link, a folder, a FIFO, a device, another user's file) is refused with a one-line
+  ``FileAccessError`` (exit 14) naming it, whether the run reads, replaces or removes it: nothing
+  is read through a link, no FIFO is opened to block the run, nothing of another user's is
+  trusted or replaced (git refuses another user's repository the same way);
+- it is read with ``O_NOFOLLOW|O_NONBLOCK`` after an ``lstat``, and the open file is checked
+  again (a swap between the two is caught); what it holds is the caller's to judge
+  (``read_json`` raises ``ValueError`` for bytes that are no JSON, ``FileNotFoundError`` when
+  there is none);
+- it is written under a temporary name of its own making (``tempfiles.create_file``: ``O_EXCL``,
+  locked, so a killed run's leftover is swept by the next write), fsynced and renamed into place,
+  never through a fixed temporary name someone could have planted a link at first.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from rocm_build import tempfiles
+from rocm_build.errors import FileAccessError
+
+__all__ = [
+    "LIMIT",
+    "check",
+    "fsync_folder",
+    "read_bytes",
+    "read_json",
+    "remove",
+    "write_bytes",
+    "write_json",
+]
+
+#: More than any state file rocm-build writes holds: a bigger one is not read (damaged content).
+LIMIT = 64 << 20
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_KINDS = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
+
+
+def _problem(st: os.stat_result) -> tuple[str, str]:
+    """What makes ``st`` no state file of this user's alone, and what to do ("" when nothing)."""
+    mode = st.st_mode
+    if not stat.S_ISREG(mode):
+        return f"is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}", "move it away"
+    if st.st_uid != os.geteuid():
+        return f"belongs to another user (uid {st.st_uid})", "move it away"
+    if mode & 0o002:
+        return f"may be written by any user (mode {stat.filemode(mode)})", "remove it"
+    return "", ""
+
+
+def _refuse(path: Path, what: str, problem: str, fix: str) -> FileAccessError:
+    return FileAccessError(
+        f"the {what} {path} {problem}, not a file rocm-build wrote; nothing was read from it or "
+        f"written through it: {fix} (rocm-build writes its own) and run again"
+    )
+
+
+def _os_error(path: Path, what: str, exc: OSError, doing: str) -> FileAccessError:
+    return FileAccessError(
+        f"cannot {doing} the {what} {path} ({exc.strerror or exc}): fix the permissions of its "
+        "folder, or move away a file that stands where a folder above it belongs"
+    )
+
+
+def check(path: Path, what: str) -> os.stat_result | None:
+    """``path``'s own status (a link's, not its target's), or None when nothing is there;
+    ``FileAccessError`` when what is there is not a state file of this user's alone."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _os_error(path, what, exc, "read") from exc
+    problem, fix = _problem(st)
+    if problem:
+        raise _refuse(path, what, problem, fix)
+    return st
+
+
+def read_bytes(path: Path, what: str, limit: int = LIMIT) -> bytes:
+    """The bytes of the state file ``path`` (``what`` names it in messages). Raises
+    ``FileNotFoundError`` when there is none, ``ValueError`` when it is larger than ``limit``."""
+    if check(path, what) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    try:
+        fd = os.open(path, _READ)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # replaced by a link since the check (ELOOP), or unreadable
+        check(path, what)
+        raise _os_error(path, what, exc, "read") from exc
+    try:
+        problem, fix = _problem(os.fstat(fd))
+        if problem:
+            raise _refuse(path, what, problem, fix)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise _os_error(path, what, exc, "read") from exc
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return b"".join(chunks)
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The JSON value in the state file ``path``: ``FileNotFoundError`` when there is none,
+    ``ValueError`` when it holds no JSON (not UTF-8, not JSON, nested too deep, too large);
+    whether the value has the types the caller wrote is the caller's to check."""
+    data = read_bytes(path, what)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError as exc:
+        raise ValueError("nested too deep") from exc
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (where the file system can sync a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a folder; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def write_bytes(path: Path, data: bytes, what: str, *, mode: int = 0o644) -> None:
+    """Put ``data`` at ``path`` atomically and durably: after a kill or a power cut the name holds
+    the old or the new content. What is there now must be a state file of this user's alone
+    (``check``): a link, a folder or another user's file is refused, not replaced."""
+    check(path, what)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tempfiles.sweep(path.parent)  # what killed writers left
+        fd, tmp = tempfiles.create_file(path)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            os.close(fd)  # after the rename: the lock keeps a sweep off the temporary name
+    except OSError as exc:
+        raise _os_error(path, what, exc, "write") from exc
+    fsync_folder(path.parent)
+
+
+def write_json(path: Path, data: Any, what: str, *, sort_keys: bool = True) -> None:
+    """``data`` as indented JSON at ``path``, as ``write_bytes`` writes."""
+    text = json.dumps(data, indent=2, sort_keys=sort_keys, default=str) + "\n"
+    write_bytes(path, text.encode("utf-8"), what)
+
+
+def remove(path: Path, what: str) -> None:
+    """Remove the state file ``path`` if there is one; refused as ``check`` refuses."""
+    if check(path, what) is None:
+        return
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise _os_error(path, what, exc, "remove") from exc
+    fsync_folder(path.parent)
