@@ -14,8 +14,6 @@ the run passes or not.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import sys
 import time
@@ -24,7 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, bundle, config, faults, runreport, smoke, sources, statefile
+from rocm_build import (
+    __version__,
+    bundle,
+    config,
+    digests,
+    faults,
+    runreport,
+    smoke,
+    sources,
+    statefile,
+)
 from rocm_build import building as build_mod
 from rocm_build.config.loader import Config
 from rocm_build.context import RunContext
@@ -71,8 +79,7 @@ def blamed(outcomes: Sequence[StageOutcome]) -> str:
 
 def stamp_key(inputs: Mapping[str, Any]) -> str:
     """A stable digest of a stage's inputs."""
-    blob = json.dumps(inputs, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()
+    return digests.settings_digest(dict(inputs))
 
 
 def _file_facts(path: Path) -> dict[str, Any]:
