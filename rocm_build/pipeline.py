@@ -100,6 +100,7 @@ def _intact(outputs: Sequence[Mapping[str, Any]]) -> bool:
 
 
 _STAMP = "`all` stamp"
+_STAMPS = "folder of `all` stamps"
 _OUTPUT_TYPES = {"path": str, "size": int, "mtime_ns": int}
 
 
@@ -122,7 +123,7 @@ def _load_stamp(run: _Run, stage: str, key: str) -> dict[str, Any] | None:
     """The stage's stamp when it says the stage is done for ``key``; a stamp that is stale,
     damaged or of other types is as good as none (the stage runs and writes a new one)."""
     path = run.stamps / f"{stage}.json"
-    if run.redo:
+    if run.redo or statefile.check_folder(run.stamps, _STAMPS) is None:
         return None
     try:
         data = statefile.read_json(path, _STAMP)
@@ -143,6 +144,7 @@ def _save_stamp(
         "detail": dict(detail),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    statefile.own_folder(run.stamps, _STAMPS)
     statefile.write_json(run.stamps / f"{stage}.json", data, _STAMP, sort_keys=False)
 
 
@@ -271,7 +273,8 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
             return outputs, dict(stamp.get("detail", {}))
     run.on_stage(name, "start", "")
     # Later stages need no invalidation: their keys include this stage's outputs.
-    statefile.remove(run.stamps / f"{name}.json", _STAMP)
+    if statefile.check_folder(run.stamps, _STAMPS) is not None:
+        statefile.remove(run.stamps / f"{name}.json", _STAMP)
     start = time.monotonic()
     try:
         result = stage.run(run, handed)

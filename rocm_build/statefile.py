@@ -33,7 +33,9 @@ from rocm_build.errors import FileAccessError
 __all__ = [
     "LIMIT",
     "check",
+    "check_folder",
     "fsync_folder",
+    "own_folder",
     "read_bytes",
     "read_json",
     "remove",
@@ -93,6 +95,47 @@ def check(path: Path, what: str) -> os.stat_result | None:
     if problem:
         raise _refuse(path, what, problem, fix)
     return st
+
+
+def _folder_problem(st: os.stat_result) -> str:
+    mode = st.st_mode
+    if not stat.S_ISDIR(mode):
+        return f"is {_KINDS.get(stat.S_IFMT(mode), 'a file')}, not a folder"
+    if st.st_uid != os.geteuid():
+        return f"belongs to another user (uid {st.st_uid})"
+    if mode & 0o002 and not mode & stat.S_ISVTX:
+        return f"may be written by any user (mode {stat.filemode(mode)})"
+    return ""
+
+
+def check_folder(folder: Path, what: str) -> os.stat_result | None:
+    """The status of a folder rocm-build makes for its own state files (a checkout's journal
+    folder, the ``all`` stamps, a download's cache folder), or None when there is none; a link, a
+    file, another user's folder or one any user may write to at its name is refused (exit 14),
+    so no state file is read, written or swept through a folder planted in its place."""
+    try:
+        st = folder.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _os_error(folder, what, exc, "read") from exc
+    if problem := _folder_problem(st):
+        raise FileAccessError(
+            f"the {what} {folder} {problem}, not a folder rocm-build made; nothing was read from "
+            "it or written into it: move it away (rocm-build makes its own) and run again"
+        )
+    return st
+
+
+def own_folder(folder: Path, what: str) -> Path:
+    """``check_folder``, making the folder (and those above it) when it is not there."""
+    if check_folder(folder, what) is None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _os_error(folder, what, exc, "make") from exc
+        check_folder(folder, what)  # what another process put there in between
+    return folder
 
 
 def read_bytes(path: Path, what: str, limit: int = LIMIT) -> bytes:

@@ -222,11 +222,7 @@ def fetch(
     folder = cache_dir / key
     tree = folder / "tree"
     stamp = folder / "done.json"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        msg = f"cannot make the download cache folder {folder} ({exc.strerror}); {_HINT}"
-        raise FileAccessError(msg) from exc
+    statefile.own_folder(folder, "download cache folder")
     if _done(stamp, tree, sha256):
         log.info("ROCm tree from %s is already in %s", shown, tree)
         return tree

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 JOURNAL_DIR = ".rocm-build-journal"
 FORMAT = 1
 _WHAT = "checkout journal"
+_FOLDER = "checkout journal folder"
 
 
 # --- renameat2 -----------------------------------------------------------------------------------
@@ -153,6 +154,8 @@ class CheckoutJournal:
     @classmethod
     def read(cls, src_dir: Path, project: str) -> CheckoutJournal | None:
         path = cls.location(src_dir, project)
+        if statefile.check_folder(path.parent, _FOLDER) is None:
+            return None
         tempfiles.sweep(path.parent)  # a killed write's temporary file
         try:
             data = statefile.read_json(path, _WHAT)
@@ -187,6 +190,7 @@ class CheckoutJournal:
     def step(self, name: str, heads: Mapping[str, str] | None = None) -> None:
         """Record that step ``name`` is about to be taken (from ``heads``, rel -> commit)."""
         self.data["steps"].append({"step": name, "heads": dict(heads or {})})
+        statefile.own_folder(self.path.parent, _FOLDER)
         statefile.write_json(self.path, self.data, _WHAT)
 
     def step_heads(self, index: int = -1) -> dict[str, str]:
@@ -213,7 +217,8 @@ class CheckoutJournal:
         return seen, last
 
     def clear(self) -> None:
-        statefile.remove(self.path, _WHAT)
+        if statefile.check_folder(self.path.parent, _FOLDER) is not None:
+            statefile.remove(self.path, _WHAT)
 
 
 def _git_dirs(repos: Sequence[tuple[str, Path]]) -> list[Path]:

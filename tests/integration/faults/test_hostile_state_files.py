@@ -390,3 +390,46 @@ def test_a_link_at_the_partial_download_is_never_written_through(
         planted.assert_left_alone()
     finally:
         shutil.rmtree(mini.base / "cache", ignore_errors=True)
+
+
+# --- the folders rocm-build makes for its own state files -----------------------------------------
+
+STATE_FOLDERS = {
+    "journal-folder": ("work/src/.rocm-build-journal", "checkout"),
+    "stamps-folder": ("work/.rocm-build/stamps", "all"),
+}
+
+
+@pytest.mark.parametrize("attack", ["symlink", "wrong-type", "foreign-owner", "world-writable"])
+@pytest.mark.parametrize("name", list(STATE_FOLDERS))
+def test_a_state_folder_planted_in_its_place_is_refused(
+    mini: Mini, tmp_path: Path, name: str, attack: str
+) -> None:
+    """A link (to a folder holding a crafted journal or stamp), a file, another user's folder or
+    one anyone may write to where rocm-build keeps its own state files: refused with one line
+    (exit 14), nothing read from it, written into it or swept from it."""
+    rel, command = STATE_FOLDERS[name]
+    folder = mini.base / rel
+    shutil.rmtree(folder, ignore_errors=True)
+    planted = hostile.plant(folder, attack, elsewhere=tmp_path / "elsewhere", folder=True)
+    res = mini.run(*mini.command(command))
+    assert str(folder) in error_line(res, 14)
+    planted.assert_left_alone()
+
+
+@pytest.mark.parametrize("attack", ["symlink", "wrong-type", "foreign-owner"])
+def test_a_download_cache_folder_planted_in_its_place_is_refused(
+    mini: Mini, tmp_path: Path, tarball: str, attack: str
+) -> None:
+    """The folder a download is kept in (named by the URL's hash) is made by rocm-build: a link
+    planted there never has the tarball unpacked into the folder it points at."""
+    done = _fetched(mini, tarball)
+    folder = done.parent
+    shutil.rmtree(folder)
+    try:
+        planted = hostile.plant(folder, attack, elsewhere=tmp_path / "elsewhere", folder=True)
+        res = mini.run("rocm", "fetch", tarball)
+        assert str(folder) in error_line(res, 14)
+        planted.assert_left_alone()
+    finally:
+        shutil.rmtree(mini.base / "cache", ignore_errors=True)
