@@ -142,7 +142,7 @@ EXIT_CODES: dict[int, str] = {
     0: 'success, including "nothing to do"',
     1: "other error a user can fix",
     ConfigError.exit_code: "bad flag, environment variable, config key, project or target name",
-    ToolMissing.exit_code: "a program the step needs is not installed",
+    ToolMissing.exit_code: "a program the step needs is not installed, or too old",
     CommandFailed.exit_code: "an external command failed (its log is named)",
     FetchError.exit_code: "a git fetch or download failed after its retries",
     DirtyCheckout.exit_code: (
