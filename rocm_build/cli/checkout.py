@@ -39,6 +39,12 @@ def checkout_flags(
 @click.option("--no-hipify", is_flag=True, default=None, help="Do not run hipify.")
 @click.option("--no-patches", is_flag=True, default=None, help="Do not apply patch series.")
 @click.option(
+    "--release",
+    is_flag=True,
+    default=None,
+    help="Triton: check out release/X.Y.x of torch's Triton version, not torch's CI pin.",
+)
+@click.option(
     "--manifest",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="Reproduce the commits and patches of this source manifest.",
@@ -59,6 +65,7 @@ def command(
     patchset: str | None,
     no_hipify: bool | None,
     no_patches: bool | None,
+    release: bool | None,
     manifest: Path | None,
     force: bool | None,
 ) -> None:
@@ -76,6 +83,7 @@ def command(
         "checkout.jobs": fetch_jobs if fetch_jobs is not None else old_jobs,
         "checkout.hipify": False if no_hipify else None,
         "checkout.patches": False if no_patches else None,
+        "triton.release": True if release else None,
         "checkout.force": True if force else None,
         "checkout.manifest": o.text(manifest),
         **o.parse_pairs("--ref", refs, "ref"),

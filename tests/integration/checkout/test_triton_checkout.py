@@ -81,11 +81,17 @@ def test_triton_checked_out_at_torchs_pin_from_the_fork(
     assert git(replay / "src" / "triton", "rev-parse", "HEAD^{commit}") == pin
 
 
+@pytest.mark.parametrize("by", ["flag", "environment"])
 def test_release_takes_the_release_branch_of_the_pinned_version(
-    run_cli: Runner, tw: Path, repos: TritonRepos
+    run_cli: Runner, tw: Path, repos: TritonRepos, by: str
 ) -> None:
-    env = {"ROCM_BUILD_TRITON_RELEASE": "1", "ROCM_BUILD_TRITON_REPO": "upstream"}
-    res = run_cli(["checkout", "torch", "triton"], cwd=tw, env=env)
+    env = {"ROCM_BUILD_TRITON_REPO": "upstream"}
+    args = ["checkout", "torch", "triton"]
+    if by == "flag":
+        args.append("--release")
+    else:
+        env["ROCM_BUILD_TRITON_RELEASE"] = "1"
+    res = run_cli(args, cwd=tw, env=env)
     assert res.returncode == 0, res.stderr
     entry = _manifest(tw)["triton"]
     assert entry["ref"] == "release/3.5.x"
