@@ -34,9 +34,13 @@ def file_facts(path: Path) -> list[Any]:
 
 def facts_unchanged(facts: Sequence[Sequence[Any]]) -> bool:
     """Whether the files these :func:`file_facts` name are as they were (a gone file is not)."""
-    for path, size, mtime in facts:
+    try:
+        entries = [(Path(path), size, mtime) for path, size, mtime in facts]
+    except (TypeError, ValueError):  # a record of other shapes (crafted): not these files
+        return False
+    for path, size, mtime in entries:
         try:
-            st = Path(path).stat()
+            st = path.stat()
         except OSError:
             return False
         if st.st_size != size or st.st_mtime_ns != mtime:

@@ -53,10 +53,11 @@ def provenance_in(reader: WheelReader, arcname: str) -> dict[str, Any] | None:
     if not reader.has(arcname):
         return None
     try:
-        data: dict[str, Any] = json.loads(reader.read_bytes(arcname))
-    except ValueError:
+        data = json.loads(reader.read_bytes(arcname))
+    except (ValueError, RecursionError):
         return None
-    return data
+    # A record of other types (crafted, or another tool's) is as good as none: bundled again.
+    return data if isinstance(data, dict) else None
 
 
 def found_in(reader: WheelReader) -> tuple[str, dict[str, Any]]:

@@ -39,3 +39,13 @@ def test_file_facts_tell_a_changed_or_gone_file(tmp_path: Path) -> None:
     gone = [digests.file_facts(g)]
     g.unlink()
     assert not digests.facts_unchanged(gone)
+
+
+def test_facts_of_other_shapes_are_not_these_files(tmp_path: Path) -> None:
+    """A crafted record (a provenance's sources, a stamp's outputs) never raises: it is stale."""
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    good = [digests.file_facts(f)]
+    assert digests.facts_unchanged(good)
+    for crafted in ([7], [["only", 2]], [[str(f), 1, 2, 3]], "abc", [None]):
+        assert not digests.facts_unchanged(crafted)  # type: ignore[arg-type]
