@@ -195,6 +195,12 @@ class PatchedFile:
     def size(self) -> int:
         return self._edit.new_size
 
+    @property
+    def rereads(self) -> bool:
+        """Whether a second reading costs only the reads: no overlay is made on demand (a
+        pruned compressed bundle, compressed again when first reached)."""
+        return all(o.make is None for o in self._overlays)
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

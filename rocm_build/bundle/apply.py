@@ -298,6 +298,10 @@ class _Edited:
     def size(self) -> int:
         return self._pf.size
 
+    @property
+    def rereads(self) -> bool:
+        return self._pf.rereads
+
     def pread(self, offset: int, n: int) -> bytes:
         try:
             return self._pf.pread(offset, n)

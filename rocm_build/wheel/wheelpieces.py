@@ -3,14 +3,18 @@
 A new member is cut into 4 MiB pieces. Each piece is one job on the writer's pool, and the job
 does all the work on that piece's bytes: it reads them by position (:class:`Source`), applies the
 edits the source carries (search paths, pruned device code: :class:`rocm_build.binary.elfpatch.
-PatchedFile`), takes their CRC-32, feeds them to the member's sha256 in order (:class:`HashChain`)
-and deflates them (:mod:`rocm_build.wheel.rawdeflate`). The writer's own thread only writes the
-finished pieces in order, combines their CRC-32s (``crc32_combine``) and patches the local
-headers: no single thread touches every byte.
+PatchedFile`), takes their CRC-32 and deflates them (:mod:`rocm_build.wheel.rawdeflate`). The
+writer's own thread only writes the finished pieces in order, combines their CRC-32s
+(``crc32_combine``) and patches the local headers: no single thread touches every byte.
 
-sha256 cannot be split: a member's hash takes its pieces one after another. The chain lets
-whichever worker holds the next piece hash it, and any pieces that arrived behind it, without
-waiting for anyone; the pieces of different members hash at the same time.
+sha256 cannot be split: a member's hash takes its bytes one after another, at one core's speed
+(0.8-2 GB/s), which many cores deflating outrun. So a member of more than one piece that can be
+read by position is hashed by a job of its own (:func:`hash_member`), which reads it in order
+beside the piece jobs and never holds more than one piece: the hashes of several members run at
+once, and the writer waits for them only when it writes RECORD. That job also takes the bytes'
+CRC-32, which must equal the one the pieces made (else the file changed while it was read). A
+member of one piece is hashed by its piece's job; a stream (read once, in order) is hashed
+through a :class:`HashChain` its pieces feed in order.
 
 Memory: a job holds its piece (4 MiB) and the 32 KiB before it (the deflater's dictionary) while
 it runs, and its deflated piece until the writer has written it; a piece parked in the chain
@@ -18,7 +22,8 @@ waits for an earlier piece of its member, whose job has not finished, so both ar
 The writer keeps at most ``window`` jobs queued (:attr:`.wheelfile.WheelWriter.window`:
 the workers and half as many again, at least 2, done and waiting to be written): at most
 ``window`` pieces and their deflated pieces, 5-8 MiB each, whatever the size of a member or a
-wheel (16 workers: 24 jobs, about 120 MB for device code).
+wheel (16 workers: 24 jobs, about 120 MB for device code). A member's hash job holds one piece
+while it runs, and runs on one of the workers.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ __all__ = [
     "PieceDone",
     "Source",
     "StreamSource",
+    "hash_member",
     "piece_count",
     "run_piece",
 ]
@@ -53,6 +59,12 @@ class Source(Protocol):
 
     @property
     def size(self) -> int: ...
+
+    @property
+    def rereads(self) -> bool:
+        """Whether reading the bytes a second time costs only the reads (no edit made again):
+        then a member of several pieces gets a hash job of its own (:func:`hash_member`)."""
+        ...
 
     def pread(self, offset: int, n: int) -> bytes: ...
 
@@ -75,6 +87,8 @@ class FileSource:
     def size(self) -> int:
         return self._size
 
+    rereads = True
+
     def pread(self, offset: int, n: int) -> bytes:
         parts = []
         while n > 0:
@@ -95,6 +109,7 @@ class FileSource:
 @dataclass(eq=False)
 class BytesSource:
     data: bytes
+    rereads = True
 
     @property
     def size(self) -> int:
@@ -116,6 +131,8 @@ class StreamSource:
         self._stream = stream
         self._size = size
         self._tail = b""
+
+    rereads = False  # it can be read only once
 
     @property
     def size(self) -> int:
@@ -187,7 +204,8 @@ class PieceWork:
     source: Source
     level: int  # 0: stored
     deflater: str
-    chain: HashChain = field(default_factory=HashChain)
+    #: fed by the pieces in order; None when a job of its own hashes the member (hash_member)
+    chain: HashChain | None = field(default_factory=HashChain)
 
     @property
     def pieces(self) -> int:
@@ -219,9 +237,31 @@ def run_piece(
             f"{work.arcname}: changed while being added ({size} bytes, then {have} at offset "
             f"{offset}): leave its files alone while a wheel is written, and run again"
         )
-    work.chain.feed(index, data)
+    if work.chain is not None:
+        work.chain.feed(index, data)
     crc = rawdeflate.crc32(data)
     if not work.level:
         return PieceDone(data, crc, n)
     out = rawdeflate.compress(data, work.level, last, previous, use=work.deflater)
     return PieceDone(out, crc, n)
+
+
+@dataclass(frozen=True)
+class MemberHash:
+    """What :func:`hash_member` read: the sha256 and CRC-32 of the member's bytes."""
+
+    digest: bytes
+    crc: int
+
+
+def hash_member(work: PieceWork) -> MemberHash:
+    """The member's sha256 and CRC-32, its bytes read in order a piece at a time (runs on a
+    worker beside the piece jobs; see the module docstring)."""
+    sha = hashlib.sha256()
+    crc = 0
+    size = work.source.size
+    for offset in range(0, size, DEFLATE_CHUNK):
+        data = work.source.pread(offset, min(DEFLATE_CHUNK, size - offset))
+        sha.update(data)
+        crc = rawdeflate.crc32(data, crc)
+    return MemberHash(sha.digest(), crc)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import bundle
-from rocm_build.wheel import wheelfile
+from rocm_build.wheel import wheelfile, zipformat
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_zip64_reasons_name_the_first_member_past_the_limit(
         for i in range(5):
             zf.writestr(f"m{i}", b"z" * 100)
     assert wheelfile.zip64_reasons(path) == []
-    monkeypatch.setattr(wheelfile, "_ZIP32_LIMIT", 250)  # as if 4 GiB were 250 bytes
+    monkeypatch.setattr(zipformat, "ZIP32_LIMIT", 250)  # as if 4 GiB were 250 bytes
     reasons = wheelfile.zip64_reasons(path)
     assert reasons[0].startswith("3 of 5 members start past 4 GiB, from m2 at offset 264")
     assert reasons[1].startswith("the central directory starts at offset")

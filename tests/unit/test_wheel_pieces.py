@@ -1,11 +1,15 @@
-"""wheelpieces.py: the per-member work the writer's workers share (the sha256 chain, positional
-reads), and the deflaters' pieces that join without a second pass (rawdeflate.py)."""
+"""wheelpieces.py: the per-member work the writer's workers share (the sha256 chain, a member's own
+hash job, positional reads), and the deflaters' pieces that join without a second pass
+(rawdeflate.py)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import os
 import random
 import threading
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -87,3 +91,93 @@ def test_the_default_deflater_is_the_settings_default() -> None:
     from rocm_build import config
 
     assert config.load_defaults()["bundle"]["deflater"] == rawdeflate.DEFAULT
+
+
+class _Counted:
+    """A source over ``data`` that counts the bytes read from it; ``second`` (if given) is what
+    every read after the first of an offset returns: the file changed in place between reads."""
+
+    def __init__(self, data: bytes, rereads: bool, second: bytes | None = None) -> None:
+        self.data, self.rereads, self.second = data, rereads, second
+        self.read = 0
+        self._seen: set[int] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def pread(self, offset: int, n: int) -> bytes:
+        with self._lock:
+            self.read += min(n, len(self.data) - offset)
+            again = offset in self._seen
+            self._seen.add(offset)
+        data = self.second if again and self.second is not None else self.data
+        return data[offset : offset + n]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("rereads", [True, False])
+def test_a_member_of_pieces_is_hashed_by_a_job_of_its_own_when_it_rereads(
+    tmp_path: Path, rereads: bool
+) -> None:
+    """A source that may be read again is read twice (its pieces, and in order by its hash job,
+    so the hashes of several members run at once); one that may not (a stream, edits made on
+    demand) is read once and hashed by its pieces. Either way RECORD holds the right sha256."""
+    data = _payload(3, 3 * C + 5)
+    source = _Counted(data, rereads)
+    out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
+    with WheelWriter(out, DIST, workers=3, cache=None) as w:
+        w.add_source("demo/f", source, 0o644)
+        w.commit()
+    assert source.read == len(data) * (2 if rereads else 1)
+    with zipfile.ZipFile(out) as zf:
+        record = zf.read(f"{DIST}/RECORD").decode()
+        assert zf.read("demo/f") == data
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    assert f"demo/f,sha256={digest},{len(data)}" in record.splitlines()
+
+
+def test_a_member_whose_bytes_differ_when_read_again_is_refused(tmp_path: Path) -> None:
+    """The hash job's CRC-32 must equal the pieces': a file changed in place (same size) while
+    the wheel was written is refused, not recorded with a hash of other bytes."""
+    data = _payload(4, 2 * C + 1)
+    changed = data[:C] + b"!" + data[C + 1 :]
+    out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
+    with WheelWriter(out, DIST, workers=2, cache=None) as w:
+        w.add_source("demo/f", _Counted(data, True, second=changed), 0o644)
+        with pytest.raises(BundleError, match="changed while being added"):
+            w.commit()
+    assert not out.exists()
+
+
+def test_the_archive_goes_to_disk_in_the_background_as_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ``_SYNC_EVERY`` bytes written, a background ``fdatasync`` (the real one, counted)
+    sends the archive's pages to the disk, so commit's fsync has little left; the wheel is
+    whole."""
+    from rocm_build.wheel import wheelfile
+
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def counted(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(wheelfile, "_SYNC_EVERY", 1 << 20)
+    monkeypatch.setattr(os, "fdatasync", counted)
+    rng = random.Random(5)
+    blobs = {f"demo/{i}.bin": rng.randbytes(2 << 20) for i in range(4)}  # incompressible
+    out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
+    with WheelWriter(out, DIST, workers=2, cache=None) as w:
+        for name, blob in blobs.items():
+            w.add_bytes(name, blob)
+        w.commit()
+    assert synced
+    with zipfile.ZipFile(out) as zf:
+        assert zf.testzip() is None
+        assert {n: zf.read(n) for n in blobs} == blobs

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.errors import BundleError
-from rocm_build.wheel import rawdeflate, wheelfile, wheelmeta
+from rocm_build.wheel import rawdeflate, wheelmeta, zipformat
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 from .helpers import make_wheel
@@ -100,7 +100,7 @@ def test_stored_level_zero(tmp_path: Path) -> None:
 
 def test_zip64_fields(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Lower the 4 GiB limit so every size/offset field and the end records go ZIP64."""
-    monkeypatch.setattr(wheelfile, "_ZIP32_LIMIT", 4096)
+    monkeypatch.setattr(zipformat, "ZIP32_LIMIT", 4096)
     payload = os.urandom(9000)
     src = make_wheel(tmp_path / "in", "demo", "1.0", {"demo/r.bin": payload, "demo/a.py": b"1"})
     out = _rewrite(src, tmp_path / "out", {"demo/n.bin": b"z" * 20000 + os.urandom(5000)})
