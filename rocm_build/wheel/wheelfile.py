@@ -132,8 +132,9 @@ class _Syncer:
         self._thread.start()
 
     def _sync(self) -> None:
+        sync = getattr(os, "fdatasync", os.fsync)  # macOS has only fsync
         with contextlib.suppress(OSError):
-            os.fdatasync(self._fd)
+            sync(self._fd)
 
     def join(self) -> None:
         if self._thread is not None:
