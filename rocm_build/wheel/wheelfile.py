@@ -83,6 +83,10 @@ __all__ = [
 
 _CACHE_MIN = 4096  # smaller files are not worth a deflate cache entry
 _SYNC_EVERY = 256 << 20  # bytes written between background syncs (see _Syncer)
+#: Workers from which a member's pieces no longer feed its sha256 (one core, 1.2-2 GB/s) but a
+#: hash job of its own does (wheelpieces): level 6 deflates 75-150 MB/s a core, so fewer cores
+#: never outrun the chain, and the job's second read of the bytes would only cost.
+OWN_HASH_FROM = 8
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +309,12 @@ class WheelWriter:
         zip64 = size >= zipformat.ZIP32_LIMIT - (size >> 10) - 1024
         # A member of several pieces that can be read again is hashed by a job of its own, so
         # that the hashes of several members run at once (see wheelpieces).
-        own_hash = piece_count(size) > 1 and source.rereads
+        own_hash = (
+            self.level > 0
+            and self.workers >= OWN_HASH_FROM
+            and piece_count(size) > 1
+            and source.rereads
+        )
         work = PieceWork(
             arcname, source, self.level, self.deflater, None if own_hash else HashChain()
         )

@@ -8,13 +8,15 @@ writer's own thread only writes the finished pieces in order, combines their CRC
 (``crc32_combine``) and patches the local headers: no single thread touches every byte.
 
 sha256 cannot be split: a member's hash takes its bytes one after another, at one core's speed
-(0.8-2 GB/s), which many cores deflating outrun. So a member of more than one piece that can be
-read by position is hashed by a job of its own (:func:`hash_member`), which reads it in order
-beside the piece jobs and never holds more than one piece: the hashes of several members run at
-once, and the writer waits for them only when it writes RECORD. That job also takes the bytes'
-CRC-32, which must equal the one the pieces made (else the file changed while it was read). A
-member of one piece is hashed by its piece's job; a stream (read once, in order) is hashed
-through a :class:`HashChain` its pieces feed in order.
+(1.2-2 GB/s), fed by its pieces through a :class:`HashChain` by whichever worker has the next
+one. Many cores deflating outrun that (and the worker holding the chain holds back its own
+piece, which the writer waits for in order), so with many workers
+(:data:`.wheelfile.OWN_HASH_FROM`) a deflated member of more than one piece that can be read
+again is hashed by a job of its own (:func:`hash_member`), which reads it in order beside the
+piece jobs and never holds more than one piece: the hashes of several members run at once, and
+the writer waits for them only when it writes RECORD. That job also takes the bytes' CRC-32,
+which must equal the one the pieces made (else the file changed while it was read). Streams
+(read once) and sources whose edits are made on demand always use the chain.
 
 Memory: a job holds its piece (4 MiB) and the 32 KiB before it (the deflater's dictionary) while
 it runs, and its deflated piece until the writer has written it; a piece parked in the chain

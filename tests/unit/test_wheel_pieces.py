@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.errors import BundleError
-from rocm_build.wheel import rawdeflate, wheelpieces
+from rocm_build.wheel import rawdeflate, wheelfile, wheelpieces
 from rocm_build.wheel.wheelfile import WheelWriter
 
 C = wheelpieces.DEFLATE_CHUNK
@@ -123,13 +123,14 @@ class _Counted:
 def test_a_member_of_pieces_is_hashed_by_a_job_of_its_own_when_it_rereads(
     tmp_path: Path, rereads: bool
 ) -> None:
-    """A source that may be read again is read twice (its pieces, and in order by its hash job,
-    so the hashes of several members run at once); one that may not (a stream, edits made on
-    demand) is read once and hashed by its pieces. Either way RECORD holds the right sha256."""
+    """With many workers, a source that may be read again is read twice (its pieces, and in
+    order by its hash job, so the hashes of several members run at once); one that may not (a
+    stream, edits made on demand) is read once and hashed by its pieces. Either way RECORD holds
+    the right sha256."""
     data = _payload(3, 3 * C + 5)
     source = _Counted(data, rereads)
     out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
-    with WheelWriter(out, DIST, workers=3, cache=None) as w:
+    with WheelWriter(out, DIST, workers=wheelfile.OWN_HASH_FROM, cache=None) as w:
         w.add_source("demo/f", source, 0o644)
         w.commit()
     assert source.read == len(data) * (2 if rereads else 1)
@@ -146,7 +147,7 @@ def test_a_member_whose_bytes_differ_when_read_again_is_refused(tmp_path: Path) 
     data = _payload(4, 2 * C + 1)
     changed = data[:C] + b"!" + data[C + 1 :]
     out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
-    with WheelWriter(out, DIST, workers=2, cache=None) as w:
+    with WheelWriter(out, DIST, workers=wheelfile.OWN_HASH_FROM, cache=None) as w:
         w.add_source("demo/f", _Counted(data, True, second=changed), 0o644)
         with pytest.raises(BundleError, match="changed while being added"):
             w.commit()
@@ -159,8 +160,6 @@ def test_the_archive_goes_to_disk_in_the_background_as_it_grows(
     """Every ``_SYNC_EVERY`` bytes written, a background ``fdatasync`` (the real one, counted)
     sends the archive's pages to the disk, so commit's fsync has little left; the wheel is
     whole."""
-    from rocm_build.wheel import wheelfile
-
     synced: list[int] = []
     real = os.fdatasync
 
@@ -181,3 +180,20 @@ def test_the_archive_goes_to_disk_in_the_background_as_it_grows(
     with zipfile.ZipFile(out) as zf:
         assert zf.testzip() is None
         assert {n: zf.read(n) for n in blobs} == blobs
+
+
+@pytest.mark.parametrize(("workers", "level"), [(wheelfile.OWN_HASH_FROM - 1, 6), (16, 0)])
+def test_few_workers_or_stored_members_read_the_bytes_once(
+    tmp_path: Path, workers: int, level: int
+) -> None:
+    """Below OWN_HASH_FROM workers the chain keeps up with the deflate, and a stored member has
+    no deflate to run beside: the pieces feed the hash and the bytes are read once."""
+    data = _payload(6, 2 * C + 9)
+    source = _Counted(data, True)
+    out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
+    with WheelWriter(out, DIST, level=level, workers=workers, cache=None) as w:
+        w.add_source("demo/f", source, 0o644)
+        w.commit()
+    assert source.read == len(data)
+    with zipfile.ZipFile(out) as zf:
+        assert zf.read("demo/f") == data

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.binary import elfpatch
-from rocm_build.wheel import rawdeflate, wheelpieces
+from rocm_build.wheel import rawdeflate, wheelfile, wheelpieces
 from rocm_build.wheel.deflatecache import DeflateCache
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
@@ -136,7 +136,7 @@ def test_same_bytes_as_one_pass_and_for_any_worker_count(tmp_path: Path, deflate
     expect[C - 10 : C + 20] = b"made" * 5 + bytes(10)
     expect[6 << 20 : 8 << 20] = bytes(2 << 20)
     assert patched == expect
-    for workers in (2, 5):
+    for workers in (2, 5, wheelfile.OWN_HASH_FROM + 1):  # the last: members hashed on jobs
         assert _build(tmp_path, deflater, workers=workers).read_bytes() == first.read_bytes()
 
 
@@ -152,7 +152,7 @@ def test_same_bytes_as_the_writer_before(tmp_path: Path, deflater: str) -> None:
 @pytest.mark.parametrize("deflater", AVAILABLE)
 def test_cache_hit_copies_the_stream_raw(tmp_path: Path, deflater: str) -> None:
     cache = DeflateCache(tmp_path / "cache", 10**9)
-    cold = _build(tmp_path, deflater, cache=cache)
+    cold = _build(tmp_path, deflater, workers=wheelfile.OWN_HASH_FROM, cache=cache)
     assert cache.stored == 5  # the files of 4 KiB or more; streams and bytes are not keyed
     warm_cache = DeflateCache(tmp_path / "cache", 10**9)
     warm = _build(tmp_path, deflater, workers=3, cache=warm_cache)
