@@ -8,10 +8,10 @@ inflated and deflated again. The writer here is small and only does what wheels 
   CRC and sizes taken from the input's central directory; ``os.copy_file_range`` where the kernel
   offers it; a member not checked against RECORD yet is checked on the pool first); new members
   are cut into 4 MiB pieces, and each piece is read, checksummed (CRC-32) and deflated by one
-  job on the thread pool while a job of the member's own hashes it (sha256, in order;
-  ``wheelpieces``; the deflater is ``bundle.deflater``, see ``rawdeflate``; all of them release
-  the GIL); the pieces join into one raw deflate stream, written in order, and RECORD waits
-  only for the hashes;
+  job on the thread pool, and hashed (sha256, in order: by the pieces, or with many workers by a
+  job of the member's own; ``wheelpieces``; the deflater is ``bundle.deflater``, see
+  ``rawdeflate``; all of them release the GIL); the pieces join into one raw deflate stream,
+  written in order, and RECORD needs no second pass over the output;
 * a local header is written before the data and patched in place (seek) once CRC and sizes are
   known: no data descriptors;
 * ZIP64 extra fields are used per member when a size or offset needs them, and the ZIP64 end
@@ -307,8 +307,8 @@ class WheelWriter:
         size = source.size
         # Deflate can grow incompressible data slightly: leave room before deciding on ZIP64.
         zip64 = size >= zipformat.ZIP32_LIMIT - (size >> 10) - 1024
-        # A member of several pieces that can be read again is hashed by a job of its own, so
-        # that the hashes of several members run at once (see wheelpieces).
+        # With many workers a deflated member of several pieces that can be read again is hashed
+        # by a job of its own, so that the hashes of several members run at once (wheelpieces).
         own_hash = (
             self.level > 0
             and self.workers >= OWN_HASH_FROM
