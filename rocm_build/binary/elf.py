@@ -382,9 +382,27 @@ def _next_bundle(mm: mmap.mmap, pos: int, end: int) -> tuple[int, bool]:
     return -1, False
 
 
+_RELEASE_EVERY = 32 << 20  # bytes of a mapped file walked between releases of its pages
+
+
+def _release(mm: mmap.mmap, start: int, end: int) -> int:
+    """Drop this process's mapping of the pages of ``mm`` in [start, end) (rounded down to
+    pages); returns where the next release starts. A page fault maps a whole large folio of the
+    page cache (1 MB and more per bundle header read, measured), so walking the 235 bundles of a
+    1.8 GB rocSOLVER left 270 MB of it resident in this process (the peak memory a user sees);
+    the pages stay in the page cache, and a later read maps them again."""
+    page = mmap.PAGESIZE
+    lo, hi = start - start % page, end - end % page
+    if hi > lo and hi - lo >= _RELEASE_EVERY and hasattr(mmap, "MADV_DONTNEED"):
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        return hi
+    return start
+
+
 def _walk_bundles(mm: mmap.mmap, start: int, end: int) -> Iterator[OffloadBundle]:
-    pos = start
+    pos = released = start
     while pos < end:
+        released = _release(mm, released, pos)
         pos, plain = _next_bundle(mm, pos, end)
         if pos < 0:
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,33 @@ def test_no_fatbin(tmp_path: Path) -> None:
     lib = cc_shared(tmp_path / "libplain.so", "int g(void){return 0;}\n")
     assert elf.offload_bundles(lib) == ()
     assert elf.offload_targets(lib) == frozenset()
+
+
+def test_walking_bundles_drops_the_pages_behind_it_and_finds_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the pages behind the walk released after every bundle (``_RELEASE_EVERY`` 0; 32 MB
+    otherwise), the walk still finds every bundle, plain and compressed, the same: a released
+    page is mapped again from the page cache if it is read."""
+    blobs = [
+        make_bundle([(HOST, b""), (f"hipv4-amdgcn-amd-amdhsa--gfx{t}", device_code(n, 20000))])
+        for n, t in enumerate(("90a", "1100", "1201", "942"))
+    ]
+    blobs[1] = make_ccob(blobs[1], version=3, method="zstd")
+    lib = cc_shared(tmp_path / "libw.so", fatbin_source(blobs))
+    kept = elf.offload_bundles(lib)
+    released: list[tuple[int, int]] = []
+    real = elf._release
+
+    def counted(mm: Any, start: int, end: int) -> int:
+        after = real(mm, start, end)
+        if after != start:
+            released.append((start, after))
+        return after
+
+    monkeypatch.setattr(elf, "_RELEASE_EVERY", 0)
+    monkeypatch.setattr(elf, "_release", counted)
+    assert elf.offload_bundles(lib) == kept
+    assert len(kept) == 4
+    assert released
+    assert elf.offload_targets(lib) == {"gfx90a", "gfx1100", "gfx1201", "gfx942"}
