@@ -3,12 +3,11 @@ what it was made from and with, read back to make a re-run on the same inputs a 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, digests
+from rocm_build import __version__, digests, statefile
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.analyze import PROVENANCE
 from rocm_build.wheel.wheelfile import WheelReader
@@ -52,12 +51,8 @@ def read_provenance(path: Path, arcname: str) -> dict[str, Any] | None:
 def provenance_in(reader: WheelReader, arcname: str) -> dict[str, Any] | None:
     if not reader.has(arcname):
         return None
-    try:
-        data = json.loads(reader.read_bytes(arcname))
-    except (ValueError, RecursionError):
-        return None
     # A record of other types (crafted, or another tool's) is as good as none: bundled again.
-    return data if isinstance(data, dict) else None
+    return reader.read_json_object(arcname)
 
 
 def found_in(reader: WheelReader) -> tuple[str, dict[str, Any]]:
@@ -72,6 +67,8 @@ def found_in(reader: WheelReader) -> tuple[str, dict[str, Any]]:
 def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) -> Path | None:
     """The output of these very inputs and settings, if it is already in ``output_dir``."""
     for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
+        # a link, FIFO or another user's file there is refused (exit 14), never read through
+        statefile.check(existing, "bundled wheel")
         prov = read_provenance(existing, arcname)
         if (
             prov

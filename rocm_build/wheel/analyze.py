@@ -9,7 +9,6 @@ are deleted again unless the caller keeps them (``bundle`` streams the ones it p
 
 from __future__ import annotations
 
-import json
 import posixpath
 import shutil
 import tempfile
@@ -233,11 +232,6 @@ def _read_pes(reader: WheelReader, folder: Path) -> dict[str, PeMember]:
 def _provenance(reader: WheelReader, names: list[str]) -> dict[str, Mapping[str, Any]]:
     found: dict[str, Mapping[str, Any]] = {}
     for name in names:
-        if name.endswith(PROVENANCE):
-            try:
-                data = json.loads(reader.read_bytes(name))
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                found[name] = data
+        if name.endswith(PROVENANCE) and (data := reader.read_json_object(name)) is not None:
+            found[name] = data
     return found

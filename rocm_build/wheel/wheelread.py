@@ -10,6 +10,7 @@ import contextlib
 import csv
 import hashlib
 import io
+import json
 import os
 import posixpath
 import re
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from packaging.tags import Tag
 from packaging.utils import (
@@ -270,6 +271,15 @@ class WheelReader:
 
     def read_text(self, name: str) -> str:
         return self.read_bytes(name).decode("utf-8")
+
+    def read_json_object(self, name: str) -> dict[str, Any] | None:
+        """The member as a JSON object (checked against RECORD); None when it is no JSON, is
+        nested too deep to read, or holds another type (a crafted or another tool's file)."""
+        try:
+            data = json.loads(self.read_bytes(name))
+        except (ValueError, RecursionError):
+            return None
+        return data if isinstance(data, dict) else None
 
     def open(self, name: str) -> IO[bytes]:
         """The member's bytes as a stream, not checked against RECORD (see ``extract``)."""
