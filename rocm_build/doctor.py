@@ -20,7 +20,7 @@ from typing import Any
 
 from rocm_build import arch as arch_mod
 from rocm_build import building as build_mod
-from rocm_build import cpus, git, proc
+from rocm_build import cpus, proc
 from rocm_build.building import featurecheck, floors
 from rocm_build.config.loader import Config, ProjectSpec
 from rocm_build.context import RunContext
@@ -31,6 +31,7 @@ from rocm_build.errors import (
     RocmTreeError,
     ToolMissing,
 )
+from rocm_build.repo import git
 from rocm_build.rocm import dist
 from rocm_build.sizes import human_size
 from rocm_build.treepath import denied

@@ -1,4 +1,4 @@
-"""The one place that starts processes (GitPython inside ``git.py`` aside).
+"""The one place that starts processes (GitPython inside ``repo/git.py`` aside).
 
 Every command is an argument list, echoed through logging as ``+ cmd`` (the CLI decides whether
 that is shown), optionally teed to a log file, and timed. A non-zero exit raises

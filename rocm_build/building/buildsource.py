@@ -16,9 +16,9 @@ from typing import Any
 
 from rocm_build.config.loader import Config
 from rocm_build.errors import ConfigError
-from rocm_build.manifest import MANIFEST_NAME, read_manifest
 from rocm_build.masking import mask_url
-from rocm_build.tritonpin import TRITON
+from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
+from rocm_build.repo.tritonpin import TRITON
 
 __all__ = ["Source", "origin_kind", "read_sources"]
 

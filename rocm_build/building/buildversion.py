@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import git
 from rocm_build.errors import ConfigError, RocmBuildError
-from rocm_build.manifest import MANIFEST_NAME, read_manifest
+from rocm_build.repo import git
+from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
 
 __all__ = ["RELEASE_TAG", "Revision", "read_revision", "release_version"]
 

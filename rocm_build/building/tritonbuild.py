@@ -26,8 +26,8 @@ from packaging.version import InvalidVersion, Version
 
 from rocm_build.config.schema import TritonSettings
 from rocm_build.errors import BuildFailed, ConfigError
-from rocm_build.manifest import MANIFEST_NAME, read_manifest
-from rocm_build.tritonpin import TRITON
+from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
+from rocm_build.repo.tritonpin import TRITON
 
 __all__ = [
     "EXTRA_REQUIREMENTS",

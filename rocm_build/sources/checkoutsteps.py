@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rocm_build import faults, git, manifest, proc
+from rocm_build import faults, proc
 from rocm_build.errors import ConfigError, RocmBuildError
 from rocm_build.masking import mask_url
 from rocm_build.progress import Progress
+from rocm_build.repo import git, manifest
 from rocm_build.sources import gitremote, journal, patches
 from rocm_build.sources.sourceplan import CheckoutPlan, ProjectPlan, ProjectResult
 

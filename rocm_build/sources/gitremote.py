@@ -16,9 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rocm_build import proc
-from rocm_build.cmdargs import positional
 from rocm_build.errors import ConfigError, FetchError, ToolMissing
-from rocm_build.git import (
+from rocm_build.masking import mask_url
+from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.repo.cmdargs import positional
+from rocm_build.repo.git import (
     BASE_OPTIONS,
     NO_PROMPT,
     SHA_RE,
@@ -27,8 +29,6 @@ from rocm_build.git import (
     ignore_submodule_pointers,
     run,
 )
-from rocm_build.masking import mask_url
-from rocm_build.progress import NO_PROGRESS, Progress
 
 __all__ = ["fetch", "resolve_ref", "update_submodules"]
 

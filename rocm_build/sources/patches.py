@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocm_build import digests, faults, git, statefile, tempfiles
+from rocm_build import digests, faults, statefile, tempfiles
 from rocm_build.errors import ConfigError, FileAccessError, PatchConflict, RocmBuildError
+from rocm_build.repo import git
 from rocm_build.sources import journal
 
 __all__ = [

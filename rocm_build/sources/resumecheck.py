@@ -34,8 +34,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build import faults, git, proc
+from rocm_build import faults, proc
 from rocm_build.errors import CommandFailed, DirtyCheckout
+from rocm_build.repo import git
 
 __all__ = [
     "Trust",

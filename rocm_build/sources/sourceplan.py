@@ -11,13 +11,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import tritonpin
-from rocm_build.cmdargs import check_origin, check_ref
 from rocm_build.config import loader as config_mod
 from rocm_build.context import RunContext
 from rocm_build.errors import ConfigError
-from rocm_build.manifest import MANIFEST_NAME
 from rocm_build.masking import is_masked, mask_url, strip_masked
+from rocm_build.repo import tritonpin
+from rocm_build.repo.cmdargs import check_origin, check_ref
+from rocm_build.repo.manifest import MANIFEST_NAME
 from rocm_build.sources import patches
 
 __all__ = ["CheckoutPlan", "CheckoutResult", "ProjectPlan", "ProjectResult", "plan"]

@@ -20,9 +20,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import faults, git, locks, tempfiles, tritonpin
+from rocm_build import faults, locks, tempfiles
 from rocm_build.errors import ConfigError, DirtyCheckout, RocmBuildError, ToolMissing
-from rocm_build.manifest import (
+from rocm_build.masking import mask_url
+from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.repo import git, tritonpin
+from rocm_build.repo.manifest import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     RELATED_COMMITS,
@@ -39,8 +42,6 @@ from rocm_build.manifest import (
     update_manifest,
     write_manifest,
 )
-from rocm_build.masking import mask_url
-from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.sources import checkoutsteps, gitremote, journal, patches, resumecheck
 from rocm_build.sources.sourceplan import (
     CheckoutPlan,

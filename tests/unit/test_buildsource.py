@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rocm_build import config
 from rocm_build.building import buildsource
-from rocm_build.manifest import MANIFEST_NAME
+from rocm_build.repo.manifest import MANIFEST_NAME
 
 
 def test_origins_are_named_upstream_fork_or_other(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The shapes of origins and refs that may reach git's command line (rocm_build.cmdargs)."""
+"""The shapes of origins and refs that may reach git's command line (rocm_build.repo.cmdargs)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.cmdargs import check_origin, check_ref, positional
 from rocm_build.errors import ConfigError
+from rocm_build.repo.cmdargs import check_origin, check_ref, positional
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build import doctor, git
+from rocm_build import doctor
+from rocm_build.repo import git
 
 
 @pytest.mark.parametrize(

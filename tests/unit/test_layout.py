@@ -83,13 +83,15 @@ def test_settings_are_read_only_through_config() -> None:
 #: The only modules at the package's top level: the command layer's own (context, stages, the
 #: pipeline and its report, doctor, matrix) and small services every layer uses. Everything that
 #: belongs to one stage or one layer lives in its package (sources/, building/, bundle/, smoke/,
-#: config/, rocm/, wheel/, binary/, cli/).
+#: config/, repo/, rocm/, wheel/, binary/, cli/).
 TOP_LEVEL = {
-    "__init__", "__main__", "arch", "cmdargs", "context", "cpus", "digests", "doctor", "errors",
-    "faults", "git", "locks", "manifest", "masking", "matrix", "pipeline", "proc", "progress",
-    "runreport", "sizes", "stages", "statefile", "tempfiles", "treepath", "tritonpin",
+    "__init__", "__main__", "arch", "context", "cpus", "digests", "doctor", "errors", "faults",
+    "locks", "masking", "matrix", "pipeline", "proc", "progress", "runreport", "sizes", "stages",
+    "statefile", "tempfiles", "treepath",
 }  # fmt: skip
-PACKAGES = {"binary", "building", "bundle", "cli", "config", "rocm", "smoke", "sources", "wheel"}
+PACKAGES = {
+    "binary", "building", "bundle", "cli", "config", "repo", "rocm", "smoke", "sources", "wheel",
+}  # fmt: skip
 
 
 def test_the_top_level_holds_only_shared_modules() -> None:

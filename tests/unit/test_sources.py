@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from rocm_build import config, context, git, sources
+from rocm_build import config, context, sources
 from rocm_build.errors import ConfigError
+from rocm_build.repo import git
 from rocm_build.sources import patches, stage
 
 SHA1 = "1" * 40

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rocm_build.manifest import entry_problem
+from rocm_build.repo.manifest import entry_problem
 from rocm_build.sources.journal import _journal_problem
 
 SHA = "0" * 40

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, tritonpin
+from rocm_build import config
 from rocm_build.errors import ConfigError
+from rocm_build.repo import tritonpin
 from rocm_build.sources import sourceplan
 
 SHA = "a" * 40

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_build import faults, proc
-from rocm_build.cmdargs import positional
 from rocm_build.errors import CommandFailed, PatchConflict, ToolMissing
 from rocm_build.masking import mask_url
+from rocm_build.repo.cmdargs import positional
 
 __all__ = [
     "IDENTITY",

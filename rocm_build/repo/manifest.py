@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import digests, faults, git, locks, statefile, tempfiles
+from rocm_build import digests, faults, locks, statefile, tempfiles
 from rocm_build.errors import ConfigError
 from rocm_build.masking import mask_url
+from rocm_build.repo import git
 
 __all__ = [
     "MANIFEST_FORMAT",
