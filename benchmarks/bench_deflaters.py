@@ -4,7 +4,9 @@ For each deflater and level: one core's speed (input bytes per CPU second of thi
 size, deflating bench_scaling.py's sample (64 MiB of Debian's librocsparse.so.0) as the wheel
 writer does: 4 MiB pieces, each primed with the 32 KiB before it, all but the last ending in a
 sync flush (libdeflate: its splice scan instead). The size is against what auditwheel writes:
-Python's zipfile, one zlib stream per file, at level 6. The best of ``--repeat`` runs.
+Python's zipfile, one zlib stream per file, at level 6. The best of ``--repeat`` runs. Two more
+rows of libdeflate at level 6 place its splice scan: the scan run by libz's inflate (before it
+ran zlib-ng's), and no scan at all (pieces that could not be joined: the bound).
 
     python benchmarks/bench_deflaters.py [--sample PATH] [--repeat 3]
 """
@@ -12,7 +14,10 @@ Python's zipfile, one zlib stream per file, at level 6. The best of ``--repeat``
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -23,6 +28,24 @@ import bench_scaling  # noqa: E402
 
 LEVELS = {"zlib": (1, 3, 5, 6, 9), "zlib-ng": (1, 3, 5, 6, 9), "isal": (1, 2, 4, 6)}
 LEVELS["libdeflate"] = (1, 3, 6, 9)
+
+
+@contextmanager
+def _scan(how: str) -> Iterator[None]:
+    """libdeflate's splice scan run by libz's inflate (``zlib``), or skipped (``none``)."""
+    from rocm_build.wheel import rawdeflate
+
+    original, seal = rawdeflate._final_block, rawdeflate._seal
+    if how == "zlib":
+        rawdeflate._final_block = functools.partial(original, scan="zlib")  # type: ignore[assignment]
+    else:
+        rawdeflate._final_block = lambda piece, size: (0, len(piece) * 8)  # type: ignore[assignment]
+        rawdeflate._seal = lambda piece, start, end: piece  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        rawdeflate._final_block = original  # type: ignore[assignment]
+        rawdeflate._seal = seal
 
 
 def main() -> None:
@@ -47,6 +70,15 @@ def main() -> None:
             )
             rows.append((name, shown, max(r[0] for r in runs), runs[0][1]))
             print(f"  {name} {shown}: {rows[-1][2] / 1e6:.1f} MB/s", flush=True)
+    if rawdeflate.implementation("libdeflate") == "libdeflate":
+        for how, label in (("zlib", "scan by libz's inflate"), ("none", "no scan: the bound")):
+            with _scan(how):
+                runs = [
+                    bench_scaling.one_core_speed(sample, "libdeflate", 6)
+                    for _ in range(args.repeat)
+                ]
+            rows.append((f"libdeflate ({label})", "6", max(r[0] for r in runs), runs[0][1]))
+            print(f"  {rows[-1][0]} 6: {rows[-1][2] / 1e6:.1f} MB/s", flush=True)
     base = next(speed for name, level, speed, _ in rows if (name, level) == ("zlib", "6"))
     print("\n| deflater | level | MB/s on one core | vs zlib 6 | size vs auditwheel |")
     print("| --- | --- | --- | --- | --- |")

@@ -15,7 +15,7 @@ from rocm_build.wheel import rawdeflate
 
 needs_libdeflate = pytest.mark.skipif(
     rawdeflate.implementation("libdeflate") != "libdeflate",
-    reason="libdeflate or libz not loadable here",
+    reason="libdeflate, or zlib-ng and libz, not loadable here",
 )
 
 
@@ -43,18 +43,26 @@ def _sample(rng: random.Random) -> bytes:
     return b"".join(parts)
 
 
+def test_the_splice_scan_runs_zlib_ngs_inflate() -> None:
+    """zlib-ng is a dependency: its module's native inflate must load (1.6x libz's speed)."""
+    found = rawdeflate._scan_inflater()
+    libz = rawdeflate._scan_inflater("zlib")
+    assert (found.name if found else None, libz.name if libz else None) == ("zlib-ng", "zlib")
+
+
 @needs_libdeflate
 def test_spliced_pieces_inflate_for_every_bit_alignment() -> None:
-    """Every way a piece can end (byte-aligned, 1-5 free bits, 6-7 bits used) joins correctly."""
+    """Every way a piece can end (byte-aligned, 1-5 free bits, 6-7 bits used) joins correctly,
+    and both scans (zlib-ng's inflate, libz's) find the same final block."""
     rng = random.Random(20261122)
     seen: set[int] = set()
     for _ in range(300):
         chunks = [_sample(rng) for _ in range(rng.randint(1, 4))]
         for chunk in chunks[:-1]:
-            _, end = rawdeflate._final_block(
-                rawdeflate._libdeflate.deflate_compress(chunk, 6), len(chunk)
-            )
-            seen.add(end & 7)
+            piece = rawdeflate._libdeflate.deflate_compress(chunk, 6)
+            found = rawdeflate._final_block(piece, len(chunk))
+            assert rawdeflate._final_block(piece, len(chunk), scan="zlib") == found
+            seen.add(found[1] & 7)
         stream = _join(chunks, 6, "libdeflate")
         assert zlib.decompress(stream, -15) == b"".join(chunks)
         if seen == set(range(8)):
@@ -94,12 +102,13 @@ def test_libdeflate_ratio_at_least_zlibs_on_machine_code() -> None:
 
 
 @needs_libdeflate
-def test_piece_that_does_not_inflate_is_refused() -> None:
+@pytest.mark.parametrize("scan", ["", "zlib"])
+def test_piece_that_does_not_inflate_is_refused(scan: str) -> None:
     with pytest.raises(BundleError, match="does not inflate"):
-        rawdeflate._final_block(bytearray(b"\xff\xff\xff\xff"), 10)
+        rawdeflate._final_block(bytearray(b"\xff\xff\xff\xff"), 10, scan=scan)
     good = rawdeflate._libdeflate.deflate_compress(b"abc" * 1000, 6)
     with pytest.raises(BundleError, match="not 2999"):
-        rawdeflate._final_block(good, 2999)
+        rawdeflate._final_block(good, 2999, scan=scan)
 
 
 def test_crc32_matches_zlib() -> None:
