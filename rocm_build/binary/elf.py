@@ -1,7 +1,9 @@
 """Read-only ELF facts: SONAME, NEEDED, RPATH/RUNPATH, symbol versions, offload-bundle targets.
 
 Files are opened through ``mmap`` and parsed with pyelftools, which only touches the headers and
-sections it is asked for, so a 1.3 GB library costs a few pages of memory, not its size.
+sections it is asked for, so a 1.3 GB library costs a few pages of memory, not its size. Where a
+file is not on disk (a wheel member a plan reads in place), the functions take a
+:class:`ByteView` instead of a path: a seekable stream that also slices like a buffer.
 
 Offload bundles (the device code of a HIP host library) live in the ``.hip_fatbin`` section, one
 bundle per translation unit, back to back (usually 4 KiB aligned). Two formats occur:
@@ -24,13 +26,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
 
 __all__ = [
     "BundleFormatError",
+    "ByteView",
     "CcobHeader",
     "ElfInfo",
     "NotElfError",
@@ -81,6 +84,10 @@ class ElfInfo:
     has_fatbin: bool
     #: (library, versions) pairs from .gnu.version_r, e.g. ("libc.so.6", ("GLIBC_2.14",)).
     versions_by_library: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: read from a :class:`ByteView` (``path`` names it, no file): the C strings of its
+    #: ``.rodata`` that name a shared library (``*.so*``), for :func:`strings_present`'s question
+    #: asked without the file; None when read from a file
+    so_strings: frozenset[str] | None = None
 
     @property
     def is_host(self) -> bool:
@@ -126,6 +133,26 @@ class OffloadBundle:
         return frozenset(t for e in self.entries if (t := e.target))
 
 
+class ByteView(Protocol):
+    """A file's bytes without the file: a seekable stream that also slices (``view[a:b]``),
+    has a length and finds (what ``mmap`` offers and the readers here use)."""
+
+    name: str
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: slice) -> bytes: ...
+    def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int: ...
+    def read(self, size: int = -1) -> bytes: ...
+    def seek(self, offset: int, whence: int = 0) -> int: ...
+    def tell(self) -> int: ...
+
+
+#: what the readers here take: a file's path, or its bytes as a :class:`ByteView`
+Source = Path | str | ByteView
+
+_SO_STRING = re.compile(rb"(?<=\0)[\w.+-]*\.so(?:\.\d+)*(?=\0)")  # a library file's name
+
+
 def is_elf(path: Path | str) -> bool:
     try:
         with Path(path).open("rb") as fh:
@@ -147,7 +174,13 @@ class CcobHeader:
 
 
 @contextmanager
-def _mapped(path: Path | str) -> Iterator[mmap.mmap]:
+def _mapped(path: Source) -> Iterator[Any]:
+    """The bytes of ``path``: the file mapped, or the view as it is."""
+    if not isinstance(path, (str, Path)):
+        if not len(path):
+            raise NotElfError(f"{path.name}: empty file")
+        yield path
+        return
     with Path(path).open("rb") as fh:
         try:
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -160,18 +193,22 @@ def _mapped(path: Path | str) -> Iterator[mmap.mmap]:
 
 
 @contextmanager
-def _elf(path: Path | str) -> Iterator[tuple[ELFFile, mmap.mmap]]:
+def _elf(path: Source) -> Iterator[tuple[ELFFile, Any]]:
     # pyelftools is imported on first use: it costs ~0.2 s, which the no-op check does not need.
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
     with _mapped(path) as mm:
         if mm[:4] != ELF_MAGIC:
-            raise NotElfError(f"{path}: not an ELF file")
+            raise NotElfError(f"{_shown(path)}: not an ELF file")
         try:
             yield ELFFile(cast(IO[bytes], mm)), mm
         except (ELFError, struct.error) as err:
-            raise NotElfError(f"{path}: unreadable ELF file ({err})") from err
+            raise NotElfError(f"{_shown(path)}: unreadable ELF file ({err})") from err
+
+
+def _shown(path: Source) -> str:
+    return str(path) if isinstance(path, (str, Path)) else path.name
 
 
 def _tag_text(tag: Any, attr: str) -> str:
@@ -184,8 +221,9 @@ def _split_path(value: Any) -> tuple[str, ...]:
     return tuple(p for p in text.split(":") if p)
 
 
-def read_elf(path: Path | str) -> ElfInfo:
-    """The dynamic-linking facts of ``path``; raises :class:`NotElfError` for anything else."""
+def read_elf(path: Source) -> ElfInfo:
+    """The dynamic-linking facts of ``path``; raises :class:`NotElfError` for anything else.
+    From a :class:`ByteView`, also its ``.rodata``'s library names (``so_strings``)."""
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.gnuversions import GNUVerNeedSection
 
@@ -216,8 +254,9 @@ def read_elf(path: Path | str) -> ElfInfo:
                     names = tuple(str(aux.name) for aux in auxiliaries)
                     versions.update(names)
                     by_library.append((str(verneed.name), names))
+        viewed = not isinstance(path, (str, Path))
         return ElfInfo(
-            path=str(path),
+            path=_shown(path),
             machine=str(elf["e_machine"]),
             elf_class=int(elf.elfclass),
             elf_type=str(elf["e_type"]),
@@ -228,7 +267,21 @@ def read_elf(path: Path | str) -> ElfInfo:
             version_needs=tuple(sorted(versions, key=_version_sort_key)),
             has_fatbin=has_fatbin,
             versions_by_library=tuple(by_library),
+            so_strings=_so_strings(elf, _mm) if viewed else None,
         )
+
+
+def _rodata(elf: ELFFile, mm: Any) -> bytes:
+    """The ``.rodata`` section between NULs (b"" without one)."""
+    section = elf.get_section_by_name(".rodata")
+    if section is None or section["sh_type"] == "SHT_NOBITS":
+        return b""
+    start = section["sh_offset"]
+    return b"\0" + bytes(mm[start : start + section["sh_size"]]) + b"\0"
+
+
+def _so_strings(elf: ELFFile, mm: Any) -> frozenset[str]:
+    return frozenset(m.decode(errors="replace") for m in _SO_STRING.findall(_rodata(elf, mm)))
 
 
 def strings_present(path: Path | str, names: Iterable[str]) -> frozenset[str]:
@@ -242,11 +295,7 @@ def strings_present(path: Path | str, names: Iterable[str]) -> frozenset[str]:
         return frozenset()
     pattern = re.compile(b"(?<=\0)(?:" + b"|".join(wanted) + b")(?=\0)")
     with _elf(path) as (elf, mm):
-        section = elf.get_section_by_name(".rodata")
-        if section is None or section["sh_type"] == "SHT_NOBITS":
-            return frozenset()
-        start = section["sh_offset"]
-        data = b"\0" + mm[start : start + section["sh_size"]] + b"\0"
+        data = _rodata(elf, mm)
     return frozenset(m.decode() for m in pattern.findall(data))
 
 
@@ -279,7 +328,7 @@ def target_id_of_bundle_id(bundle_id: str) -> str | None:
 
 
 def _parse_bundle_header(
-    data: bytes | mmap.mmap, start: int, limit: int, *, strict: bool = False
+    data: bytes | Any, start: int, limit: int, *, strict: bool = False
 ) -> tuple[tuple[OffloadEntry, ...], int, int]:
     """Entries of the uncompressed bundle at ``start``, its size (end of its last entry) and
     the size of its header. ``strict``: ``limit`` is where the bundle's room ends (its section's
@@ -287,7 +336,7 @@ def _parse_bundle_header(
     pos = start + len(BUNDLE_MAGIC)
     if pos + 8 > limit:
         raise BundleFormatError("truncated offload bundle header")
-    (count,) = struct.unpack_from("<Q", data, pos)
+    (count,) = struct.unpack("<Q", data[pos : pos + 8])
     pos += 8
     if count > 100_000:
         raise BundleFormatError(f"implausible offload bundle entry count {count}")
@@ -296,7 +345,7 @@ def _parse_bundle_header(
     for _ in range(count):
         if pos + 24 > limit:
             raise BundleFormatError("truncated offload bundle entry table")
-        offset, size, id_len = struct.unpack_from("<QQQ", data, pos)
+        offset, size, id_len = struct.unpack("<QQQ", data[pos : pos + 24])
         pos += 24
         if pos + id_len > limit:
             raise BundleFormatError("truncated offload bundle id")
@@ -315,25 +364,25 @@ def _parse_bundle_header(
     return tuple(entries), end - start, pos - start
 
 
-def ccob_header(data: bytes | mmap.mmap, start: int) -> CcobHeader:
+def ccob_header(data: bytes | Any, start: int) -> CcobHeader:
     """The header of the compressed bundle at ``start``."""
-    version, method = struct.unpack_from("<HH", data, start + 4)
+    version, method = struct.unpack("<HH", data[start + 4 : start + 8])
     if method not in (0, 1):
         raise BundleFormatError(f"unknown compression method {method} of a compressed bundle")
     if version == 1:
-        (raw,) = struct.unpack_from("<I", data, start + 8)
+        (raw,) = struct.unpack("<I", data[start + 8 : start + 12])
         return CcobHeader(version, method, None, raw, bytes(data[start + 12 : start + 20]), 20)
     if version == 2:
-        total, raw = struct.unpack_from("<II", data, start + 8)
+        total, raw = struct.unpack("<II", data[start + 8 : start + 16])
         return CcobHeader(version, method, total, raw, bytes(data[start + 16 : start + 24]), 24)
     if version == 3:
-        total, raw = struct.unpack_from("<QQ", data, start + 8)
+        total, raw = struct.unpack("<QQ", data[start + 8 : start + 24])
         return CcobHeader(version, method, total, raw, bytes(data[start + 24 : start + 32]), 32)
     raise BundleFormatError(f"unknown compressed offload bundle version {version}")
 
 
 def _decompress_prefix(
-    mm: mmap.mmap, payload: int, limit: int, *, want_end: bool
+    mm: Any, payload: int, limit: int, *, want_end: bool
 ) -> tuple[bytes, int | None]:
     """The first bytes of a compressed payload and, if ``want_end``, where the payload ends."""
     is_zstd = mm[payload : payload + 4] == ZSTD_FRAME_MAGIC
@@ -364,7 +413,7 @@ def _decompress_prefix(
     return bytes(out), None if not want_end else limit
 
 
-def _next_bundle(mm: mmap.mmap, pos: int, end: int) -> tuple[int, bool]:
+def _next_bundle(mm: Any, pos: int, end: int) -> tuple[int, bool]:
     """Where the next bundle starts at or after ``pos`` (-1: none) and whether it is an
     uncompressed one. Bundles lie back to back, so the search looks in a window that doubles
     until it finds one: a search to the section's end would read every page of a 1.3 GB
@@ -385,7 +434,7 @@ def _next_bundle(mm: mmap.mmap, pos: int, end: int) -> tuple[int, bool]:
 _RELEASE_EVERY = 32 << 20  # bytes of a mapped file walked between releases of its pages
 
 
-def _release(mm: mmap.mmap, start: int, end: int) -> int:
+def _release(mm: Any, start: int, end: int) -> int:
     """Drop this process's mapping of the pages of ``mm`` in [start, end) (rounded down to
     pages); returns where the next release starts. A page fault maps a whole large folio of the
     page cache (1 MB and more per bundle header read, measured), so walking the 235 bundles of a
@@ -393,13 +442,15 @@ def _release(mm: mmap.mmap, start: int, end: int) -> int:
     the pages stay in the page cache, and a later read maps them again."""
     page = mmap.PAGESIZE
     lo, hi = start - start % page, end - end % page
+    if not isinstance(mm, mmap.mmap):  # a view keeps a bounded cache of its own
+        return start
     if hi > lo and hi - lo >= _RELEASE_EVERY and hasattr(mmap, "MADV_DONTNEED"):
         mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         return hi
     return start
 
 
-def _walk_bundles(mm: mmap.mmap, start: int, end: int) -> Iterator[OffloadBundle]:
+def _walk_bundles(mm: Any, start: int, end: int) -> Iterator[OffloadBundle]:
     pos = released = start
     while pos < end:
         released = _release(mm, released, pos)
@@ -431,7 +482,7 @@ def _walk_bundles(mm: mmap.mmap, start: int, end: int) -> Iterator[OffloadBundle
         pos += max(size, len(BUNDLE_MAGIC))
 
 
-def offload_bundles(path: Path | str) -> tuple[OffloadBundle, ...]:
+def offload_bundles(path: Source) -> tuple[OffloadBundle, ...]:
     """Every offload bundle in the ``.hip_fatbin`` section of ``path`` (empty if none)."""
     with _elf(path) as (elf, mm):
         section = elf.get_section_by_name(FATBIN_SECTION)
@@ -442,7 +493,7 @@ def offload_bundles(path: Path | str) -> tuple[OffloadBundle, ...]:
         return tuple(_walk_bundles(mm, start, end))
 
 
-def offload_bundles_at(path: Path | str, start: int, size: int) -> tuple[OffloadBundle, ...]:
+def offload_bundles_at(path: Source, start: int, size: int) -> tuple[OffloadBundle, ...]:
     """Every offload bundle in a byte range of any file: a PE image's ``.hip_fat`` section."""
     with _mapped(path) as mm:
         return tuple(_walk_bundles(mm, start, min(start + size, len(mm))))

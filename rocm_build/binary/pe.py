@@ -7,17 +7,22 @@ delvewheel's lists.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 __all__ = ["device_targets", "read_pe", "windows_provides"]
 
 
-def read_pe(path: Path) -> tuple[str, list[str], tuple[int, int] | None] | None:
+def read_pe(path: Path | Any) -> tuple[str, list[str], tuple[int, int] | None] | None:
     """A PE file's machine, the DLLs it imports (plain and delay-load) and the file range of its
-    HIP fat binary section (``.hip_fat``: image section names stop at 8 bytes); None if not PE."""
+    HIP fat binary section (``.hip_fat``: image section names stop at 8 bytes); None if not PE.
+    ``path``: the file, or its bytes (a buffer or an :class:`~.elf.ByteView`)."""
     import pefile  # type: ignore[import-untyped]  # comes with delvewheel
 
     try:
-        pe = pefile.PE(str(path), fast_load=True)
+        if isinstance(path, (str, Path)):
+            pe = pefile.PE(str(path), fast_load=True)
+        else:
+            pe = pefile.PE(data=path, fast_load=True)
     except pefile.PEFormatError:
         return None
     try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rocm_build import arch
@@ -15,7 +14,15 @@ from rocm_build.binary import elf
 from rocm_build.bundle import prune
 from rocm_build.errors import BundleError, RequirementNotMet
 
-__all__ = ["NO_DEVICE", "DeviceFile", "DeviceOptions", "coverage_gaps", "gap_error", "plan_device"]
+__all__ = [
+    "NO_DEVICE",
+    "DeviceFile",
+    "DeviceOptions",
+    "DeviceSource",
+    "coverage_gaps",
+    "gap_error",
+    "plan_device",
+]
 
 
 @dataclass(frozen=True)
@@ -58,15 +65,20 @@ class DeviceFile:
         }
 
 
+#: a written ELF file with device code: (arcname, its file or its name in the wheel, its
+#: offload bundles when already read, else None: read from the file)
+DeviceSource = tuple[str, str, tuple[elf.OffloadBundle, ...] | None]
+
+
 def plan_device(
-    files: Iterable[tuple[str, Path]], targets: Sequence[str], *, prune_code: bool
+    files: Iterable[DeviceSource], targets: Sequence[str], *, prune_code: bool
 ) -> tuple[DeviceFile, ...]:
-    """What happens to the device code of ``files`` ((arcname, file) pairs with a
+    """What happens to the device code of ``files`` (see :data:`DeviceSource`: those with a
     ``.hip_fatbin``). A damaged bundle stops the bundle (exit 10), naming the file."""
     out: list[DeviceFile] = []
-    for arcname, path in files:
+    for arcname, path, bundles in files:
         try:
-            cut = prune.plan_prune(path, targets)
+            cut = prune.plan_prune(path, targets, bundles)
         except elf.BundleFormatError as err:
             raise BundleError(
                 f"{posixpath.basename(arcname)} ({path}): damaged offload bundle: {err}; "
@@ -98,11 +110,12 @@ def gap_error(gaps: Sequence[str]) -> RequirementNotMet:
     return RequirementNotMet("\n".join([head, *gaps]))
 
 
-def device_sources(elves: Mapping[str, Any], libraries: Iterable[Any]) -> list[tuple[str, Path]]:
-    """(arcname, file) of every ELF the bundle writes that has a ``.hip_fatbin``: the wheel's own
-    members (their extracted copies) and the grafted libraries."""
-    out = [
-        (arc, Path(m.path)) for arc, m in elves.items() if m.info.has_fatbin and m.path is not None
+def device_sources(elves: Mapping[str, Any], libraries: Iterable[Any]) -> list[DeviceSource]:
+    """Every ELF the bundle writes that has a ``.hip_fatbin``: the wheel's own members (their
+    offload bundles as the wheel's analysis read them) and the grafted libraries (read from
+    their files)."""
+    out: list[DeviceSource] = [
+        (arc, arc, tuple(m.bundles)) for arc, m in elves.items() if m.info.has_fatbin
     ]
-    out += [(lib.arcname, Path(lib.source)) for lib in libraries if lib.info.has_fatbin]
+    out += [(lib.arcname, lib.source, None) for lib in libraries if lib.info.has_fatbin]
     return out

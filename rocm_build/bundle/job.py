@@ -1,20 +1,21 @@
 """One wheel to bundle and everything it is bundled with (:class:`BundleJob`, made from the
-stage's settings in one place: :meth:`.stage.BundlePlans.job`), and what a platform that
-bundles it answers (:class:`Platform`; the registry is :mod:`.platforms`)."""
+stage's settings in one place: :meth:`.stage.BundlePlans.job`), what a platform decides for it
+(:class:`WheelPlan`), and what a platform answers (:class:`Platform`; the registry is
+:mod:`.platforms`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from rocm_build.bundle.device import NO_DEVICE, DeviceOptions
-from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
+from rocm_build.bundle.model import BundlePlan, BundleResult, ThinSource, TorchWheel
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.progress import Progress
 
-__all__ = ["BundleJob", "Platform"]
+__all__ = ["BundleJob", "Platform", "WheelPlan"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,40 @@ class BundleJob:
     env: Mapping[str, str] | None = None  # None: this process's
     no_wait: bool = False
     dry_run: bool = False
+    deflater: str = ""  # ``bundle.deflater`` ("": the one configured)
+    #: ``torch`` is the fat wheel this run writes just before (its bytes are not known yet)
+    torch_pending: bool = False
+    #: no output counts as up to date (it is written into a scratch folder)
+    fresh: bool = False
+
+
+@dataclass(frozen=True)
+class WheelPlan:
+    """What the bundle does with one wheel, decided before anything is written.
+
+    ``action``: "up-to-date" (``output`` is already the bundle of these inputs and settings),
+    "bundle" (write ``output``). ``fingerprint`` is what the output's provenance records; ""
+    when it depends on a wheel this run writes first (torch's fat wheel, for torchvision):
+    ``execute`` takes it then. ``plan`` (Linux) holds every library, search path, data file and
+    cut of device code; ``extract`` names the members ``execute`` unpacks to edit. ``detail``
+    is what another platform decided (Windows: what delvewheel is asked to add), ``summary``
+    the plan for people and ``--json``."""
+
+    job: BundleJob  # its targets decided
+    platform: str
+    action: Literal["up-to-date", "bundle"]
+    output: str
+    fingerprint: str
+    plan: BundlePlan | None = None
+    extract: tuple[str, ...] = ()
+    detail: Any = None
+    summary: dict[str, Any] | None = None
+
+    def planned(self, seconds: float) -> BundleResult:
+        """The plan as a result: what ``--dry-run`` reports."""
+        if self.action == "up-to-date":
+            return BundleResult(str(self.job.wheel), self.output, "up-to-date", seconds)
+        return BundleResult(str(self.job.wheel), self.output, "planned", seconds, self.summary)
 
 
 class Platform(Protocol):
@@ -63,8 +98,13 @@ class Platform(Protocol):
         """Where the wheel's libraries go ("": its tool decides); ``flag``: ``--lib-dir``."""
         ...
 
-    def bundle(self, job: BundleJob, progress: Progress) -> BundleResult:
-        """Bundle one wheel (``job.dry_run``: plan only, status "planned")."""
+    def plan(self, job: BundleJob) -> WheelPlan:
+        """What bundling the wheel does: reads the wheel and the tree, writes nothing, starts
+        no process."""
+        ...
+
+    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+        """Do what ``planned`` says (nothing when the output is up to date)."""
         ...
 
     def plan_lines(self, result: BundleResult) -> Iterator[str]:

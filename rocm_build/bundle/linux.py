@@ -1,11 +1,11 @@
-"""Bundling one Linux wheel: analyze it, plan, apply the plan (or find the output up to date)."""
+"""Bundling one Linux wheel: :func:`plan_wheel` reads the wheel where it is and the tree and
+decides everything (or finds the output up to date), writing nothing; :func:`execute_wheel`
+unpacks the members it edits and writes the wheel in one pass."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -23,7 +23,7 @@ from rocm_build.bundle.device import (
     gap_error,
     plan_device,
 )
-from rocm_build.bundle.job import BundleJob
+from rocm_build.bundle.job import BundleJob, WheelPlan
 from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from rocm_build.bundle.lines import linux_plan_lines
 from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile
@@ -39,7 +39,14 @@ from rocm_build.wheel import rawdeflate, wheelfile, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, WheelAnalysis, analyze
 from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
-__all__ = ["PLATFORM", "Linux", "bundle_wheel", "check_tree", "project_lib_dir"]
+__all__ = [
+    "PLATFORM",
+    "Linux",
+    "check_tree",
+    "execute_wheel",
+    "plan_wheel",
+    "project_lib_dir",
+]
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +68,11 @@ class Linux:
         distribution = WheelName.parse(wheel.name).distribution
         return project_lib_dir(distribution, projects, members, flag)
 
-    def bundle(self, job: BundleJob, progress: Progress) -> BundleResult:
-        result = bundle_wheel(job, progress)
+    def plan(self, job: BundleJob) -> WheelPlan:
+        return plan_wheel(job)
+
+    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+        result = execute_wheel(planned, progress)
         faults.point("bundle.done")
         return result
 
@@ -88,7 +98,7 @@ def _fingerprint(job: BundleJob) -> str:
         "dlopen": list(job.dlopen_patterns),
         "data_trees": list(job.data_trees),
         "level": job.level,
-        "deflater": rawdeflate.implementation(),
+        "deflater": rawdeflate.implementation(job.deflater),
         "policy": job.policy,
         "torch": digests.file_facts(Path(job.torch.path)) if job.torch else None,
         "allow_outside": [str(a) for a in job.allow_outside],
@@ -105,63 +115,102 @@ def _fingerprint(job: BundleJob) -> str:
     return fingerprint(settings)
 
 
-def bundle_wheel(job: BundleJob, progress: Progress = NO_PROGRESS) -> BundleResult:
-    """Bundle one wheel (see the package docstring); a no-op when its output is up to date.
-    ``job.dry_run``: plan only (status "planned"). ``job.allow_outside``: folders outside the
-    tree its symlinks may lead to. ``job.system_libs`` (patterns): libraries that may come from
-    the build machine (``LD_LIBRARY_PATH`` of ``job.env``, ld.so.conf, the defaults) when the
-    tree lacks them; ``job.rocm_libs``, the ``job.dlopen_patterns`` and the tree's own libraries
-    never may. Written under the output's lock (``job.no_wait``). ``job.device``: see
-    :func:`_device`."""
-    start = time.monotonic()
+def plan_wheel(job: BundleJob) -> WheelPlan:
+    """What bundling ``job``'s wheel does, or that its output is up to date (see the package
+    docstring). Reads the wheel where it is (nothing unpacked) and the tree; writes nothing.
+    ``job.allow_outside``: folders outside the tree its symlinks may lead to.
+    ``job.system_libs`` (patterns): libraries that may come from the build machine
+    (``LD_LIBRARY_PATH`` of ``job.env``, ld.so.conf, the defaults) when the tree lacks them;
+    ``job.rocm_libs``, the ``job.dlopen_patterns`` and the tree's own libraries never may.
+    ``job.device``: see :func:`_device`. ``job.torch`` may be a torch fat wheel this run writes
+    first (not there yet): the fingerprint is then left to ``execute``."""
     faults.point("bundle.start")
     job = replace(job, wheel=job.wheel.resolve())
-    wheel, output_dir = job.wheel, job.output_dir
+    wheel = job.wheel
     with reading("the ROCm tree"):
         check_tree(job.rocm)
+    fp = "" if job.torch_pending else _fingerprint(job)
+    existing = (
+        up_to_date(wheel, job.output_dir, _provenance_arcname(job), fp)
+        if fp and not job.fresh
+        else None
+    )
+    if existing:
+        return WheelPlan(job, PLATFORM.name, "up-to-date", str(existing), fp)
+    with WheelReader(wheel) as reader:
+        own_code = not job.targets or bool(job.device.targets)
+        analysis = analyze(reader, device_code=own_code, fault="bundle.read")
+    # default: the targets the wheel's own device code was built for (the job stays as asked:
+    # its fingerprint is the output's)
+    own = tuple(sorted(analysis.device_targets))
+    resolved = job if job.targets else replace(job, targets=own)
+    plan = _device(resolved, _plan(resolved, analysis, fp), analysis)
+    edited = {c.arcname for c in plan.rpaths} | {d.arcname for d in plan.device if d.pruned}
+    extract = tuple(a for a in analysis.elves if a in edited)
+    return WheelPlan(
+        job, PLATFORM.name, "bundle", plan.output, fp, plan, extract, summary=plan.summary()
+    )
+
+
+def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> BundleResult:
+    """Write what ``planned`` says, under the output's lock (``job.no_wait``): the members it
+    edits unpacked to a scratch folder beside the output, then the wheel in one pass."""
+    start = time.monotonic()
+    job, plan = planned.job, planned.plan
+    wheel, output_dir = job.wheel, job.output_dir
+    if planned.action == "up-to-date" or plan is None:
+        return BundleResult(str(wheel), planned.output, "up-to-date", time.monotonic() - start)
     fp = _fingerprint(job)
-    if existing := up_to_date(wheel, output_dir, _provenance_arcname(job), fp):
-        return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
-    scratch_parent = output_dir if output_dir.is_dir() else Path(tempfile.gettempdir())
-    with (
-        tempfiles.writing(output_dir / wheel.name, doing="extracting the libraries of"),
-        WheelReader(wheel) as reader,
-        tempfiles.folder(scratch_parent, f"{wheel.name}.extract") as tmp,
-        contextlib.ExitStack() as held,
-    ):
-        analysis = analyze(
-            reader, keep_in=Path(tmp), device_code=not job.targets, fault="bundle.extracted"
+    if planned.fingerprint and fp != planned.fingerprint:
+        raise BundleError(
+            f"{wheel.name}, the tree or a torch wheel it takes libraries from changed after "
+            "the bundle was planned; run the bundle again"
         )
-        if not job.targets:  # default: the targets the wheel's own device code was built for
-            job = replace(job, targets=tuple(sorted(analysis.device_targets)))
-        plan = _device(job, _plan(job, analysis, fp), analysis)
-        if job.dry_run:
-            return BundleResult(
-                str(wheel), plan.output, "planned", time.monotonic() - start, plan.summary()
-            )
-        faults.point("bundle.planned")
-        out = Path(plan.output)
-        held.enter_context(locks.hold(out, f"the wheel {out}", no_wait=job.no_wait))
+    plan = replace(plan, fingerprint=fp)
+    faults.point("bundle.planned")
+    out = Path(plan.output)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with (
+        WheelReader(wheel) as reader,
+        locks.hold(out, f"the wheel {out}", no_wait=job.no_wait),
+    ):
         faults.point("bundle.locked")
         if done := _already_done(job, plan, reader, fp, start):
             return done
         provenance = _provenance(job, plan, reader, fp)
         _log_plan(plan, time.monotonic() - start)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        extracted = {arc: m.path for arc, m in analysis.elves.items() if m.path is not None}
-        linkers = find_linkers(job.rocm)
-        apply_plan(
-            plan,
-            reader,
-            extracted,
-            level=job.level,
-            provenance=provenance,
-            linkers=linkers,
-            progress=progress,
-        )
+        with (
+            tempfiles.writing(output_dir / wheel.name, doing="extracting the libraries of"),
+            tempfiles.folder(output_dir, f"{wheel.name}.extract") as tmp,
+        ):
+            extracted = {}
+            for arc in planned.extract:
+                extracted[arc] = reader.extract(arc, Path(tmp))
+                faults.point("bundle.extracted")
+            apply_plan(
+                _bound(plan, extracted),
+                reader,
+                extracted,
+                level=job.level,
+                provenance=provenance,
+                linkers=find_linkers(job.rocm),
+                progress=progress,
+            )
         zip64 = tuple(wheelfile.zip64_reasons(out))
     seconds = time.monotonic() - start
     return BundleResult(str(wheel), plan.output, "bundled", seconds, plan.summary(), zip64)
+
+
+def _bound(plan: BundlePlan, extracted: Mapping[str, Path]) -> BundlePlan:
+    """The plan with the cuts of the wheel's own device code read from their unpacked copies
+    (the plan read the same bytes in the wheel)."""
+    device = tuple(
+        replace(d, cut=replace(d.cut, path=str(extracted[d.arcname])))
+        if d.arcname in extracted
+        else d
+        for d in plan.device
+    )
+    return replace(plan, device=device)
 
 
 def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
@@ -243,10 +292,9 @@ def _device(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> Bundle
     d = job.device
     if not d.targets:
         return plan
-    own = {arc: m for arc, m in analysis.elves.items() if m.info.is_host}
     with reading("the device code of the libraries"):
         files = plan_device(
-            device_sources(own, plan.libraries), d.targets, prune_code=not d.keep_all
+            device_sources(analysis.elves, plan.libraries), d.targets, prune_code=not d.keep_all
         )
     gaps = coverage_gaps(files, d.targets)
     if gaps and not d.allow_missing and not job.dry_run:
@@ -287,7 +335,7 @@ def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) 
     earlier = [x for x in old.get("libraries", []) if x["name"] not in names]
     return {
         **header(fp, job.rocm),
-        "targets": list(job.targets),
+        "targets": list(plan.targets),
         "lib_dir": plan.lib_dir,
         "libraries": sorted(summary["libraries"] + earlier, key=lambda x: str(x["name"])),
         "from_system": summary["from_system"],

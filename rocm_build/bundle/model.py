@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -77,6 +78,27 @@ class TorchWheel:
             }
             version = wheelmeta.metadata_version(reader.metadata()) or reader.name.version
         return cls(str(path), version, lib_dir, libs)
+
+    @classmethod
+    def planned(cls, plan: BundlePlan, members: Sequence[str], lib_dir: str) -> TorchWheel:
+        """The torch fat wheel ``plan`` will write, from the torch wheel's ``members``: the
+        libraries :meth:`read` will find in it once written."""
+        written = {m for m in members if m not in plan.left_out and m not in plan.images_out}
+        for lib in plan.libraries:
+            written.add(lib.arcname)
+            written.update(posixpath.join(plan.lib_dir, a) for a in lib.aliases)
+        prefix = lib_dir.rstrip("/") + "/"
+        libs = {
+            m[len(prefix) :]: m
+            for m in sorted(written)
+            if m.startswith(prefix) and "/" not in m[len(prefix) :]
+            if ".so" in m or m.endswith(".dll")
+        }
+        return cls(plan.output, plan.version, lib_dir, libs)
+
+    def moved(self, folder: Path) -> TorchWheel:
+        """The same wheel written into ``folder``."""
+        return replace(self, path=str(folder / Path(self.path).name))
 
 
 @dataclass(frozen=True)

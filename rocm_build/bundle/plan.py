@@ -288,11 +288,14 @@ class _Closure:
             for n, lib in self.grafted.items()
             if lib.info.soname == n
         }
+        wanted = {a for names in other.values() for a in names}
+        # the wheel's own files, read in the wheel, bring their library-name strings with them
+        in_wheel = {a for i in self.host.values() if i.so_strings for a in wanted & i.so_strings}
         callers = [
-            *(i.path for i in self.host.values()),
+            *(i.path for i in self.host.values() if i.so_strings is None),
             *(lib.info.path for lib in self.grafted.values()),
         ]
-        found = self.index.referenced(callers, {a for names in other.values() for a in names})
+        found = in_wheel | self.index.referenced(callers, wanted - in_wheel)
         exact = _exact_names(self.grafted, taken)
         return {
             n: tuple(

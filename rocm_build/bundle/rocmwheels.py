@@ -340,7 +340,7 @@ def _cut(arc: str, lib: TreeLib, targets: Sequence[str]) -> prune.PrunePlan | No
     """How ``lib``'s device code is pruned for ``targets`` (None: left as it is)."""
     if not targets or not lib.info.has_fatbin:
         return None
-    files = plan_device([(arc, lib.source)], targets, prune_code=True)
+    files = plan_device([(arc, str(lib.source), None)], targets, prune_code=True)
     return files[0].cut if files and files[0].pruned else None
 
 

@@ -353,8 +353,9 @@ def split_arch_plan(
     dry_run: bool = False,
     mode: Literal["fat", "thin"] = "fat",
 ) -> SplitPlan:
-    """``bundle --split-arch``, decided: the fat bundle's plan (:func:`.stage.plan`), the device
-    wheels' names, each wheel's fingerprint. Writes nothing."""
+    """``bundle --split-arch``, decided: the fat bundle's plan (:func:`.stage.plan`, every wheel
+    planned as if its fat wheel were not there: they are written into a scratch folder), the
+    device wheels' names, each wheel's fingerprint. Writes nothing."""
     if mode == "thin":
         raise ConfigError("--split-arch makes fat wheels: leave out --mode thin")
     settings = ctx.settings.bundle
@@ -370,7 +371,9 @@ def split_arch_plan(
         }
         for w in wheels
     }
-    fat = stage_plan(ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=dry_run)
+    fat = stage_plan(
+        ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=dry_run, fresh=True
+    )
     prints = {w: _settings_fingerprint(ctx, w, with_wheels, lib_dir, pattern) for w in wheels}
     return SplitPlan(tuple(wheels), fat, pattern, devices, prints)
 
@@ -391,7 +394,7 @@ def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitR
     settings = plan.fat.settings
     results: list[SplitResult] = []
     with tempfiles.swept(output_dir), tempfiles.folder(output_dir, "split-arch") as scratch:
-        fats = stage_execute(replace(plan.fat, output_dir=scratch), progress).results
+        fats = stage_execute(plan.fat.into(scratch), progress).results
         by_input = {Path(r.input).resolve(): r for r in fats}
         for wheel in plan.wheels:
             fat = by_input[wheel.resolve()]

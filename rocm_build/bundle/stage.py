@@ -1,12 +1,13 @@
-"""The bundle stage: ``plan(ctx, wheels, ...)`` decides the order and the settings once,
-``execute(plan, progress)`` bundles each wheel (torch first, so the others can take its
-libraries from the torch fat wheel just made)."""
+"""The bundle stage: ``plan(ctx, wheels, ...)`` decides everything, wheel by wheel (torch
+first, so the others are planned against the torch fat wheel its plan will write), reading the
+wheels and the tree and writing nothing; ``execute(plan, progress)`` does it."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,13 +16,14 @@ from packaging.utils import canonicalize_name
 from rocm_build import arch, faults, tempfiles
 from rocm_build.bundle import platforms, rocmwheels
 from rocm_build.bundle.device import DeviceOptions
-from rocm_build.bundle.job import BundleJob
+from rocm_build.bundle.job import BundleJob, WheelPlan
 from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
 from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
+from rocm_build.errors import BundleError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import deflatecache, rawdeflate
-from rocm_build.wheel.wheelfile import WheelName
+from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
 __all__ = ["BundlePlans", "BundleResults", "bundle_many", "execute", "plan"]
 
@@ -46,8 +48,14 @@ class BundlePlans:
     thin: ThinSource | None = None
     #: the ``arch`` setting's targets with their features: the device code is cut for them
     device_targets: tuple[str, ...] = ()
+    #: what happens to each wheel, in order (see :func:`plan`)
+    wheel_plans: tuple[WheelPlan, ...] = ()
+    #: seconds the plan took (reported with a dry run's results)
+    seconds: float = 0.0
 
-    def job(self, wheel: Path, lib_dir: str, torch: TorchWheel | None) -> BundleJob:
+    def job(
+        self, wheel: Path, lib_dir: str, torch: TorchWheel | None, *, torch_pending: bool = False
+    ) -> BundleJob:
         """The settings one wheel is bundled with (the only place they are unpacked)."""
         s = self.settings
         return BundleJob(
@@ -73,7 +81,27 @@ class BundlePlans:
             env=self.env,
             no_wait=self.no_wait,
             dry_run=self.dry_run,
+            deflater=s.deflater,
+            torch_pending=torch_pending,
         )
+
+    def into(self, folder: Path) -> BundlePlans:
+        """The same plan with every wheel written into ``folder`` (``--split-arch``'s scratch
+        folder) instead: made with ``fresh``, so no wheel was found up to date."""
+        moved = []
+        for wp in self.wheel_plans:
+            job, plan = wp.job, wp.plan
+            torch = job.torch.moved(folder) if job.torch and job.torch_pending else job.torch
+            out = str(folder / Path(wp.output).name) if wp.output else ""
+            moved.append(
+                replace(
+                    wp,
+                    job=replace(job, output_dir=folder, torch=torch),
+                    output=out,
+                    plan=replace(plan, output=out) if plan else None,
+                )
+            )
+        return replace(self, output_dir=folder, wheel_plans=tuple(moved))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +113,10 @@ class BundlePlans:
             "mode": "thin" if self.thin else "fat",
             "device_targets": list(self.device_targets),
             "prune_device_code": self.settings.prune_device_code,
+            "plans": [
+                {"wheel": str(wp.job.wheel), "action": wp.action, "output": wp.output}
+                for wp in self.wheel_plans
+            ],
         }
 
 
@@ -133,11 +165,17 @@ def plan(
     dry_run: bool = False,
     mode: Literal["fat", "thin"] = "fat",
     target_family: str = rocmwheels.DEFAULT_FAMILY,
+    fresh: bool = False,
 ) -> BundlePlans:
     """The stage's plan: the wheels in order, the torch fat wheel given with ``with_wheels``,
-    the decided tree, the settings, and for ``mode`` thin the ROCm packages of the tree's
-    version (``target_family``) the wheels will depend on. Writes nothing: unless ``dry_run``,
-    an output folder that is a file is refused here, and ``execute`` makes a missing one."""
+    the decided tree, the settings, for ``mode`` thin the ROCm packages of the tree's version
+    (``target_family``) the wheels will depend on, and what happens to each wheel
+    (:class:`WheelPlan`: up to date, or every library, search path, data file and cut of device
+    code). A wheel after torch is planned against the torch fat wheel torch's plan will write.
+    Reads the wheels and the tree; writes nothing, starts no process: unless ``dry_run``, an
+    output folder that is a file is refused here, and ``execute`` makes a missing one.
+    ``fresh``: no output counts as up to date (``--split-arch`` writes into a scratch folder)."""
+    start = time.monotonic()
     cfg = ctx.settings
     targets = tuple(ctx.arch_targets)
     torch_spec = cfg.projects.get("torch")
@@ -154,7 +192,7 @@ def plan(
         known=cfg.known_targets,
         families=cfg.target_families,
     )
-    return BundlePlans(
+    stage = BundlePlans(
         wheels=tuple(sorted(wheels, key=lambda p: 0 if _is_torch(p) else 1)),
         rocm=ctx.tree.root,
         output_dir=ctx.output_dir,
@@ -171,17 +209,41 @@ def plan(
         thin=thin,
         device_targets=device_targets,
     )
+    planned = tuple(_wheel_plans(stage, fresh))
+    return replace(stage, wheel_plans=planned, seconds=time.monotonic() - start)
+
+
+def _wheel_plans(stage: BundlePlans, fresh: bool) -> Iterator[WheelPlan]:
+    """Each wheel's plan, torch first: the others take torch's libraries from the fat wheel it
+    is (up to date) or will be (planned)."""
+    s = stage.settings
+    torch, pending = stage.torch, False
+    for wheel in stage.wheels:
+        platform = platforms.choose(wheel, s.platform, thin=stage.thin is not None)
+        lib_dir = platform.lib_dir(wheel, stage.projects, stage.lib_dir)
+        is_torch = _is_torch(wheel)
+        job = stage.job(wheel, lib_dir, None if is_torch else torch, torch_pending=pending)
+        wp = platform.plan(replace(job, fresh=fresh))
+        if is_torch and lib_dir:
+            if wp.action == "up-to-date":
+                torch, pending = TorchWheel.read(Path(wp.output), lib_dir), False
+            elif wp.plan is not None:
+                with WheelReader(wheel) as reader:
+                    members = [m.name for m in reader.members]
+                torch, pending = TorchWheel.planned(wp.plan, members, lib_dir), True
+        yield wp
 
 
 def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResults:
-    """Bundle each wheel of the plan (``dry_run``: plan each and write nothing; a torchvision
-    wheel given with an unbundled torch is then planned against that torch's libraries)."""
+    """Do what each wheel's plan says (``dry_run``: report the plans, write nothing)."""
+    if plan_.dry_run:
+        each = plan_.seconds / max(len(plan_.wheel_plans), 1)
+        return BundleResults(tuple(wp.planned(each) for wp in plan_.wheel_plans))
     with contextlib.ExitStack() as stack:
-        if not plan_.dry_run:
-            tempfiles.check_folder(plan_.output_dir)  # made if missing
-            # Again at the end: a run killed just before this one may still be going away.
-            stack.enter_context(tempfiles.swept(plan_.output_dir))
-            faults.point("bundle.swept")
+        tempfiles.check_folder(plan_.output_dir)  # made if missing
+        # Again at the end: a run killed just before this one may still be going away.
+        stack.enter_context(tempfiles.swept(plan_.output_dir))
+        faults.point("bundle.swept")
         return _execute(plan_, progress)
 
 
@@ -189,17 +251,24 @@ def _execute(plan_: BundlePlans, progress: Progress) -> BundleResults:
     s = plan_.settings
     deflatecache.configure(s.deflate_cache, s.deflate_cache_gb, plan_.env)
     rawdeflate.configure(s.deflater)
-    torch = plan_.torch
     results: list[BundleResult] = []
-    for wheel in plan_.wheels:
-        platform = platforms.choose(wheel, s.platform, thin=plan_.thin is not None)
-        lib_dir = platform.lib_dir(wheel, plan_.projects, plan_.lib_dir)
-        is_torch = _is_torch(wheel)
-        result = platform.bundle(plan_.job(wheel, lib_dir, None if is_torch else torch), progress)
-        if is_torch and lib_dir and not plan_.dry_run:
-            torch = TorchWheel.read(Path(result.output), lib_dir)
-        results.append(result)
+    for wp in plan_.wheel_plans:
+        if wp.job.torch_pending and wp.job.torch is not None:
+            wp = replace(wp, job=replace(wp.job, torch=_written(wp.job.torch)))
+        results.append(platforms.PLATFORMS[wp.platform].execute(wp, progress))
     return BundleResults(tuple(results))
+
+
+def _written(planned: TorchWheel) -> TorchWheel:
+    """The torch fat wheel just written, read: it must hold what its plan said."""
+    found = TorchWheel.read(Path(planned.path), planned.lib_dir)
+    if dict(found.libs) != dict(planned.libs):
+        extra = sorted(set(found.libs) ^ set(planned.libs))
+        raise BundleError(
+            f"{Path(planned.path).name} does not hold the libraries its plan named "
+            f"({', '.join(extra)}); report this, with the command, as a rocm-build bug"
+        )
+    return found
 
 
 def bundle_many(

@@ -18,7 +18,7 @@ from typing import Any
 from rocm_build import __version__, digests, locks, proc, tempfiles
 from rocm_build.binary import pe
 from rocm_build.bundle.data import select_data
-from rocm_build.bundle.job import BundleJob
+from rocm_build.bundle.job import BundleJob, WheelPlan
 from rocm_build.bundle.linux import project_lib_dir
 from rocm_build.bundle.model import BundleResult, DataFile
 from rocm_build.bundle.provenance import fingerprint, header, up_to_date
@@ -29,9 +29,9 @@ from rocm_build.progress import Progress
 from rocm_build.treepath import TreeGuard
 from rocm_build.wheel import rawdeflate, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, analyze
-from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
+from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
-__all__ = ["PLATFORM", "Windows", "bundle_windows"]
+__all__ = ["PLATFORM", "Windows", "execute_windows", "plan_windows"]
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,25 @@ class Windows:
     def lib_dir(self, wheel: Path, projects: Mapping[str, ProjectSpec], flag: str | None) -> str:
         return ""  # delvewheel decides
 
-    def bundle(self, job: BundleJob, progress: Progress) -> BundleResult:
-        return bundle_windows(job)
+    def plan(self, job: BundleJob) -> WheelPlan:
+        return plan_windows(job)
+
+    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+        return execute_windows(planned)
 
     def plan_lines(self, result: BundleResult) -> Iterator[str]:
         plan = result.plan or {}
         yield f"would bundle {Path(result.input).name} (Windows, delvewheel):"
-        yield from (f"  {line}" for line in str(plan.get("delvewheel_show", "")).splitlines())
+        if plan.get("copy"):
+            yield "  bundled by rocm-build already: copied as it is"
+            return
+        yield f"  targets: {', '.join(plan.get('targets', [])) or '(all)'}"
+        yield f"  imported, from the tree: {', '.join(plan.get('from_tree', [])) or 'none'}"
+        elsewhere = ", ".join(plan.get("elsewhere", [])) or "none"
+        yield f"  imported, from Windows or the build machine's PATH: {elsewhere}"
+        loaded = plan.get("loaded_by_rocm", [])
+        yield f"  loaded by ROCm with LoadLibrary, added by name: {', '.join(loaded) or 'none'}"
+        yield f"  (delvewheel takes these and what they import from {', '.join(plan['search'])})"
 
 
 PLATFORM = Windows()
@@ -74,6 +86,7 @@ class _Windows:
     loaded: frozenset[str]  # DLLs ROCm opens with LoadLibrary, added by name
     include: tuple[str, ...]  # delvewheel's --include, if any
     targets: tuple[str, ...]
+    imports: frozenset[str] = frozenset()  # lower-case names the wheel's DLLs and PYDs import
 
 
 def _fingerprint(job: BundleJob) -> str:
@@ -87,20 +100,19 @@ def _fingerprint(job: BundleJob) -> str:
             "dlopen": list(job.dlopen_patterns),
             "data_trees": list(job.data_trees),
             "level": job.level,
-            "deflater": rawdeflate.implementation(),
+            "deflater": rawdeflate.implementation(job.deflater),
             "allow_outside": [str(a) for a in job.allow_outside],
         }
     )
 
 
-def bundle_windows(job: BundleJob) -> BundleResult:
+def plan_windows(job: BundleJob) -> WheelPlan:
     """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
     names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
     loads with ``LoadLibrary`` (``.dll`` patterns of ``bundle.dlopen_libs``) and the data trees
     of the bundled DLLs (``lib/X`` is read from the tree's ``bin/X``, where Windows keeps it)
-    go beside them, and the provenance file makes a re-run a no-op.
-    """
-    start = time.monotonic()
+    go beside them, and the provenance file makes a re-run a no-op. The plan reads the wheel
+    and the tree; what delvewheel adds is known when it has run (``execute``)."""
     job = replace(job, wheel=job.wheel.resolve())
     wheel, rocm, output_dir = job.wheel, job.rocm, job.output_dir
     dirs = [rocm / d for d in ("bin", "lib") if (rocm / d).is_dir()]
@@ -110,27 +122,52 @@ def bundle_windows(job: BundleJob) -> BundleResult:
         members = [m.name for m in reader.members]
         top = project_lib_dir(reader.name.distribution, {}, members, None).split("/", 1)[0]
         _check_rocm(reader, wheel, rocm, job.allow_rocm_mismatch)
-        if not job.dry_run:  # delvewheel rewrites RECORD: a corrupt input must not pass unnoticed
-            reader.verify_all()
     arcname = f"{top}/{PROVENANCE}"
     fp = _fingerprint(job)
-    if existing := up_to_date(wheel, output_dir, arcname, fp):
-        return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
-    if arcname in members:
-        out = output_dir / wheel.name
-        if not job.dry_run and out.resolve() != wheel:
-            output_dir.mkdir(parents=True, exist_ok=True)
+    if not job.fresh and (existing := up_to_date(wheel, output_dir, arcname, fp)):
+        return WheelPlan(job, PLATFORM.name, "up-to-date", str(existing), fp)
+    if arcname in members:  # bundled by rocm-build already: copied as it is
+        summary = {"platform": "windows", "copy": True}
+        return WheelPlan(
+            job, PLATFORM.name, "bundle", str(output_dir / wheel.name), fp, summary=summary
+        )
+    adding = _what_to_add(job, dirs, members)
+    summary = {
+        "platform": "windows",
+        "targets": list(adding.targets),
+        "search": [str(d) for d in dirs],
+        "from_tree": sorted(adding.in_tree[n].name for n in adding.imports & set(adding.in_tree)),
+        "elsewhere": sorted(n for n in adding.imports if n not in adding.in_tree),
+        "loaded_by_rocm": sorted(adding.loaded),
+    }
+    return WheelPlan(job, PLATFORM.name, "bundle", "", fp, detail=adding, summary=summary)
+
+
+def execute_windows(planned: WheelPlan) -> BundleResult:
+    """delvewheel's repair and what goes beside its DLLs, as ``planned`` says."""
+    start = time.monotonic()
+    job, wheel = planned.job, planned.job.wheel
+    if planned.action == "up-to-date":
+        return BundleResult(str(wheel), planned.output, "up-to-date", time.monotonic() - start)
+    if _fingerprint(job) != planned.fingerprint:
+        raise BundleError(
+            f"{wheel.name} or the tree changed after the bundle was planned; run it again"
+        )
+    with WheelReader(wheel) as reader:  # delvewheel rewrites RECORD: a corrupt input must not
+        reader.verify_all()  # pass unnoticed
+    if planned.detail is None:
+        out = Path(planned.output)
+        if out.resolve() != wheel:
+            job.output_dir.mkdir(parents=True, exist_ok=True)
             with locks.hold(out, f"the wheel {out}", no_wait=job.no_wait):
                 tempfiles.atomic_copy(wheel, out)
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
-    adding = _what_to_add(job, dirs, members)
-    if job.dry_run:  # what delvewheel would take; the data follows from it
-        shown = _delvewheel("show", wheel, dirs, sorted(adding.in_tree), *adding.include).stdout
-        plan = {"platform": "windows", "targets": list(adding.targets), "delvewheel_show": shown}
-        return BundleResult(str(wheel), "", "planned", time.monotonic() - start, plan)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    out, added, data, skipped = _repair(job, adding, arcname, fp)
+    job.output_dir.mkdir(parents=True, exist_ok=True)
+    members = planned.detail.members
+    top = project_lib_dir(WheelName.parse(wheel.name).distribution, {}, members, None)
+    arcname = f"{top.split('/', 1)[0]}/{PROVENANCE}"
+    out, added, data, skipped = _repair(job, planned.detail, arcname, planned.fingerprint)
     log.info(
         "bundled %s: %d DLLs (%s), %d data files (%d left out for other targets)",
         wheel.name,
@@ -217,6 +254,7 @@ def _what_to_add(job: BundleJob, dirs: Sequence[Path], members: Sequence[str]) -
         frozenset(loaded),
         include,
         targets,
+        frozenset(imports),
     )
 
 

@@ -1,26 +1,25 @@
 """One pass over a wheel: what the build's wheel check, ``inspect`` and ``bundle`` need to know.
 
 Member names were checked when the :class:`~.wheelfile.WheelReader` opened the wheel.
-ELF members (and, when asked, Windows DLL/PYD members) are extracted one at a time to a scratch
-folder and read: NEEDED, RPATH/RUNPATH, machine and symbol versions (:class:`elf.ElfInfo`), and
-the device code in their ``.hip_fatbin`` (offload bundles: targets and bytes per target). Copies
-are deleted again unless the caller keeps them (``bundle`` streams the ones it patches).
+ELF members (and, when asked, Windows DLL/PYD members) are read where they are, through a
+:class:`~.memberview.MemberView` (nothing is unpacked or written, so a plan may analyze): NEEDED,
+RPATH/RUNPATH, machine and symbol versions (:class:`elf.ElfInfo`), and the device code in their
+``.hip_fatbin`` (offload bundles: targets and bytes per target). Each member read is checked
+against RECORD on the way.
 """
 
 from __future__ import annotations
 
 import posixpath
-import shutil
-import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import faults, tempfiles
+from rocm_build import faults
 from rocm_build.binary import elf, pe
-from rocm_build.errors import FileAccessError
+from rocm_build.errors import BundleError
+from rocm_build.wheel.memberview import MemberView
 from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
 __all__ = [
@@ -68,8 +67,6 @@ class ElfMember(CodeMember):
     """A host ELF file in the wheel."""
 
     info: elf.ElfInfo
-    #: the extracted copy, when the caller keeps them (else None: deleted again)
-    path: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +119,6 @@ class WheelAnalysis:
 def analyze(
     reader: WheelReader,
     *,
-    keep_in: Path | None = None,
     device_code: bool = True,
     pe_files: bool = False,
     elf_files: bool = True,
@@ -130,20 +126,13 @@ def analyze(
 ) -> WheelAnalysis:
     """Read ``reader``'s wheel once (see the module docstring).
 
-    ``keep_in``: the folder where host ELF copies stay (at their member paths, for the caller
-    to stream or patch); else a temporary folder that is removed. ``device_code``: read the
-    offload bundles of files with a ``.hip_fatbin`` section. ``pe_files``: also read Windows
-    DLLs and PYDs (``elf_files=False``: only those). ``fault``: the fault point passed after
-    each ELF file read.
+    ``device_code``: read the offload bundles of files with a ``.hip_fatbin`` section.
+    ``pe_files``: also read Windows DLLs and PYDs (``elf_files=False``: only those). ``fault``:
+    the fault point passed after each ELF file read.
     """
     files = [m for m in reader.members if not m.is_dir]
-    with _scratch(keep_in) as folder:
-        elves, unreadable = (
-            _read_elves(reader, folder, keep_in is not None, device_code, fault)
-            if elf_files
-            else ({}, [])
-        )
-        pes = _read_pes(reader, folder) if pe_files else {}
+    elves, unreadable = _read_elves(reader, device_code, fault) if elf_files else ({}, [])
+    pes = _read_pes(reader) if pe_files else {}
     return WheelAnalysis(
         name=reader.name,
         dist_info=reader.dist_info,
@@ -163,27 +152,8 @@ def analyze_path(path: Path, **options: Any) -> WheelAnalysis:
         return analyze(reader, **options)
 
 
-@contextmanager
-def _scratch(keep_in: Path | None) -> Iterator[Path]:
-    if keep_in is not None:
-        yield keep_in
-        return
-    with tempfile.TemporaryDirectory(prefix="rocm-build-analyze-") as tmp:
-        try:
-            yield Path(tmp)
-        except OSError as exc:
-            if not tempfiles.is_full(exc):
-                raise
-            free = shutil.disk_usage(tmp).free / 1e6
-            raise FileAccessError(
-                f"no space left in {Path(tmp).parent} to unpack the wheel's libraries one at a "
-                f"time for reading ({free:,.0f} MB free); free some space there or point TMPDIR "
-                "at a folder with room"
-            ) from exc
-
-
 def _read_elves(
-    reader: WheelReader, folder: Path, keep: bool, device_code: bool, fault: str
+    reader: WheelReader, device_code: bool, fault: str
 ) -> tuple[dict[str, ElfMember], list[str]]:
     elves: dict[str, ElfMember] = {}
     unreadable: list[str] = []
@@ -192,40 +162,42 @@ def _read_elves(
             continue
         if reader.head(m.name, 4) != elf.ELF_MAGIC:
             continue
-        dest = reader.extract(m.name, folder, None if keep else "elf")
-        try:
-            info = elf.read_elf(dest)
-        except elf.NotElfError:
-            unreadable.append(m.name)
-            dest.unlink()
-            continue
-        if info.is_host:
-            bundles = elf.offload_bundles(dest) if device_code and info.has_fatbin else ()
-            elves[m.name] = ElfMember(
-                arcname=m.name, bundles=bundles, info=info, path=dest if keep else None
-            )
-        if not (keep and info.is_host):
-            dest.unlink()
+        with MemberView(reader, m.name) as view:
+            try:
+                info = elf.read_elf(view)
+            except elf.NotElfError:
+                unreadable.append(m.name)
+                continue
+            if info.is_host:
+                bundles = _bundles(reader, view) if device_code and info.has_fatbin else ()
+                elves[m.name] = ElfMember(arcname=m.name, bundles=bundles, info=info)
         if fault:
             faults.point(fault)
     return elves, unreadable
 
 
-def _read_pes(reader: WheelReader, folder: Path) -> dict[str, PeMember]:
+def _bundles(reader: WheelReader, view: MemberView) -> tuple[elf.OffloadBundle, ...]:
+    try:
+        return elf.offload_bundles(view)
+    except elf.BundleFormatError as err:
+        raise BundleError(
+            f"{posixpath.basename(view.name)} (in {reader.path.name}): damaged offload bundle: "
+            f"{err}; rebuild the wheel (or download it again) and bundle again"
+        ) from err
+
+
+def _read_pes(reader: WheelReader) -> dict[str, PeMember]:
     pes: dict[str, PeMember] = {}
     for m in reader.members:
         if not m.name.lower().endswith((".dll", ".pyd")) or reader.head(m.name, 2) != b"MZ":
             continue
-        dest = reader.extract(m.name, folder, "pe")
-        try:
-            if found := pe.read_pe(dest):
+        with MemberView(reader, m.name) as view:
+            if found := pe.read_pe(view):
                 machine, imports, fatbin = found
-                bundles = elf.offload_bundles_at(dest, *fatbin) if fatbin else ()
+                bundles = elf.offload_bundles_at(view, *fatbin) if fatbin else ()
                 pes[m.name] = PeMember(
                     arcname=m.name, bundles=bundles, machine=machine, imports=tuple(imports)
                 )
-        finally:
-            dest.unlink()
     return pes
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from rocm_build import bundle, config, context
 from rocm_build.bundle import platforms
-from rocm_build.bundle.job import BundleJob, Platform
+from rocm_build.bundle.job import BundleJob, Platform, WheelPlan
 from rocm_build.bundle.model import BundleResult
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.config.schema import BundleSettings
@@ -39,10 +39,12 @@ class Plan9:
     def lib_dir(self, wheel: Path, projects: Mapping[str, ProjectSpec], flag: str | None) -> str:
         return "ext/plan9libs"
 
-    def bundle(self, job: BundleJob, progress: Progress) -> BundleResult:
+    def plan(self, job: BundleJob) -> WheelPlan:
         self.jobs.append(job)
-        plan = {"platform": self.name}
-        return BundleResult(str(job.wheel), "", "planned", 0.0, plan)
+        return WheelPlan(job, self.name, "bundle", "", "", summary={"platform": self.name})
+
+    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+        raise AssertionError("a dry run executes nothing")
 
     def plan_lines(self, result: BundleResult) -> Iterator[str]:
         yield f"would bundle {Path(result.input).name} for Plan 9"
@@ -63,8 +65,9 @@ def _plans(tmp_path: Path, **flags: object) -> bundle.BundlePlans:
 
 
 def test_a_registered_platform_is_chosen_for_its_wheel(plan9: Plan9, tmp_path: Path) -> None:
-    (result,) = bundle.execute(_plans(tmp_path, **{"bundle.compression_level": 3})).results
-    (job,) = plan9.jobs
+    plans = _plans(tmp_path, **{"bundle.compression_level": 3})
+    (job,) = plan9.jobs  # asked for its plan by the stage's plan
+    (result,) = bundle.execute(plans).results
     assert (job.wheel, job.lib_dir, job.level, job.dry_run) == (WHEEL, "ext/plan9libs", 3, True)
     assert job.rocm == tmp_path / "rocm"
     assert list(bundle.plan_lines(result)) == [f"would bundle {WHEEL.name} for Plan 9"]
@@ -72,7 +75,7 @@ def test_a_registered_platform_is_chosen_for_its_wheel(plan9: Plan9, tmp_path: P
 
 def test_a_platform_the_tag_contradicts_is_refused(plan9: Plan9, tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        bundle.execute(_plans(tmp_path, **{"bundle.platform": "linux"}))
+        _plans(tmp_path, **{"bundle.platform": "linux"})
     assert str(err.value).startswith(f"{WHEEL.name} is a Plan 9 wheel but --platform")
     assert err.value.exit_code == 2
     assert plan9.jobs == []

@@ -23,7 +23,7 @@ def test_the_three_callers_use_the_analysis() -> None:
     text = sources()
     assert "analyze_path(wheel)" in text["building/stage.py"]
     assert "analyze(reader, pe_files=True)" in text["bundle/report.py"]
-    assert "analyze(\n" in text["bundle/linux.py"]
+    assert "analyze(reader, device_code=" in text["bundle/linux.py"]
 
 
 def private_bundle_names(text: str) -> list[str]:

@@ -14,22 +14,23 @@ from rocm_build import config, context, smoke
 from rocm_build.errors import ConfigError
 
 
-def make_wheel(path: Path, members: dict[str, str]) -> Path:
+def make_wheel(path: Path, members: dict[str, str] | dict[str, str | bytes]) -> Path:
     """A complete wheel (METADATA, WHEEL and a right RECORD added) holding ``members``."""
     name, version = path.name.split("-")[:2]
     dist_info = f"{name}-{version}.dist-info"
-    files = {
+    files: dict[str, str | bytes] = {
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n",
         **{k: v for k, v in members.items() if not k.endswith("/RECORD")},
     }
     rows = []
     for arc, text in files.items():
-        digest = hashlib.sha256(text.encode()).digest()
+        data = text.encode() if isinstance(text, str) else text
+        digest = hashlib.sha256(data).digest()
         b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-        rows.append(f"{arc},sha256={b64},{len(text.encode())}\n")
+        rows.append(f"{arc},sha256={b64},{len(data)}\n")
     files[f"{dist_info}/RECORD"] = "".join(rows) + f"{dist_info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as zf:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for arc, text in files.items():
             zf.writestr(arc, text)
     return path

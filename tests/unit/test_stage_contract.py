@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 
 from rocm_build import building as build
 from rocm_build import bundle, config, context, pipeline, smoke, sources
@@ -31,6 +32,9 @@ from rocm_build.context import RunContext
 from . import guard
 from .test_dist import make_tree
 from .test_smoke_plan import make_wheel
+
+#: a real shared library (NEEDs libc and libpthread) for the torch wheel
+ELF = next(Path(zstandard.__file__).parent.glob("backend_c*.so"))
 
 #: The stages, as packages: the pipeline's one list.
 STAGES = tuple(stage.package for stage in pipeline.PIPELINE)
@@ -73,7 +77,11 @@ def _workspace(root: Path) -> Workspace:
     built = root / "built"
     built.mkdir()
     tag = "cp311-cp311-linux_x86_64"
-    torch = make_wheel(built / f"torch-2.9.0+rocm6.4.1-{tag}.whl", {"torch/__init__.py": ""})
+    # a real shared library in it: the bundle's plan reads its ELF facts in the wheel
+    torch = make_wheel(
+        built / f"torch-2.9.0+rocm6.4.1-{tag}.whl",
+        {"torch/__init__.py": "", "torch/lib/libtorch_hip.so": ELF.read_bytes()},
+    )
     vision = make_wheel(
         built / f"torchvision-0.24.0+rocm6.4.1-{tag}.whl", {"torchvision/__init__.py": ""}
     )
@@ -158,6 +166,29 @@ def test_a_plan_writes_nothing_and_starts_nothing(
     execute = getattr(importlib.import_module(f"rocm_build.{package}"), function or "execute")
     first = next(iter(inspect.signature(execute).parameters))
     assert typing.get_type_hints(execute)[first] is type(made)
+
+
+def test_the_bundle_plan_holds_each_wheels_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``execute`` will do per wheel is in the plan, made with writes refused: torch's
+    library read in the wheel (its NEEDED names left to the system), torchvision planned
+    against the torch fat wheel torch's plan will write; and ``--dry-run`` is that plan."""
+    ws = _workspace(tmp_path)
+    with monkeypatch.context() as guarded:
+        guard.forbid_writes(guarded)
+        made = bundle.plan(ws.ctx, ws.built)
+        dry = bundle.execute(bundle.plan(ws.ctx, ws.built, dry_run=True))
+    torch, vision = made.wheel_plans
+    assert (torch.action, vision.action) == ("bundle", "bundle")
+    assert torch.plan is not None
+    assert set(torch.plan.system_libs) == {"libc.so.6", "libpthread.so.0"}
+    assert vision.job.torch is not None
+    assert vision.job.torch_pending
+    assert vision.job.torch.path == torch.output
+    assert vision.job.torch.libs == {"libtorch_hip.so": "torch/lib/libtorch_hip.so"}
+    assert [r.status for r in dry.results] == ["planned", "planned"]
+    assert [r.plan for r in dry.results] == [torch.summary, vision.summary]
 
 
 def test_the_write_guard_refuses_writes_and_allows_reads(

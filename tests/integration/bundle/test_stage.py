@@ -53,7 +53,9 @@ def test_one_analysis_feeds_the_check_inspect_and_bundle(
     analysis = analyze_path(hip_ext_wheel)
     assert list(analysis.elves) == ["hipext/_kern.so"]
     kern = analysis.elves["hipext/_kern.so"]
-    assert kern.path is None  # not kept: the scratch copy is gone
+    # read in the wheel: nothing unpacked, and the names its .rodata holds come with its facts
+    assert kern.info.path == "hipext/_kern.so"
+    assert kern.info.so_strings is not None
     assert analysis.device_targets == {"gfx90a", "gfx1030"}
     assert "libamdhip64.so.5" in kern.info.needed
     assert analysis.unreadable == ()

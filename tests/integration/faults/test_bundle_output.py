@@ -1,5 +1,6 @@
 """The output side of bundle: two runs on one wheel (the lock), and an output folder that is a
-file, is read-only, or fills up while the wheel is written; inspect with a full TMPDIR."""
+file, is read-only, or fills up while the wheel is written; inspect with a full TMPDIR (it needs
+no room there)."""
 
 from __future__ import annotations
 
@@ -146,11 +147,11 @@ def test_disk_full_keeps_the_previous_wheel(
     assert strays(bundler.out) == []
 
 
-def test_inspect_with_a_full_temporary_folder(
+def test_inspect_needs_no_room_in_the_temporary_folder(
     bundler: Bundler, tmp_path: Path, mounts: list[Path]
 ) -> None:
-    # inspect unpacks each library (33 kB) to TMPDIR to read it; there, a filler leaves 8 kB
-    # (room for Python's check that TMPDIR is writable, else it would fall back to /tmp)
+    # inspect reads each library in the wheel (no copy unpacked): a TMPDIR with 8 kB left (room
+    # for Python's check that TMPDIR is writable, else it would fall back to /tmp) is enough
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     _mount(["-t", "tmpfs", "-o", "size=1m", "tmpfs", str(scratch)])
@@ -158,15 +159,12 @@ def test_inspect_with_a_full_temporary_folder(
     free = shutil.disk_usage(scratch).free
     (scratch / "filler").write_bytes(b"\0" * (free - 8192))
     res = subprocess.run(
-        [*bundler.argv()[:3], "inspect", str(bundler.wheel)],
+        [*bundler.argv()[:3], "--json", "inspect", str(bundler.wheel)],
         env=bundler.env(TMPDIR=str(scratch)), capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert res.returncode == 14, res.stderr
-    assert "Traceback" not in res.stderr
-    line = " ".join(res.stderr.split())
-    assert f"no space left in {scratch} to unpack the wheel's libraries" in line
-    assert "point TMPDIR at a folder with room" in line
-    assert os.listdir(scratch) == ["filler"]  # its scratch folder removed again
+    assert res.returncode == 0, res.stderr
+    assert "hipext/_kern.so" in res.stdout  # its ELF facts were read
+    assert os.listdir(scratch) == ["filler"]
 
 
 KINDS = (".whl.rocm-build-", ".whl.scratch.rocm-build-", ".whl.extract.rocm-build-")
