@@ -71,13 +71,17 @@ def rocsparse_wheel() -> Path:
     lib = bench_bundle.WORK / "tree" / "lib" / "librocsparse.so.0.1"
     if not lib.is_file():
         raise SystemExit(f"{lib} is missing: run benchmarks/bench_bundle.py once first")
-    sys.path.insert(0, str(REPO / "tests" / "unit"))
-    from test_smoke_plan import make_wheel
-
     WORK.mkdir(parents=True, exist_ok=True)
     print(f"making {wheel.name} (1.3 GB deflated at level 6, once)", flush=True)
     part = wheel.with_suffix(".part")
-    make_wheel(part, {"sparselib/lib/librocsparse.so.0": lib.read_bytes()})
+    make = (  # in a child: this process stays small, so its children's peak RSS is theirs
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "from test_smoke_plan import make_wheel; "
+        "make_wheel(Path(sys.argv[2]), {'sparselib/lib/librocsparse.so.0': "
+        "Path(sys.argv[3]).read_bytes()})"
+    )
+    unit = str(REPO / "tests" / "unit")
+    subprocess.run([sys.executable, "-c", make, unit, str(part), str(lib)], check=True)
     part.rename(wheel)
     return wheel
 

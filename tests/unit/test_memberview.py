@@ -41,11 +41,27 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memberview, "BLOCK", 4096)
     monkeypatch.setattr(memberview, "KEEP", 5)
     monkeypatch.setattr(memberview, "_STEP", 10_000)
+    monkeypatch.setattr(memberview, "CHECKPOINT", 30_000)
+    monkeypatch.setattr(memberview, "_IN", 3_000)
 
 
-def test_slices_finds_and_reads_match_the_bytes(tmp_path: Path, small_blocks: None) -> None:
+def _stored(wheel: Path) -> Path:
+    """The same wheel with its members stored, not deflated."""
+    out = wheel.with_name("stored") / wheel.name
+    out.parent.mkdir()
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    return out
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["deflated", "stored"])
+def test_slices_finds_and_reads_match_the_bytes(
+    tmp_path: Path, small_blocks: None, stored: bool
+) -> None:
     data = _data(200_000)
     wheel = make_wheel(tmp_path / "x-1.0-py3-none-any.whl", {"x/blob.bin": data})
+    wheel = _stored(wheel) if stored else wheel
     rng = random.Random(7)
     with WheelReader(wheel) as reader, MemberView(reader, "x/blob.bin") as view:
         assert len(view) == len(data)
@@ -64,6 +80,31 @@ def test_slices_finds_and_reads_match_the_bytes(tmp_path: Path, small_blocks: No
         view.seek(5)
         assert (view.read(10), view.tell()) == (data[5:15], 15)
         assert view[-1] == data[-1]
+    with WheelReader(wheel) as reader:
+        with MemberView(reader, "x/blob.bin") as view:
+            assert view[90_000:90_010] == data[90_000:90_010]
+        assert "x/blob.bin" in reader.verified  # checked on close, by a pass from the start
+
+
+def test_a_read_behind_starts_from_the_saved_state_before_it(
+    tmp_path: Path, small_blocks: None
+) -> None:
+    """Not from the member's start: the inflate's states are kept every CHECKPOINT bytes."""
+    data = _data(300_000)
+    wheel = make_wheel(tmp_path / "x-1.0-py3-none-any.whl", {"x/blob.bin": data})
+    with WheelReader(wheel) as reader, MemberView(reader, "x/blob.bin") as view:
+        assert view[-10:] == data[-10:]  # inflated to the end once
+        saved = [p[0] for p in view._src._points]
+        assert saved == sorted(saved)
+        assert len(saved) >= 9
+        inflated = []
+        read = view._src.read
+        view._src.read = lambda size: inflated.append(len(got := read(size))) or got  # type: ignore[method-assign]
+        assert view[200_000:200_100] == data[200_000:200_100]
+        assert 0 < sum(inflated) <= 30_000 + 4096  # from the state at 180,000, not from 0
+        inflated.clear()
+        assert view[10:20] == data[10:20]  # before the first saved state: from the start
+        assert sum(inflated) == 4096
 
 
 def test_a_member_that_does_not_match_record_is_refused(tmp_path: Path) -> None:
