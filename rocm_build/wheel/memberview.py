@@ -89,6 +89,7 @@ class _Member:
         return max((p[0] for p in self._points if p[0] <= offset), default=0)
 
     def read(self, size: int) -> bytes:
+        self._open()
         if self._z is None and self._seq is None and self.method != zipfile.ZIP_STORED:
             self.rewind(0)
         if self.method == zipfile.ZIP_STORED:

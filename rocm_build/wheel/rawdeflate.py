@@ -79,46 +79,32 @@ _EMPTY_STORED = b"\x00\x00\xff\xff"  # LEN 0 and its complement, after the 3 hea
 _SCAN_OUT = 1 << 18  # inflate output scratch (discarded)
 
 
-class _ZStream(ctypes.Structure):
-    """zlib's ``z_stream`` (zlib.h); uInt is unsigned int, uLong is unsigned long."""
-
-    _fields_ = [
+def _stream(name: str, count: Any, total: Any, adler: Any) -> type[ctypes.Structure]:
+    """The inflate stream struct: its fields in order, with the given types for the byte
+    counts (``avail_*``), the totals (``total_*``) and the checksum."""
+    fields = [
         ("next_in", ctypes.c_void_p),
-        ("avail_in", ctypes.c_uint),
-        ("total_in", ctypes.c_ulong),
+        ("avail_in", count),
+        ("total_in", total),
         ("next_out", ctypes.c_void_p),
-        ("avail_out", ctypes.c_uint),
-        ("total_out", ctypes.c_ulong),
+        ("avail_out", count),
+        ("total_out", total),
         ("msg", ctypes.c_char_p),
         ("state", ctypes.c_void_p),
         ("zalloc", ctypes.c_void_p),
         ("zfree", ctypes.c_void_p),
         ("opaque", ctypes.c_void_p),
         ("data_type", ctypes.c_int),
-        ("adler", ctypes.c_ulong),
+        ("adler", adler),
         ("reserved", ctypes.c_ulong),
     ]
+    return type(name, (ctypes.Structure,), {"_fields_": fields})
 
 
-class _ZngStream(ctypes.Structure):
-    """zlib-ng's native ``zng_stream`` (zlib-ng.h): sizes are uint32_t and size_t."""
-
-    _fields_ = [
-        ("next_in", ctypes.c_void_p),
-        ("avail_in", ctypes.c_uint32),
-        ("total_in", ctypes.c_size_t),
-        ("next_out", ctypes.c_void_p),
-        ("avail_out", ctypes.c_uint32),
-        ("total_out", ctypes.c_size_t),
-        ("msg", ctypes.c_char_p),
-        ("state", ctypes.c_void_p),
-        ("zalloc", ctypes.c_void_p),
-        ("zfree", ctypes.c_void_p),
-        ("opaque", ctypes.c_void_p),
-        ("data_type", ctypes.c_int),
-        ("adler", ctypes.c_uint32),
-        ("reserved", ctypes.c_ulong),
-    ]
+#: zlib's ``z_stream`` (zlib.h): uInt is unsigned int, uLong unsigned long
+_ZStream = _stream("_ZStream", ctypes.c_uint, ctypes.c_ulong, ctypes.c_ulong)
+#: zlib-ng's native ``zng_stream`` (zlib-ng.h): uint32_t counts, size_t totals
+_ZngStream = _stream("_ZngStream", ctypes.c_uint32, ctypes.c_size_t, ctypes.c_uint32)
 
 
 @dataclass(frozen=True)

@@ -129,13 +129,15 @@ def test_a_member_that_does_not_match_record_is_refused(tmp_path: Path) -> None:
         assert "x/blob.bin" in reader.verified  # checked on the way, no second pass
 
 
+@pytest.mark.parametrize("stored", [False, True], ids=["deflated", "stored"])
 @pytest.mark.parametrize("library", [ELF, _libc()], ids=["extension", "libc"])
 def test_elf_facts_through_a_view_are_the_files(
-    library: Path, tmp_path: Path, small_blocks: None
+    library: Path, stored: bool, tmp_path: Path, small_blocks: None
 ) -> None:
     wheel = make_wheel(
         tmp_path / "x-1.0-cp311-cp311-linux_x86_64.whl", {"x/lib/_c.so": library.read_bytes()}
     )
+    wheel = _stored(wheel) if stored else wheel  # read from its first byte on (block 0 first)
     on_disk = elf.read_elf(library)
     with WheelReader(wheel) as reader, MemberView(reader, "x/lib/_c.so") as view:
         in_wheel = elf.read_elf(view)
