@@ -168,8 +168,7 @@ def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> Bundl
         )
     plan = replace(plan, fingerprint=fp)
     faults.point("bundle.planned")
-    out = Path(plan.output)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    out = Path(plan.output)  # its folder: made and checked by the stage's execute
     with (
         WheelReader(wheel) as reader,
         locks.hold(out, f"the wheel {out}", no_wait=job.no_wait),
@@ -318,7 +317,6 @@ def _already_done(
     if out.resolve() == wheel:
         log.info("%s is already self-contained: nothing to do", wheel.name)
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
-    job.output_dir.mkdir(parents=True, exist_ok=True)
     tempfiles.atomic_copy(wheel, out)
     log.info("%s is already self-contained: copied unchanged", wheel.name)
     return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start, plan.summary())

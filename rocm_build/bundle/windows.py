@@ -158,12 +158,10 @@ def execute_windows(planned: WheelPlan) -> BundleResult:
     if planned.detail is None:
         out = Path(planned.output)
         if out.resolve() != wheel:
-            job.output_dir.mkdir(parents=True, exist_ok=True)
             with locks.hold(out, f"the wheel {out}", no_wait=job.no_wait):
                 tempfiles.atomic_copy(wheel, out)
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
-    job.output_dir.mkdir(parents=True, exist_ok=True)
     members = planned.detail.members
     top = project_lib_dir(WheelName.parse(wheel.name).distribution, {}, members, None)
     arcname = f"{top.split('/', 1)[0]}/{PROVENANCE}"

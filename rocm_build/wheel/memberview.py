@@ -19,7 +19,6 @@ reaches its end, or when the view is closed (which reads on to the end if no pas
 from __future__ import annotations
 
 import io
-import os
 import zipfile
 import zlib
 from collections import OrderedDict, deque
@@ -46,9 +45,7 @@ class _Member:
     def __init__(self, reader: WheelReader, name: str) -> None:
         member = reader.member(name)
         self._reader, self._name, self._member = reader, name, member
-        self._fh: IO[bytes] | None = None
-        self._fd = -1
-        self._data = 0  # where the member's compressed bytes start in the wheel
+        self._data = -1  # where the member's compressed bytes start in the wheel
         self._in = 0  # compressed bytes taken so far
         self._out = 0  # bytes given out so far
         self._tail = b""  # compressed bytes fed but not yet used
@@ -58,10 +55,9 @@ class _Member:
         self.method = member.compress_type
 
     def _open(self) -> None:
-        if self._fh is None and self.method in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            self._fh = self._reader.path.open("rb")
-            self._fd = self._fh.fileno()
-            self._data = self._reader.data_offset(self._member, self._fh)
+        # the wheel the reader opened and checked, read by position (not its path again)
+        if self._data < 0 and self.method in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            self._data = self._reader.data_offset(self._member)
 
     def rewind(self, offset: int) -> int:
         """Start again from the nearest point at or before ``offset``; returns that point."""
@@ -94,7 +90,7 @@ class _Member:
             self.rewind(0)
         if self.method == zipfile.ZIP_STORED:
             size = max(0, min(size, self._member.file_size - self._out))
-            data = os.pread(self._fd, size, self._data + self._out)
+            data = self._reader.pread(size, self._data + self._out)
         elif self._seq is not None:
             data = self._seq.read(size)
         else:
@@ -108,7 +104,7 @@ class _Member:
         while got < size and not self._z.eof:
             if not self._tail:
                 left = self._member.compress_size - self._in
-                self._tail = os.pread(self._fd, min(_IN, left), self._data + self._in)
+                self._tail = self._reader.pread(min(_IN, left), self._data + self._in)
                 self._in += len(self._tail)
                 if not self._tail:
                     break  # truncated: the size check says so
@@ -125,9 +121,8 @@ class _Member:
         return b"".join(parts)
 
     def close(self) -> None:
-        for fh in (self._fh, self._seq):
-            if fh is not None:
-                fh.close()
+        if self._seq is not None:
+            self._seq.close()
         self._points.clear()
 
 

@@ -367,10 +367,22 @@ class WheelReader:
             raise self._unsafe(name, f"cannot be read ({err})") from None
         check.finish()
 
-    def data_offset(self, member: Member, fh: BinaryIO) -> int:
-        """Where the member's compressed bytes start (after its local header)."""
-        fh.seek(member.header_offset)
-        head = fh.read(LOCAL.size)
+    def pread(self, size: int, offset: int) -> bytes:
+        """``size`` bytes at ``offset`` of the wheel this reader opened (its own open file, by
+        position: never the path again, which may name another file by now)."""
+        fp = self._zip.fp
+        if fp is None:
+            raise BundleError(f"{self.path.name}: the wheel is closed")
+        return os.pread(fp.fileno(), size, offset)
+
+    def data_offset(self, member: Member, fh: BinaryIO | None = None) -> int:
+        """Where the member's compressed bytes start (after its local header), read from ``fh``
+        or, by default, from the wheel this reader opened (:meth:`pread`)."""
+        if fh is None:
+            head = self.pread(LOCAL.size, member.header_offset)
+        else:
+            fh.seek(member.header_offset)
+            head = fh.read(LOCAL.size)
         if len(head) != LOCAL.size or head[:4] != b"PK\x03\x04":
             raise BundleError(f"{self.path.name}: bad local header for {member.name}")
         name_len, extra_len = struct.unpack_from("<HH", head, 26)

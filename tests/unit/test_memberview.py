@@ -155,3 +155,19 @@ def test_elf_facts_through_a_view_are_the_files(
     assert elf.strings_present(library, in_wheel.so_strings) == in_wheel.so_strings
     if library != ELF:
         assert "libgcc_s.so.1" in in_wheel.so_strings
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["deflated", "stored"])
+def test_a_wheel_swapped_on_disk_after_opening_is_not_read(tmp_path: Path, stored: bool) -> None:
+    """The view reads the file the reader opened and checked, never the path again: a wheel
+    renamed over it meanwhile (another run's output, or a planted file) is not what is read."""
+    data = _data(100_000)
+    wheel = make_wheel(tmp_path / "x-1.0-py3-none-any.whl", {"x/blob.bin": data})
+    wheel = _stored(wheel) if stored else wheel
+    (tmp_path / "o").mkdir()
+    other = make_wheel(tmp_path / "o" / wheel.name, {"x/blob.bin": b"Y" * 100_000})
+    with WheelReader(wheel) as reader:
+        other.replace(wheel)
+        with MemberView(reader, "x/blob.bin") as view:
+            assert view[:10] == data[:10]
+            assert view.read() == data
