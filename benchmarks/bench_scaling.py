@@ -232,9 +232,9 @@ def auditwheel(tree: Path, wheel: Path, level: int) -> dict[str, float]:
 
 def _core_counts(spec: str) -> tuple[list[int], list[str]]:
     mine = sorted(os.sched_getaffinity(0))
-    from rocm_build import cpus
+    from rocm_build import proc
 
-    usable = cpus.available()
+    usable = proc.cpus_available()
     counts, skipped = [], []
     for word in spec.split(","):
         n = usable if word.strip() == "all" else int(word)

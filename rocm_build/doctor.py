@@ -20,7 +20,7 @@ from typing import Any
 
 from rocm_build import arch as arch_mod
 from rocm_build import building as build_mod
-from rocm_build import cpus, proc
+from rocm_build import proc
 from rocm_build.building import featurecheck, floors
 from rocm_build.config.loader import Config, ProjectSpec
 from rocm_build.context import RunContext
@@ -142,7 +142,7 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
         ]
 
     memory = build_mod.memory_available()
-    cores = cpus.available()
+    cores = proc.cpus_available()
     work = ctx.work_dir
     probe = next((p for p in (work, *work.parents) if p.exists()), cfg.cwd)
     free = shutil.disk_usage(probe).free

@@ -26,7 +26,6 @@ from rocm_build import (
     __version__,
     bundle,
     config,
-    digests,
     faults,
     runreport,
     smoke,
@@ -79,7 +78,7 @@ def blamed(outcomes: Sequence[StageOutcome]) -> str:
 
 def stamp_key(inputs: Mapping[str, Any]) -> str:
     """A stable digest of a stage's inputs."""
-    return digests.settings_digest(dict(inputs))
+    return statefile.settings_digest(dict(inputs))
 
 
 def _file_facts(path: Path) -> dict[str, Any]:

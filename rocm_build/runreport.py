@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import digests, sources, statefile
+from rocm_build import sources, statefile
 from rocm_build.context import RunContext
 from rocm_build.errors import FileAccessError, RocmBuildError
 from rocm_build.masking import mask_values
@@ -66,7 +66,7 @@ def _wheel(path_text: str) -> dict[str, Any]:
         "name": path.name,
         "path": str(path),
         "size": path.stat().st_size,
-        "sha256": digests.file_sha256(path),
+        "sha256": statefile.file_sha256(path),
     }
     if path.name.startswith("torch-"):
         entry["build_features"] = _torch_features(path)

@@ -20,7 +20,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from rocm_build import cpus
+from rocm_build import proc
 from rocm_build.building import buildfeatures, buildsource, featurecheck, floors, tritonbuild
 from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from rocm_build.building.buildversion import Revision, read_revision, release_version
@@ -273,7 +273,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
         base_python=Path(sys.executable),
         venv_setting=venv_setting,
         jobs=cfg.general.jobs,
-        cores=cpus.available(),
+        cores=proc.cpus_available(),
         memory=memory_available(),
         version_suffix=cfg.build.version_suffix,
         cache=compiler_cache.kind,

@@ -23,7 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from rocm_build import arch, digests, locks, proc, statefile, tempfiles
+from rocm_build import arch, locks, proc, statefile, tempfiles
 from rocm_build.building import tritonbuild
 from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
 from rocm_build.building.buildplan import (
@@ -334,7 +334,7 @@ def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> 
         "rocm": [str(plan.tree.root), plan.tree.version],
         "depends": dict(deps),  # a rebuilt torch means its dependents are rebuilt too
     }
-    return digests.settings_digest(data)
+    return statefile.settings_digest(data)
 
 
 def _previous(plan: BuildPlan) -> dict[str, dict[str, Any]]:
@@ -383,7 +383,7 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
     if not _entry_ok(prev):
         return None
     wheel = plan.output_dir / str(prev["wheel"])
-    if not wheel.is_file() or digests.file_sha256(wheel) != prev.get("sha256"):
+    if not wheel.is_file() or statefile.file_sha256(wheel) != prev.get("sha256"):
         return None
     if step.install_after and installed_version(plan, step, step.name) != prev.get("version"):
         args = ["install", "--no-deps", "--force-reinstall", "--", str(wheel)]
@@ -561,7 +561,7 @@ def _build_one(
         version=facts.version,
         commit=_commit(step.source, step.env),
         targets=facts.targets,
-        sha256=digests.file_sha256(dest),
+        sha256=statefile.file_sha256(dest),
         seconds=time.monotonic() - started,
         jobs=step.jobs,
         retried_with=retried,

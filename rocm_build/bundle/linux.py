@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, digests, faults, locks, tempfiles
+from rocm_build import __version__, faults, locks, statefile, tempfiles
 from rocm_build.bundle.apply import apply_plan, find_linkers
 from rocm_build.bundle.data import aotriton_images_out, data_target_gaps, select_data
 from rocm_build.bundle.device import (
@@ -91,7 +91,7 @@ def _fingerprint(job: BundleJob) -> str:
     """What the output depends on: a different value makes an existing output stale."""
     settings: dict[str, Any] = {
         "tool": __version__,
-        "input": digests.file_facts(job.wheel),
+        "input": statefile.file_facts(job.wheel),
         "rocm": str(job.rocm.resolve()),
         "targets": list(job.targets),
         "lib_dir": job.lib_dir,
@@ -100,7 +100,7 @@ def _fingerprint(job: BundleJob) -> str:
         "level": job.level,
         "deflater": rawdeflate.implementation(job.deflater),
         "policy": job.policy,
-        "torch": digests.file_facts(Path(job.torch.path)) if job.torch else None,
+        "torch": statefile.file_facts(Path(job.torch.path)) if job.torch else None,
         "allow_outside": [str(a) for a in job.allow_outside],
         "system_libs": list(job.system_libs),
         "rocm_libs": list(job.rocm_libs),
@@ -325,8 +325,8 @@ def _already_done(
 def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) -> dict[str, Any]:
     """What the output records about its making: settings, libraries (with those an earlier
     bundle of the input added), and the source files whose change makes it stale."""
-    sources = [digests.file_facts(Path(lib.source)) for lib in plan.libraries]
-    sources += [digests.file_facts(Path(d.source)) for d in plan.data]
+    sources = [statefile.file_facts(Path(lib.source)) for lib in plan.libraries]
+    sources += [statefile.file_facts(Path(d.source)) for d in plan.data]
     old = provenance_in(reader, plan.provenance_arcname) or {}
     summary = plan.summary()
     names = {lib.name for lib in plan.libraries}

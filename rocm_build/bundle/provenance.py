@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, digests, statefile
+from rocm_build import __version__, statefile
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.analyze import PROVENANCE
 from rocm_build.wheel.wheelfile import WheelReader
@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 
 def fingerprint(settings: Any) -> str:
-    """What an output depends on (see :func:`.digests.settings_digest`), as the record keeps it."""
-    return digests.settings_digest(settings)[:32]
+    """What an output depends on (:func:`.statefile.settings_digest`), as the record keeps it."""
+    return statefile.settings_digest(settings)[:32]
 
 
 def header(fp: str, rocm: Path) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) ->
         if (
             prov
             and prov.get("fingerprint") == fingerprint
-            and digests.facts_unchanged(prov.get("sources", []))
+            and statefile.facts_unchanged(prov.get("sources", []))
         ):
             log.info("%s is up to date (same input, tree and settings)", existing.name)
             return existing

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, digests, faults, locks, tempfiles
+from rocm_build import __version__, faults, locks, statefile, tempfiles
 from rocm_build.bundle import platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
 from rocm_build.bundle.model import BundleResult
@@ -145,7 +145,7 @@ def _up_to_date(wheel: Path, output_dir: Path, fingerprint: str) -> SplitResult 
         split = prov.get("split")
         if not isinstance(split, dict) or prov.get("fingerprint") != fingerprint:
             continue
-        if not digests.facts_unchanged(prov.get("sources", [])):
+        if not statefile.facts_unchanged(prov.get("sources", [])):
             continue
         devices = {t: output_dir / n for t, n in split.get("device_wheels", {}).items()}
         if all(p.is_file() for p in devices.values()):
@@ -304,12 +304,12 @@ def _settings_fingerprint(
         {
             "tool": __version__,
             "split": True,
-            "input": digests.file_facts(wheel.resolve()),
+            "input": statefile.file_facts(wheel.resolve()),
             "rocm": str(ctx.tree.root.resolve()),
             "targets": list(ctx.arch_targets),
             "bundle": asdict(cfg.bundle),
             "lib_dir": lib_dir,
-            "with": [digests.file_facts(w.resolve()) for w in with_wheels],
+            "with": [statefile.file_facts(w.resolve()) for w in with_wheels],
             "pattern": pattern,
             "torch_lib_dir": str(cfg.projects["torch"].lib_dir) if "torch" in cfg.projects else "",
         }

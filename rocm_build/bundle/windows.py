@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, digests, locks, proc, tempfiles
+from rocm_build import __version__, locks, proc, statefile, tempfiles
 from rocm_build.binary import pe
 from rocm_build.bundle.data import select_data
 from rocm_build.bundle.job import BundleJob, WheelPlan
@@ -93,7 +93,7 @@ def _fingerprint(job: BundleJob) -> str:
     return fingerprint(
         {
             "tool": __version__,
-            "input": digests.file_facts(job.wheel),
+            "input": statefile.file_facts(job.wheel),
             "rocm": str(job.rocm.resolve()),
             "platform": "windows",
             "targets": list(job.targets),
@@ -296,8 +296,8 @@ def _additions(
         "libraries": libraries,
         "data_files": len(data),
         "data_skipped": skipped,
-        "sources": [digests.file_facts(in_tree[n.lower()]) for n in added if n.lower() in in_tree]
-        + [digests.file_facts(Path(d.source)) for d in data],
+        "sources": [statefile.file_facts(in_tree[n.lower()]) for n in added if n.lower() in in_tree]
+        + [statefile.file_facts(Path(d.source)) for d in data],
     }
     return added, data, skipped, provenance
 

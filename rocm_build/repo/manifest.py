@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import digests, faults, locks, statefile, tempfiles
+from rocm_build import faults, locks, statefile, tempfiles
 from rocm_build.errors import ConfigError
 from rocm_build.masking import mask_url
 from rocm_build.repo import git
@@ -96,7 +96,7 @@ def stamp(
         "hipify": list(hipify),
         "apply_patches": apply_patches,
     }
-    return digests.settings_digest(data)
+    return statefile.settings_digest(data)
 
 
 _WHAT = "source manifest"

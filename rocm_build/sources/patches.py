@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocm_build import digests, faults, statefile, tempfiles
+from rocm_build import faults, statefile, tempfiles
 from rocm_build.errors import ConfigError, FileAccessError, PatchConflict, RocmBuildError
 from rocm_build.repo import git
 from rocm_build.sources import journal
@@ -133,7 +133,7 @@ def list_series(root: Path) -> tuple[PatchFile, ...]:
             )
             raise ConfigError(msg)
         repo_rel = path.parent.parent.relative_to(root).as_posix()
-        found.append(PatchFile(repo_rel or ".", stage, path, digests.file_sha256(path)))
+        found.append(PatchFile(repo_rel or ".", stage, path, statefile.file_sha256(path)))
     return tuple(sorted(found, key=lambda p: (p.repo != ".", p.repo, p.stage, p.path.name)))
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rocm_build import cpus, faults, tempfiles
+from rocm_build import faults, proc, tempfiles
 from rocm_build.errors import BundleError
 from rocm_build.wheel import deflatecache, rawdeflate, wheelpieces, zipformat
 from rocm_build.wheel.wheelpieces import (
@@ -162,7 +162,7 @@ class WheelWriter:
     final_path: Path
     dist_info: str
     level: int = 6
-    workers: int = 0  # deflate threads; 0 = the CPUs this process may use (cpus.available)
+    workers: int = 0  # deflate threads; 0 = the CPUs this process may use (proc.cpus_available)
     #: bundle.deflater (rawdeflate.DEFLATERS; "" = the configured one), as it runs here
     deflater: str = ""
     date_time: tuple[int, int, int, int, int, int] = zipformat.DOS_EPOCH
@@ -178,7 +178,7 @@ class WheelWriter:
         fd, self._tmp = tempfiles.create_file(self.final_path)
         self._fh: BinaryIO = os.fdopen(fd, "w+b")
         self._syncer = _Syncer(fd)
-        self.workers = self.workers or cpus.available()
+        self.workers = self.workers or proc.cpus_available()
         self.deflater = rawdeflate.implementation(self.deflater)
         self._pool = ThreadPoolExecutor(max_workers=self.workers)
         self._done = False

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import cpus
+from rocm_build import proc
 
 
 def _affinity() -> int:
@@ -44,7 +44,7 @@ def _write(folder: Path, files: dict[str, str]) -> None:
      ("max", None), ("x 100000", None), ("100000 0", None)],
 )  # fmt: skip
 def test_cpu_max(text: str, expected: float | None) -> None:
-    assert cpus.parse_cpu_max(text) == expected
+    assert proc.parse_cpu_max(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_cpu_max(text: str, expected: float | None) -> None:
     [("-1", "100000", None), ("200000", "100000", 2.0), ("25000\n", "100000\n", 0.25)],
 )
 def test_cfs_quota(quota: str, period: str, expected: float | None) -> None:
-    assert cpus.parse_cfs(quota, period) == expected
+    assert proc.parse_cfs(quota, period) == expected
 
 
 def test_v2_the_smallest_quota_up_to_the_root_binds(tmp_path: Path) -> None:
@@ -63,17 +63,17 @@ def test_v2_the_smallest_quota_up_to_the_root_binds(tmp_path: Path) -> None:
     top = tmp_path / "sys/fs/cgroup"
     _write(top / "user.slice", {"cpu.max": "250000 100000"})
     _write(top / "user.slice/build.service", {"cpu.max": "max 100000"})
-    assert cpus.cgroup_quota(cgroup, mountinfo) == 2.5
+    assert proc.cgroup_quota(cgroup, mountinfo) == 2.5
     _write(top / "user.slice/build.service", {"cpu.max": "100000 100000"})
-    assert cpus.cgroup_quota(cgroup, mountinfo) == 1.0
+    assert proc.cgroup_quota(cgroup, mountinfo) == 1.0
 
 
 def test_v2_in_a_container_with_its_own_cgroup_namespace(tmp_path: Path) -> None:
     """docker --cpus 1.5: the container sees its cgroup as the root of the mount."""
     cgroup, mountinfo = _host(tmp_path, "0::/\n", ["/ sys/fs/cgroup cgroup2 nsdelegate"])
     _write(tmp_path / "sys/fs/cgroup", {"cpu.max": "150000 100000"})
-    assert cpus.cgroup_quota(cgroup, mountinfo) == 1.5
-    assert cpus.available(cgroup, mountinfo) == min(2, _affinity())  # 1.5 CPUs: 2 workers
+    assert proc.cgroup_quota(cgroup, mountinfo) == 1.5
+    assert proc.cpus_available(cgroup, mountinfo) == min(2, _affinity())  # 1.5 CPUs: 2 workers
 
 
 def test_v1_with_a_mounted_sub_tree(tmp_path: Path) -> None:
@@ -87,23 +87,23 @@ def test_v1_with_a_mounted_sub_tree(tmp_path: Path) -> None:
     )  # fmt: skip
     folder = tmp_path / "sys/fs/cgroup/cpu,cpuacct"
     _write(folder, {"cpu.cfs_quota_us": "50000", "cpu.cfs_period_us": "100000"})
-    assert cpus.cgroup_quota(cgroup, mountinfo) == 0.5
-    assert cpus.available(cgroup, mountinfo) == 1
+    assert proc.cgroup_quota(cgroup, mountinfo) == 0.5
+    assert proc.cpus_available(cgroup, mountinfo) == 1
     _write(folder, {"cpu.cfs_quota_us": "-1"})
-    assert cpus.cgroup_quota(cgroup, mountinfo) is None
-    assert cpus.available(cgroup, mountinfo) == _affinity()
+    assert proc.cgroup_quota(cgroup, mountinfo) is None
+    assert proc.cpus_available(cgroup, mountinfo) == _affinity()
 
 
 def test_no_quota_anywhere_leaves_the_affinity(tmp_path: Path) -> None:
     cgroup, mountinfo = _host(tmp_path, "0::/a\n", ["/ sys/fs/cgroup cgroup2 nsdelegate"])
     (tmp_path / "sys/fs/cgroup/a").mkdir(parents=True)  # no cpu controller: no cpu.max
-    assert cpus.cgroup_quota(cgroup, mountinfo) is None
-    assert cpus.available(cgroup, mountinfo) == _affinity()
+    assert proc.cgroup_quota(cgroup, mountinfo) is None
+    assert proc.cpus_available(cgroup, mountinfo) == _affinity()
     # unreadable /proc files: no quota known
-    assert cpus.cgroup_quota(tmp_path / "absent", mountinfo) is None
+    assert proc.cgroup_quota(tmp_path / "absent", mountinfo) is None
 
 
 def test_a_quota_above_the_affinity_leaves_the_affinity(tmp_path: Path) -> None:
     cgroup, mountinfo = _host(tmp_path, "0::/\n", ["/ sys/fs/cgroup cgroup2 nsdelegate"])
     _write(tmp_path / "sys/fs/cgroup", {"cpu.max": f"{(_affinity() + 3) * 100000} 100000"})
-    assert cpus.available(cgroup, mountinfo) == _affinity()
+    assert proc.cpus_available(cgroup, mountinfo) == _affinity()

@@ -1,4 +1,4 @@
-"""Digests and file facts, the one way (digests.py): a file's sha256, settings in any key order,
+"""Digests and file facts, the one way (statefile.py): a file's sha256, settings in any key order,
 and the stat facts that tell a changed or gone file."""
 
 from __future__ import annotations
@@ -7,45 +7,45 @@ import hashlib
 import os
 from pathlib import Path
 
-from rocm_build import digests
+from rocm_build import statefile
 
 
 def test_file_sha256_is_the_bytes_digest(tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_bytes(b"x" * 100_000)
-    assert digests.file_sha256(f) == hashlib.sha256(b"x" * 100_000).hexdigest()
+    assert statefile.file_sha256(f) == hashlib.sha256(b"x" * 100_000).hexdigest()
 
 
 def test_settings_digest_ignores_key_order_and_sees_values() -> None:
-    a = digests.settings_digest({"targets": ["gfx90a"], "rocm": {"v": "6.4.1", "root": "/r"}})
-    b = digests.settings_digest({"rocm": {"root": "/r", "v": "6.4.1"}, "targets": ["gfx90a"]})
-    c = digests.settings_digest({"rocm": {"root": "/r", "v": "6.4.2"}, "targets": ["gfx90a"]})
+    a = statefile.settings_digest({"targets": ["gfx90a"], "rocm": {"v": "6.4.1", "root": "/r"}})
+    b = statefile.settings_digest({"rocm": {"root": "/r", "v": "6.4.1"}, "targets": ["gfx90a"]})
+    c = statefile.settings_digest({"rocm": {"root": "/r", "v": "6.4.2"}, "targets": ["gfx90a"]})
     assert a == b != c
     assert len(a) == 64
-    assert digests.settings_digest({"p": Path("/x")}) == digests.settings_digest({"p": "/x"})
+    assert statefile.settings_digest({"p": Path("/x")}) == statefile.settings_digest({"p": "/x"})
 
 
 def test_file_facts_tell_a_changed_or_gone_file(tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_text("one")
-    facts = [digests.file_facts(f)]
+    facts = [statefile.file_facts(f)]
     assert facts[0][:2] == [str(f), 3]
-    assert digests.facts_unchanged(facts)
+    assert statefile.facts_unchanged(facts)
     st = f.stat()
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
-    assert not digests.facts_unchanged(facts)
+    assert not statefile.facts_unchanged(facts)
     g = tmp_path / "g"
     g.write_text("two")
-    gone = [digests.file_facts(g)]
+    gone = [statefile.file_facts(g)]
     g.unlink()
-    assert not digests.facts_unchanged(gone)
+    assert not statefile.facts_unchanged(gone)
 
 
 def test_facts_of_other_shapes_are_not_these_files(tmp_path: Path) -> None:
     """A crafted record (a provenance's sources, a stamp's outputs) never raises: it is stale."""
     f = tmp_path / "f"
     f.write_bytes(b"x")
-    good = [digests.file_facts(f)]
-    assert digests.facts_unchanged(good)
+    good = [statefile.file_facts(f)]
+    assert statefile.facts_unchanged(good)
     for crafted in ([7], [["only", 2]], [[str(f), 1, 2, 3]], "abc", [None]):
-        assert not digests.facts_unchanged(crafted)  # type: ignore[arg-type]
+        assert not statefile.facts_unchanged(crafted)  # type: ignore[arg-type]

@@ -85,9 +85,9 @@ def test_settings_are_read_only_through_config() -> None:
 #: belongs to one stage or one layer lives in its package (sources/, building/, bundle/, smoke/,
 #: config/, repo/, rocm/, wheel/, binary/, cli/).
 TOP_LEVEL = {
-    "__init__", "__main__", "arch", "context", "cpus", "digests", "doctor", "errors", "faults",
-    "locks", "masking", "matrix", "pipeline", "proc", "progress", "runreport", "sizes", "stages",
-    "statefile", "tempfiles", "treepath",
+    "__init__", "__main__", "arch", "context", "doctor", "errors", "faults", "locks", "masking",
+    "matrix", "pipeline", "proc", "progress", "runreport", "sizes", "stages", "statefile",
+    "tempfiles", "treepath",
 }  # fmt: skip
 PACKAGES = {
     "binary", "building", "bundle", "cli", "config", "repo", "rocm", "smoke", "sources", "wheel",
