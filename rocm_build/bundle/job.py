@@ -70,6 +70,9 @@ class WheelPlan:
     fingerprint: str
     plan: BundlePlan | None = None
     extract: tuple[str, ...] = ()
+    #: the wheel's members, as the plan read them (what a torch fat wheel holds besides
+    #: ``plan``'s libraries)
+    members: tuple[str, ...] = ()
     detail: Any = None
     summary: dict[str, Any] | None = None
 

@@ -148,7 +148,15 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
     edited = {c.arcname for c in plan.rpaths} | {d.arcname for d in plan.device if d.pruned}
     extract = tuple(a for a in analysis.elves if a in edited)
     return WheelPlan(
-        job, PLATFORM.name, "bundle", plan.output, fp, plan, extract, summary=plan.summary()
+        job,
+        PLATFORM.name,
+        "bundle",
+        plan.output,
+        fp,
+        plan,
+        extract,
+        members=analysis.members,
+        summary=plan.summary(),
     )
 
 

@@ -23,7 +23,7 @@ from rocm_build.context import RunContext
 from rocm_build.errors import BundleError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import deflatecache, rawdeflate
-from rocm_build.wheel.wheelfile import WheelName, WheelReader
+from rocm_build.wheel.wheelfile import WheelName
 
 __all__ = ["BundlePlans", "BundleResults", "bundle_many", "execute", "plan"]
 
@@ -228,9 +228,7 @@ def _wheel_plans(stage: BundlePlans, fresh: bool) -> Iterator[WheelPlan]:
             if wp.action == "up-to-date":
                 torch, pending = TorchWheel.read(Path(wp.output), lib_dir), False
             elif wp.plan is not None:
-                with WheelReader(wheel) as reader:
-                    members = [m.name for m in reader.members]
-                torch, pending = TorchWheel.planned(wp.plan, members, lib_dir), True
+                torch, pending = TorchWheel.planned(wp.plan, wp.members, lib_dir), True
         yield wp
 
 
