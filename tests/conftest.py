@@ -129,3 +129,21 @@ def clang19_bin() -> Path:
     from rocm_build.rocm import debtree
 
     return debtree.assemble_clang19(cache=_test_cache())
+
+
+def shared_dir() -> Path:
+    """The project's shared folder: ``RB_SHARED_DIR`` (``.ci/run`` sets it: its clone is not
+    beside it), else ``../shared`` beside the checkout."""
+    return Path(os.environ.get("RB_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
+
+
+@pytest.fixture(scope="session")
+def kpack_reference() -> Path:
+    """``shared/kpack-reference``: one ROCm library split by ROCm's own kpack tool (its README
+    says how). Missing outside the project's machines: skipped there, an error in CI."""
+    ref = shared_dir() / "kpack-reference"
+    if not (ref / "lib").is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"{ref} is missing: CI lays shared/ beside the checkout")
+        pytest.skip("needs the project's shared/kpack-reference beside the checkout")
+    return ref

@@ -13,7 +13,13 @@ wheel:
   stay readable through their section headers); DT_STRTAB/DT_STRSZ and the ``.dynstr`` section
   header point at the copy and a DT_RPATH entry takes a spare slot of the dynamic array. String
   offsets are unchanged, so symbol and version tables stay valid. This is the layout patchelf
-  itself produces for shared libraries (new data in a new segment at the end).
+  itself produces for shared libraries (new data in a new segment at the end). The PT_LOAD
+  entries are then sorted by address among their slots: the PT_NOTE may sit before PT_LOADs
+  of its own (kpack-split libraries map their marker and their moved program header table
+  after it), and glibc maps a PT_LOAD out of address order over foreign memory.
+
+Every edit is checked with :func:`layout_problems` before it is planned (and the patchelf
+fallback's output after it is written): a layout glibc could not map safely is never written.
 
 When neither applies (no spare dynamic slot, no PT_NOTE, 32-bit or big-endian files) the plan is
 ``None`` and the caller falls back to patchelf.
@@ -22,6 +28,7 @@ When neither applies (no spare dynamic slot, no PT_NOTE, 32-bit or big-endian fi
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import struct
 import threading
@@ -33,10 +40,20 @@ from typing import Literal
 
 from rocm_build.binary.elf import _elf
 
-__all__ = ["Overlay", "PatchedFile", "RpathEdit", "apply_to_file", "plan_rpath"]
+__all__ = [
+    "Overlay",
+    "PatchedFile",
+    "Phdr",
+    "RpathEdit",
+    "apply_to_file",
+    "in_load_order",
+    "layout_problems",
+    "plan_rpath",
+    "read_phdrs",
+]
 
 DT_NULL, DT_STRTAB, DT_STRSZ, DT_RPATH, DT_RUNPATH = 0, 5, 10, 15, 29
-PT_LOAD, PT_NOTE = 1, 4
+PT_LOAD, PT_NOTE, PT_PHDR = 1, 4, 6
 PF_R = 4
 _DYN = struct.Struct("<qQ")
 _PHDR = struct.Struct("<IIQQQQQQ")
@@ -94,7 +111,7 @@ def plan_rpath(path: Path | str, rpath: str, *, runpath: bool = False) -> RpathE
         if len(keep) + 2 > slots:
             return None
         phoff, phnum = int(elf["e_phoff"]), int(elf["e_phnum"])
-        phdrs = [_PHDR.unpack_from(mm, phoff + i * _PHDR.size) for i in range(phnum)]
+        phdrs: list[Phdr] = [_PHDR.unpack_from(mm, phoff + i * _PHDR.size) for i in range(phnum)]
         notes = [i for i, p in enumerate(phdrs) if p[0] == PT_NOTE]
         loads = [p for p in phdrs if p[0] == PT_LOAD]
         if not notes or not loads:
@@ -119,12 +136,11 @@ def plan_rpath(path: Path | str, rpath: str, *, runpath: bool = False) -> RpathE
         keep.append((path_tag, len(table)))
         patches.append((dyn_off, _dynamic_bytes(keep, slots)))
         note = notes[-1]
-        patches.append(
-            (
-                phoff + note * _PHDR.size,
-                _PHDR.pack(PT_LOAD, PF_R, at, vaddr, vaddr, len(blob), len(blob), align),
-            )
-        )
+        phdrs[note] = (PT_LOAD, PF_R, at, vaddr, vaddr, len(blob), len(blob), align)
+        phdrs = in_load_order(phdrs)
+        if layout_problems(phdrs, at + len(blob)):
+            return None  # the caller's fallback (patchelf) is checked the same way
+        patches.append((phoff, b"".join(_PHDR.pack(*p) for p in phdrs)))
         shoff, shentsize = int(elf["e_shoff"]), int(elf["e_shentsize"])
         index = _section_index(elf, ".dynstr")
         sh = list(_SHDR.unpack_from(mm, shoff + index * shentsize))
@@ -132,6 +148,71 @@ def plan_rpath(path: Path | str, rpath: str, *, runpath: bool = False) -> RpathE
         patches.append((shoff + index * shentsize, _SHDR.pack(*sh)))
         padding = b"\0" * (at - size)
         return RpathEdit("append", tuple(sorted(patches)), size, padding + blob, size)
+
+
+#: a program header as ``_PHDR`` packs it: (p_type, p_flags, p_offset, p_vaddr, p_paddr,
+#: p_filesz, p_memsz, p_align)
+Phdr = tuple[int, int, int, int, int, int, int, int]
+
+
+def in_load_order(phdrs: Sequence[Phdr]) -> list[Phdr]:
+    """``phdrs`` with the PT_LOAD entries sorted by address among the slots PT_LOAD entries
+    hold (the other entries keep their slots). glibc reserves the span from the first PT_LOAD
+    in the table to the end of the last one and maps each segment MAP_FIXED at its address:
+    a segment out of order lies outside that span, over whatever is mapped there."""
+    slots = [i for i, p in enumerate(phdrs) if p[0] == PT_LOAD]
+    loads = sorted((phdrs[i] for i in slots), key=lambda p: p[3])
+    out = list(phdrs)
+    for i, p in zip(slots, loads, strict=True):
+        out[i] = p
+    return out
+
+
+def layout_problems(phdrs: Sequence[Phdr], file_size: int) -> list[str]:
+    """What makes ``phdrs`` unsafe to load (empty: nothing): PT_LOADs that do not ascend by
+    p_vaddr or overlap, a file range past the end, an offset not congruent to its address, a
+    PT_PHDR after a PT_LOAD or outside every PT_LOAD."""
+    problems = []
+    loads = [p for p in phdrs if p[0] == PT_LOAD]
+    for a, b in itertools.pairwise(loads):
+        if b[3] < a[3] + a[6]:
+            problems.append(f"PT_LOAD at {b[3]:#x} follows the one at {a[3]:#x} (out of order)")
+    for p in loads:
+        if p[2] + p[5] > file_size:
+            problems.append(f"PT_LOAD at {p[3]:#x} reads past the end of the file")
+        if p[7] > 1 and p[2] % p[7] != p[3] % p[7]:
+            problems.append(f"PT_LOAD at {p[3]:#x}: offset {p[2]:#x} not congruent")
+    for i, p in enumerate(phdrs):
+        if p[0] != PT_PHDR:
+            continue
+        if any(q[0] == PT_LOAD for q in phdrs[:i]):
+            problems.append("PT_PHDR follows a PT_LOAD")
+        inside = [
+            q
+            for q in loads
+            if q[3] <= p[3] and p[3] + p[6] <= q[3] + q[5] and p[2] - q[2] == p[3] - q[3]
+        ]
+        if not inside:
+            problems.append(f"PT_PHDR at {p[3]:#x} lies in no PT_LOAD")
+    return problems
+
+
+def read_phdrs(path: Path) -> tuple[list[Phdr], int]:
+    """The program headers of a 64-bit little-endian ELF file, and the file's size."""
+    with path.open("rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+            raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
+        phoff, phentsize, phnum = (
+            struct.unpack_from("<Q", head, 32)[0],
+            *struct.unpack_from("<HH", head, 54),
+        )
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+        size = os.fstat(f.fileno()).st_size
+    if phentsize != _PHDR.size or len(table) != phentsize * phnum:
+        raise ValueError(f"{path}: damaged program header table")
+    return [_PHDR.unpack_from(table, i * phentsize) for i in range(phnum)], size
 
 
 def _section_index(elf: object, name: str) -> int:

