@@ -52,6 +52,8 @@ BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 CCOB_MAGIC = b"CCOB"
 ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
 FATBIN_SECTION = ".hip_fatbin"
+#: the marker of a kpack-split library (see :mod:`rocm_build.binary.kpack`)
+KPACK_REF_SECTION = ".rocm_kpack_ref"
 
 # How much decompressed output is enough to read a bundle's entry table. Entry ids are ~40 bytes
 # and a bundle has one entry per target plus the host one, so 64 KiB covers hundreds of targets.
@@ -88,6 +90,8 @@ class ElfInfo:
     #: ``.rodata`` that name a shared library (``*.so*``), for :func:`strings_present`'s question
     #: asked without the file; None when read from a file
     so_strings: frozenset[str] | None = None
+    #: has a ``.rocm_kpack_ref`` section: kpack-split, its device code in archives (kpack.py)
+    has_kpack_ref: bool = False
 
     @property
     def is_host(self) -> bool:
@@ -234,10 +238,11 @@ def read_elf(path: Source) -> ElfInfo:
         runpath: list[str] = []
         versions: set[str] = set()
         by_library: list[tuple[str, tuple[str, ...]]] = []
-        has_fatbin = False
+        has_fatbin = has_kpack_ref = False
         for section in elf.iter_sections():
             if section.name == FATBIN_SECTION and section["sh_type"] != "SHT_NOBITS":
                 has_fatbin = True
+            has_kpack_ref = has_kpack_ref or section.name == KPACK_REF_SECTION
             if isinstance(section, DynamicSection):
                 for tag in section.iter_tags():
                     kind = tag.entry.d_tag
@@ -268,6 +273,7 @@ def read_elf(path: Source) -> ElfInfo:
             has_fatbin=has_fatbin,
             versions_by_library=tuple(by_library),
             so_strings=_so_strings(elf, _mm) if viewed else None,
+            has_kpack_ref=has_kpack_ref,
         )
 
 

@@ -73,6 +73,7 @@ def apply_plan(
         later = pass_.members(extracted)
         pass_.libraries(linkers)
         pass_.data_files()
+        pass_.kpack_archives()
         pass_.provenance(provenance)
         pass_.dist_info(later, out)
         writer.commit()
@@ -134,6 +135,7 @@ def _total(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path])
             for m in copied)
         + sum(Path(lib.source).stat().st_size for lib in plan.libraries)
         + sum(Path(d.source).stat().st_size for d in plan.data)
+        + sum(a.size for a in plan.kpack.archives)
     )  # fmt: skip
 
 
@@ -205,6 +207,13 @@ class _Pass:
         for data in self.plan.data:
             self.writer.add_file(data.arcname, Path(data.source), 0o644)
             self.progress.advance(self.task, Path(data.source).stat().st_size)
+            faults.point("bundle.data")
+
+    def kpack_archives(self) -> None:
+        """The kpack archives, stored: their code objects are zstd frames already."""
+        for archive in self.plan.kpack.archives:
+            self.writer.add_file(archive.arcname, Path(archive.source), 0o644, stored=True)
+            self.progress.advance(self.task, archive.size)
             faults.point("bundle.data")
 
     def provenance(self, provenance: dict[str, Any]) -> None:

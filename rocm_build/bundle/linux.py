@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -14,7 +15,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, statefile, tempfiles
+from rocm_build import __version__, arch, faults, locks, statefile, tempfiles
+from rocm_build.bundle import kpacked
 from rocm_build.bundle.apply import apply_plan, find_linkers
 from rocm_build.bundle.data import aotriton_images_out, data_target_gaps, select_data
 from rocm_build.bundle.device import (
@@ -24,6 +26,7 @@ from rocm_build.bundle.device import (
     plan_device,
 )
 from rocm_build.bundle.job import BundleJob, WheelPlan
+from rocm_build.bundle.kpacked import NO_KPACK, KpackPlan, plan_kpack, wheel_kpack_members
 from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from rocm_build.bundle.lines import linux_plan_lines
 from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile
@@ -297,16 +300,45 @@ def _device(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> Bundle
     (exit 11) before anything is written, unless ``allow_missing`` or a dry run (the plan's
     ``device_gaps`` say so)."""
     d = job.device
+    kp = _kpack(job, plan, analysis)
     if not d.targets:
-        return plan
+        return replace(plan, kpack=kp)
     with reading("the device code of the libraries"):
         files = plan_device(
             device_sources(analysis.elves, plan.libraries), d.targets, prune_code=not d.keep_all
         )
-    gaps = coverage_gaps(files, d.targets)
+    gaps = (*coverage_gaps(files, d.targets), *kp.gaps)
     if gaps and not d.allow_missing and not job.dry_run:
         raise gap_error(gaps)
-    return replace(plan, device_targets=d.targets, device=files, device_gaps=gaps)
+    return replace(plan, device_targets=d.targets, device=files, device_gaps=gaps, kpack=kp)
+
+
+def _kpack(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> KpackPlan:
+    """The kpack archives the written kpack-split libraries need (:mod:`.kpacked`): those of
+    the tree's libraries the bundle adds, for the requested targets (every archive without
+    ``--arch``). The wheel's own kpack-split libraries must find theirs in the wheel."""
+    own = {a: m.kpack_ref for a, m in analysis.elves.items() if m.kpack_ref is not None}
+    found = wheel_kpack_members(own, analysis.members)
+    for arcname, hits in found.items():
+        if not hits:
+            raise BundleError(
+                f"{arcname} in {job.wheel.name} is kpack-split and the wheel carries none of "
+                "its kpack archives; bundle the fat wheel its build made, or install the host "
+                "wheel with its device wheels"
+            )
+    own_gaps = tuple(
+        f"{posixpath.basename(arc)} has no kpack archive in the wheel serving {t}"
+        for arc, hits in found.items()
+        for t in job.device.targets
+        if not any(arch.serves_id(kpacked.archive_target(h, own[arc]) or "", t) for h in hits)
+    )
+    libs = [(lib.arcname, Path(lib.source)) for lib in plan.libraries if lib.info.has_kpack_ref]
+    if not libs:
+        return replace(NO_KPACK, gaps=own_gaps)
+    guard = TreeGuard.of(job.rocm, job.allow_outside)
+    with reading("the kpack archives of the tree"):
+        kp = plan_kpack(libs, job.device.targets, guard)
+    return replace(kp, gaps=(*own_gaps, *kp.gaps))
 
 
 def _already_done(
@@ -335,6 +367,7 @@ def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) 
     bundle of the input added), and the source files whose change makes it stale."""
     sources = [statefile.file_facts(Path(lib.source)) for lib in plan.libraries]
     sources += [statefile.file_facts(Path(d.source)) for d in plan.data]
+    sources += [statefile.file_facts(Path(a.source)) for a in plan.kpack.archives]
     old = provenance_in(reader, plan.provenance_arcname) or {}
     summary = plan.summary()
     names = {lib.name for lib in plan.libraries}
@@ -352,6 +385,7 @@ def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) 
         "device_targets": list(plan.device_targets),
         "device_code": {d.arcname: d.summary() for d in plan.device},
         **({"device_gaps": list(plan.device_gaps)} if plan.device_gaps else {}),
+        **({"kpack": summary["kpack"]} if plan.kpack.libraries else {}),
         "sources": sources,
         **({"mode": "thin"} if job.thin is not None else {}),
     }

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from rocm_build.binary import elf
 from rocm_build.bundle.device import DeviceFile
+from rocm_build.bundle.kpacked import NO_KPACK, KpackPlan
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader
 
@@ -134,6 +135,8 @@ class BundlePlan:
     #: members left out: aotriton image folders for families that serve no requested target
     images_out: tuple[str, ...] = ()
     images_out_families: tuple[str, ...] = ()
+    #: the kpack archives the kpack-split libraries need (stored in the wheel)
+    kpack: KpackPlan = NO_KPACK
 
     @property
     def changes_content(self) -> bool:
@@ -145,6 +148,7 @@ class BundlePlan:
             or self.requires
             or self.left_out
             or self.images_out
+            or self.kpack.archives
             or pruned
         )
 
@@ -185,6 +189,7 @@ class BundlePlan:
             "device_targets": list(self.device_targets),
             "device_code": {d.arcname: d.summary() for d in self.device},
             "device_gaps": list(self.device_gaps),
+            "kpack": self.kpack.summary(),
         }
 
 

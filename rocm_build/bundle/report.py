@@ -11,13 +11,14 @@ import fnmatch
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rocm_build import arch
-from rocm_build.binary import elf, pe
+from rocm_build.binary import elf, kpack, pe
+from rocm_build.bundle import kpacked
 from rocm_build.bundle import split as splitarch
 from rocm_build.bundle.data import gfx_tokens
 from rocm_build.bundle.plan import inside
@@ -161,6 +162,7 @@ def _elf_rows(
                 "off_search_path": off_path,
                 "from_packages": expected,
                 **_device_code(member.bundles),
+                **_kpack_code(arc, member.kpack_ref, analysis.members),
             }
         )
     rows.sort(key=lambda r: str(r["path"]))
@@ -190,6 +192,7 @@ def _coverage(
     """Per target: the files with device code for it and those without, its data trees, and
     the bytes of each (code objects uncompressed)."""
     code_bytes: dict[str, int] = defaultdict(int)
+    counted: set[str] = set()
     for m in analysis.code_members:
         for b in m.bundles:
             for entry in b.entries:
@@ -204,7 +207,12 @@ def _coverage(
             for tok in gfx_tokens(name):
                 data_targets[tok].add(comp[len("data: ") :])
                 data_bytes[tok] += size
-    with_code = [r for r in rows if r["targets"]]
+    for r in rows:  # a kpack archive's bytes count for the targets it serves
+        for h in r.get("kpack", {}).get("archives", []):
+            for t in gfx_tokens(posixpath.basename(h)):
+                code_bytes[t] += analysis.sizes.get(h, 0) if h not in counted else 0
+            counted.add(h)
+    with_code = [r for r in rows if r["targets"] or r.get("kpack")]
     return [
         {
             "target": t,
@@ -344,7 +352,23 @@ def _device_code(found: tuple[elf.OffloadBundle, ...]) -> dict[str, Any]:
     }
 
 
+def _kpack_code(arc: str, ref: kpack.KpackRef | None, members: Sequence[str]) -> dict[str, Any]:
+    """A kpack-split library's device code: the archives its marker finds in the wheel and the
+    targets they are for (none found: it has device code and serves no target)."""
+    if ref is None:
+        return {}
+    hits = kpacked.wheel_kpack_members({arc: ref}, members)[arc]
+    ids = sorted({t for h in hits if (t := kpacked.archive_target(h, ref))})
+    return {
+        "kpack": {"archives": list(hits), "target_ids": ids, "marker": list(ref.search_paths)},
+        "targets": sorted({arch.base_name(t) for t in ids}),
+    }
+
+
 def _device_code_line(row: dict[str, Any]) -> Iterator[str]:
+    if kp := row.get("kpack"):
+        found = ", ".join(kp["target_ids"]) or "none: no archive in the wheel"
+        yield f"    device code in kpack archives: {found} ({len(kp['archives'])} archives)"
     if row["offload_bundles"]:
         yield (
             f"    device code: {', '.join(row['targets'])}  ({row['offload_bundles']} bundles,"

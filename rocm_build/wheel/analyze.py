@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import faults
-from rocm_build.binary import elf, pe
+from rocm_build.binary import elf, kpack, pe
 from rocm_build.errors import BundleError
 from rocm_build.wheel.memberview import MemberView
 from rocm_build.wheel.wheelfile import WheelName, WheelReader
@@ -67,6 +67,8 @@ class ElfMember(CodeMember):
     """A host ELF file in the wheel."""
 
     info: elf.ElfInfo
+    #: its kpack marker (a kpack-split library: its device code in archives), else None
+    kpack_ref: kpack.KpackRef | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,7 +172,8 @@ def _read_elves(
                 continue
             if info.is_host:
                 bundles = _bundles(reader, view) if device_code and info.has_fatbin else ()
-                elves[m.name] = ElfMember(arcname=m.name, bundles=bundles, info=info)
+                ref = _kpack_ref(reader, view) if info.has_kpack_ref else None
+                elves[m.name] = ElfMember(arcname=m.name, bundles=bundles, info=info, kpack_ref=ref)
         if fault:
             faults.point(fault)
     return elves, unreadable
@@ -183,6 +186,16 @@ def _bundles(reader: WheelReader, view: MemberView) -> tuple[elf.OffloadBundle, 
         raise BundleError(
             f"{posixpath.basename(view.name)} (in {reader.path.name}): damaged offload bundle: "
             f"{err}; rebuild the wheel (or download it again) and bundle again"
+        ) from err
+
+
+def _kpack_ref(reader: WheelReader, view: MemberView) -> kpack.KpackRef | None:
+    try:
+        return kpack.read_ref(view)
+    except kpack.KpackFormatError as err:
+        raise BundleError(
+            f"{posixpath.basename(view.name)} (in {reader.path.name}): damaged kpack marker: "
+            f"{err}; rebuild the wheel (or download it again)"
         ) from err
 
 

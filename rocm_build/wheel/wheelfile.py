@@ -274,11 +274,16 @@ class WheelWriter:
             return ""
         return deflatecache.file_key(path, self.level, transform, content, self.deflater)
 
-    def add_file(self, arcname: str, path: Path, mode: int | None = None) -> None:
+    def add_file(
+        self, arcname: str, path: Path, mode: int | None = None, *, stored: bool = False
+    ) -> None:
+        """Add the file ``path``; ``stored``: never deflated (bytes already compressed, such as
+        kpack archives' zstd frames)."""
         st = path.stat()
-        key = self.cache_key(path)
+        key = "" if stored else self.cache_key(path)
         mode = mode if mode is not None else st.st_mode
-        self.add_source(arcname, wheelpieces.FileSource(path, st.st_size), mode, key=key)
+        source = wheelpieces.FileSource(path, st.st_size)
+        self.add_source(arcname, source, mode, key=key, stored=stored)
 
     def add_bytes(self, arcname: str, data: bytes, mode: int = 0o644) -> None:
         self.add_source(arcname, wheelpieces.BytesSource(data), mode)
@@ -290,11 +295,14 @@ class WheelWriter:
         pool). A source that can be read by position is better given to :meth:`add_source`."""
         self.add_source(arcname, StreamSource(src, size), mode, key=key)
 
-    def add_source(self, arcname: str, source: Source, mode: int, *, key: str = "") -> None:
+    def add_source(
+        self, arcname: str, source: Source, mode: int, *, key: str = "", stored: bool = False
+    ) -> None:
         """Add ``source``'s bytes: its pieces are read, hashed, checksummed and deflated on the
         pool and written in order while the next members are added; the writer closes
         ``source`` once they are done. ``key``: the deflate cache's key of these bytes
         (:meth:`cache_key`); a hit copies the stored stream, a miss stores it."""
+        level = 0 if stored else self.level
         try:
             self._check_name(arcname)
             if key and self._add_cached(arcname, self._entry(arcname, source.size, mode), key):
@@ -310,15 +318,10 @@ class WheelWriter:
         # With many workers a deflated member of several pieces that can be read again is hashed
         # by a job of its own, so that the hashes of several members run at once (wheelpieces).
         own_hash = (
-            self.level > 0
-            and self.workers >= OWN_HASH_FROM
-            and piece_count(size) > 1
-            and source.rereads
+            level > 0 and self.workers >= OWN_HASH_FROM and piece_count(size) > 1 and source.rereads
         )
-        work = PieceWork(
-            arcname, source, self.level, self.deflater, None if own_hash else HashChain()
-        )
-        new = _NewMember(arcname, self._entry(arcname, size, mode), zip64, key, work)
+        work = PieceWork(arcname, source, level, self.deflater, None if own_hash else HashChain())
+        new = _NewMember(arcname, self._entry(arcname, size, mode, level), zip64, key, work)
         if own_hash:
             new.hashed = self._pool.submit(wheelpieces.hash_member, work)
         self._push(("start", new, None))
@@ -335,12 +338,13 @@ class WheelWriter:
             )
         self._push(("finish", new, None))
 
-    def _entry(self, arcname: str, size: int, mode: int) -> Central:
+    def _entry(self, arcname: str, size: int, mode: int, level: int | None = None) -> Central:
+        level = self.level if level is None else level
         encoded = arcname.encode("utf-8")
         return Central(
             name=encoded,
             flag_bits=0 if encoded.isascii() else 0x800,
-            compress_type=zipfile.ZIP_DEFLATED if self.level else zipfile.ZIP_STORED,
+            compress_type=zipfile.ZIP_DEFLATED if level else zipfile.ZIP_STORED,
             date_time=self.date_time,
             crc=0,
             compress_size=0,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import make_wheel
+from .helpers import cc_shared, make_wheel
 
 KERNEL = r"""
 #include <hip/hip_runtime.h>
@@ -82,6 +82,24 @@ def hip_ext_wheel(hip_ext_so: Path, tmp_path: Path) -> Path:
         "1.0.0",
         {"hipext/__init__.py": INIT.encode(), "hipext/_kern.so": hip_ext_so},
     )
+
+
+@pytest.fixture
+def rand_wheel(hip_ext_so: Path, rocm_tree: Path, tmp_path: Path) -> Path:
+    """hipext (its own gfx90a + gfx1030 code) with a library that NEEDs ROCm's rocRAND
+    (gfx803 ... gfx90a:xnack+/-, gfx1030)."""
+    user = cc_shared(
+        tmp_path / "build" / "_rand.so",
+        "int rocrand_create_generator(void *, int);\n"
+        "int use(void) { return rocrand_create_generator(0, 0); }\n",
+        libs=[rocm_tree / "lib/librocrand.so.1"],
+    )
+    files: dict[str, bytes | Path] = {
+        "hipext/__init__.py": INIT.encode(),
+        "hipext/_kern.so": hip_ext_so,
+        "hipext/_rand.so": user,
+    }
+    return make_wheel(tmp_path / "dist", "hipext", "1.0.0", files)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from rocm_build.binary import elf
 
 from .comgr import Comgr
-from .conftest import INIT, make_venv, pip_install
+from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel
 from .test_bundle_real import SMALL
 
@@ -30,24 +30,6 @@ status, count = hipext.device_count_status()
 rand = ctypes.CDLL(os.path.join(os.path.dirname(hipext.__file__), "lib", "librocrand.so.1"))
 print(json.dumps({"status": status, "rand": os.path.realpath(rand._name)}))
 """
-
-
-@pytest.fixture
-def rand_wheel(hip_ext_so: Path, rocm_tree: Path, tmp_path: Path) -> Path:
-    """hipext (its own gfx90a + gfx1030 code) with a library that NEEDs ROCm's rocRAND
-    (gfx803 ... gfx90a:xnack+/-, gfx1030)."""
-    user = cc_shared(
-        tmp_path / "build" / "_rand.so",
-        "int rocrand_create_generator(void *, int);\n"
-        "int use(void) { return rocrand_create_generator(0, 0); }\n",
-        libs=[rocm_tree / "lib/librocrand.so.1"],
-    )
-    files: dict[str, bytes | Path] = {
-        "hipext/__init__.py": INIT.encode(),
-        "hipext/_kern.so": hip_ext_so,
-        "hipext/_rand.so": user,
-    }
-    return make_wheel(tmp_path / "dist", "hipext", "1.0.0", files)
 
 
 def bundle(run_cli, wheel: Path, tree: Path, out: Path, *extra: str):  # type: ignore[no-untyped-def]

@@ -1,0 +1,161 @@
+"""Bundling from a kpack-split tree: the fat wheel carries the archives its libraries' markers
+name, where the markers resolve from the libraries' new place, for the requested targets only;
+the coverage gate and ``inspect`` read the archives, not the empty ``.hip_fatbin``.
+
+Real parts: the ROCm 5.2 tree from Debian's packages, with its rocRAND replaced by the library
+ROCm's own kpack tool split from the same file (``shared/kpack-reference``: host library,
+``.kpack/rand_lib_<target>.kpack``, TheRock's manifest). No GPU: the HIP runtime answers 100,
+and Debian's runtime cannot load kpack, so lookups are proven by reading the archives."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build.binary import elfpatch, kpack
+
+from .conftest import make_venv, pip_install
+from .test_prune_bundle import CHECK, bundle
+
+pytestmark = pytest.mark.slow
+
+RAND = "librocrand.so.1.1"
+GFX90A = ("rand_lib_gfx90a:xnack+.kpack", "rand_lib_gfx90a:xnack-.kpack")
+
+
+@pytest.fixture
+def split_tree(tree_copy: Path, kpack_reference: Path) -> Path:
+    """The tree with rocRAND kpack-split as TheRock ships it."""
+    lib = tree_copy / "lib" / RAND
+    lib.unlink()  # a hard link into the cached tree: never written through
+    shutil.copyfile(kpack_reference / "lib" / RAND, lib)
+    shutil.copytree(kpack_reference / ".kpack", tree_copy / ".kpack")
+    manifest = tree_copy / "share" / "therock" / "therock_manifest.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(kpack_reference / "share/therock/therock_manifest.json", manifest)
+    return tree_copy
+
+
+def _members(fat: Path) -> dict[str, zipfile.ZipInfo]:
+    with zipfile.ZipFile(fat) as zf:
+        return {i.filename: i for i in zf.infolist()}
+
+
+def test_one_target_carries_that_targets_archives_stored(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a", "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)[0]["plan"]
+    kp = plan["kpack"]
+    lib = kp["libraries"]["hipext/lib/librocrand.so.1"]
+    assert lib["kernel_name"] == "math-libs/rocRAND/stage/lib/librocrand.so.1.1"
+    assert lib["code_objects"] == 1
+    assert lib["archives"] == [f"hipext/.kpack/{a}" for a in GFX90A]
+    assert sorted(kp["archives"]) == [f"hipext/.kpack/{a}" for a in GFX90A]
+    assert plan["device_gaps"] == []
+    (fat,) = out.glob("*.whl")
+    members = _members(fat)
+    for name in GFX90A:
+        info = members[f"hipext/.kpack/{name}"]
+        assert info.compress_type == zipfile.ZIP_STORED
+        with zipfile.ZipFile(fat) as zf:
+            assert zf.read(info) == (split_tree / ".kpack" / name).read_bytes()
+    assert not [m for m in members if m.endswith(".kpack") and "gfx90a" not in m]
+    # the library's marker resolves inside the wheel, as the loader resolves it
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(fat) as zf:
+        zf.extractall(unpacked)
+    lib_path = unpacked / "hipext/lib/librocrand.so.1"
+    ref = kpack.read_ref(lib_path)
+    assert ref is not None
+    found = kpack.resolve(
+        str(lib_path.parent), ref, "gfx90a:sramecc+:xnack-", lambda p: Path(p).is_file()
+    )
+    assert found is not None
+    assert Path(found).name == "rand_lib_gfx90a:xnack-.kpack"
+    archive = kpack.read_archive(Path(found))
+    (entry,) = [e for e in archive.for_kernel(ref.kernel_name) if e.index == 0]
+    code = kpack.read_code_object(Path(found), archive, entry)
+    assert code[:4] == b"\x7fELF"
+    # the RPATH edit kept every PT_LOAD in order, the marker inside its segment
+    phdrs, size = elfpatch.read_phdrs(lib_path)
+    assert elfpatch.layout_problems(phdrs, size) == []
+    assert [w.address for w in kpack.wrappers(lib_path)] == [kpack.marker_address(lib_path)[0]]
+    # provenance says what was carried
+    prov = json.loads((unpacked / "hipext/.rocm-build-bundle.json").read_text())
+    assert sorted(prov["kpack"]["archives"]) == [f"hipext/.kpack/{a}" for a in GFX90A]
+
+    # installed with the tree out of reach: the split library loads (no GPU: 100)
+    shutil.rmtree(split_tree)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, fat)
+    proc = subprocess.run(
+        [str(python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["status"] == 100
+
+    # inspect sees the archives: gfx90a is covered
+    seen = run_cli(["--json", "inspect", str(fat), "--require-arch", "gfx90a"], cwd=tmp_path)
+    assert seen.returncode == 0, seen.stderr
+    rows = {r["path"]: r for r in json.loads(seen.stdout)["elf_files"]}
+    assert rows["hipext/lib/librocrand.so.1"]["targets"] == ["gfx90a"]
+    # ... and without them it is not
+    stripped = tmp_path / "stripped" / fat.name
+    stripped.parent.mkdir()
+    with zipfile.ZipFile(fat) as src, zipfile.ZipFile(stripped, "w") as dst:
+        for info in src.infolist():
+            if not info.filename.endswith((".kpack", "RECORD")):
+                dst.writestr(info, src.read(info))
+            elif info.filename.endswith("RECORD"):
+                kept = [
+                    line for line in src.read(info).decode().splitlines() if ".kpack," not in line
+                ]
+                dst.writestr(info, "\n".join(kept) + "\n")
+    blind = run_cli(["inspect", str(stripped), "--require-arch", "gfx90a"], cwd=tmp_path)
+    assert blind.returncode == 11, blind.stdout + blind.stderr
+    assert "none: no archive in the wheel" in blind.stdout
+
+
+def test_every_archive_without_arch(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    res = bundle(run_cli, rand_wheel, split_tree, out)
+    assert res.returncode == 0, res.stderr
+    (fat,) = out.glob("*.whl")
+    carried = sorted(posixpath.basename(m) for m in _members(fat) if m.endswith(".kpack"))
+    assert carried == sorted(p.name for p in (split_tree / ".kpack").iterdir())
+    assert len(carried) == 7
+
+
+def test_a_target_no_archive_serves_stops_the_bundle(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx940")
+    assert res.returncode == 11, res.stderr
+    assert "librocrand.so.1 has no kpack archive serving gfx940" in res.stderr
+    assert not out.exists() or not list(out.glob("*.whl"))
+    ok = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx940", "--allow-missing-arch")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_marker_whose_archives_are_gone_is_an_error(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    shutil.rmtree(split_tree / ".kpack")
+    out = tmp_path / "out"
+    res = bundle(run_cli, rand_wheel, split_tree, out)
+    assert res.returncode == 10, res.stderr
+    assert "librocrand.so.1 is kpack-split but no archive its marker names" in res.stderr
+    assert "Traceback" not in res.stderr
