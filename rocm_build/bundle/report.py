@@ -111,6 +111,13 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         "record_problems": record_problems,
         "build_features": features,
     }
+    if any(r.get("kpack") for r in rows) and not any(
+        posixpath.basename(m).startswith("librocm_kpack.so") for m in analysis.members
+    ):
+        data["warnings"] = [
+            "kpack-split libraries and no kpack loader (librocm_kpack.so) in the wheel: the "
+            "HIP runtime they load must find their archives itself (TheRock's does)"
+        ]
     gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
     missing = tuple(t for t in requested if t in gaps)
     return InspectResult(data, missing)
@@ -386,6 +393,8 @@ def render(data: dict[str, Any]) -> Iterator[str]:
     yield f"platform tag satisfied: {data['platform_tag']}{tag_note}"
     for problem in data.get("record_problems", []):
         yield f"RECORD MISMATCH: {problem}"
+    for warning in data.get("warnings", []):
+        yield f"warning: {warning}"
     if data["over_pypi_limit"]:
         yield (
             f"note: larger than PyPI's default {human_size(PYPI_LIMIT)} per-file limit: ask PyPI "

@@ -15,7 +15,10 @@ pass over it, copying members without recompressing them, writes
 
 Device code inside shared libraries (HIP fat binaries) stays in the host wheel: the HIP runtime
 reads it from the library file it loaded, and nothing would put it back without help at run time.
-``inspect`` of the host wheel shows its bytes per target.
+``inspect`` of the host wheel shows its bytes per target. The kpack archives of kpack-split
+libraries (TheRock's trees since 2026) are per target already: each goes into the device wheel
+of the targets it serves, at the path the library's marker resolves to, so host and device
+wheels installed side by side give the loader every archive (TheRock's own split).
 
 ``pip install 'torch[device-gfx942]'`` then installs exactly the files of the fat gfx942 wheel.
 A file whose path names several requested targets goes into each of their device wheels (same
@@ -38,7 +41,8 @@ from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, statefile, tempfiles
+from rocm_build import __version__, arch, faults, locks, statefile, tempfiles
+from rocm_build.binary import kpack
 from rocm_build.bundle import platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
 from rocm_build.bundle.model import BundleResult
@@ -125,7 +129,12 @@ def _data_prefixes(rocm: Path, data_trees: Sequence[str], lib_dir: str) -> list[
 
 
 def member_targets(name: str, prefixes: Sequence[str], targets: Sequence[str]) -> set[str]:
-    """The requested targets a data-tree member belongs to (empty: target-neutral)."""
+    """The requested targets a data-tree member or kpack archive belongs to (empty:
+    target-neutral). An archive goes with every requested target its target id serves (its
+    feature variants with their base target, a generic processor's with each it serves)."""
+    if name.endswith(".kpack") and f"/{kpack.KPACK_DIR}/" in f"/{name}":
+        tokens = gfx_tokens(posixpath.basename(name))
+        return {t for t in targets if any(arch.serves(k, t) for k in tokens)}
     for prefix in prefixes:
         if name == prefix or name.startswith(prefix + "/"):
             rel = name[len(prefix) + 1 :] or posixpath.basename(name)

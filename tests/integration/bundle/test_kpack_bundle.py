@@ -124,6 +124,7 @@ def test_one_target_carries_that_targets_archives_stored(
     blind = run_cli(["inspect", str(stripped), "--require-arch", "gfx90a"], cwd=tmp_path)
     assert blind.returncode == 11, blind.stdout + blind.stderr
     assert "none: no archive in the wheel" in blind.stdout
+    assert "no kpack loader (librocm_kpack.so) in the wheel" in blind.stdout
 
 
 def test_every_archive_without_arch(
@@ -159,3 +160,53 @@ def test_a_marker_whose_archives_are_gone_is_an_error(
     assert res.returncode == 10, res.stderr
     assert "librocrand.so.1 is kpack-split but no archive its marker names" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_split_arch_puts_each_targets_archives_in_its_device_wheel(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a;gfx1030", "--split-arch")
+    assert res.returncode == 0, res.stderr
+    wheels = {p.name.split("-")[0]: p for p in out.glob("*.whl")}
+    host = wheels["hipext"]
+    assert not [m for m in _members(host) if m.endswith(".kpack")]  # host-only libraries
+    by_target = {
+        t: sorted(m for m in _members(wheels[f"amd_hipext_device_{t}"]) if m.endswith(".kpack"))
+        for t in ("gfx90a", "gfx1030")
+    }
+    assert by_target["gfx90a"] == [f"hipext/.kpack/{a}" for a in GFX90A]
+    assert by_target["gfx1030"] == ["hipext/.kpack/rand_lib_gfx1030.kpack"]
+    # installed side by side, the host library's marker finds each target's archive
+    site = tmp_path / "site"
+    for wheel in (host, *(wheels[f"amd_hipext_device_{t}"] for t in by_target)):
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(site)
+    lib = site / "hipext/lib/librocrand.so.1"
+    ref = kpack.read_ref(lib)
+    assert ref is not None
+    for agent, archive in (
+        ("gfx90a:sramecc+:xnack+", "rand_lib_gfx90a:xnack+.kpack"),
+        ("gfx1030", "rand_lib_gfx1030.kpack"),
+    ):
+        found = kpack.resolve(str(lib.parent), ref, agent, lambda p: Path(p).is_file())
+        assert found is not None
+        assert Path(found).name == archive
+        read = kpack.read_archive(Path(found))
+        assert kpack.serves(read, ref, 1, agent)
+
+
+def test_doctor_reports_the_split_tree_and_proves_patchelf(
+    run_cli, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(["--json", "doctor", "--rocm", str(split_tree), "--arch", "gfx90a"], cwd=tmp_path)
+    kp = json.loads(res.stdout)["rocm"]["kpack"]
+    assert kp["split"] is True
+    assert kp["archives"] == 7
+    older = ["gfx1030", "gfx803", "gfx900:xnack-", "gfx906:xnack-", "gfx908:xnack-"]
+    assert kp["targets"] == sorted([*older, "gfx90a:xnack+", "gfx90a:xnack-"])
+    assert kp["loader"] is None  # Debian's runtime has no librocm_kpack
+    assert kp["patchelf"]["ok"] is True, kp["patchelf"]
+    text = run_cli(["doctor", "--rocm", str(split_tree), "--arch", "gfx90a"], cwd=tmp_path)
+    assert "its runtime cannot load kpack" in text.stdout
+    assert "patchelf edits librocrand.so.1.1 safely" in text.stdout
