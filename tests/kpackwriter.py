@@ -60,7 +60,7 @@ ARCHIVE_VERSION = 1
 ARCHIVE_DATA_OFFSET = 64
 SCHEMES = ("zstd-per-kernel", "none")
 
-PT_LOAD, PT_PHDR = 1, 6
+PT_LOAD, PT_INTERP, PT_PHDR = 1, 3, 6
 PF_R = 4
 SHT_NULL, SHT_PROGBITS, SHT_RELA, SHT_NOBITS = 0, 1, 4, 8
 SHF_ALLOC = 2
@@ -189,6 +189,9 @@ class _Image:
         strtab = shdrs[shstrndx]
         table = data[strtab.offset : strtab.offset + strtab.size]
         image.names = [table[s.name : table.index(b"\0", s.name)].decode() for s in shdrs]
+        if any(p.type == PT_INTERP for p in phdrs):
+            # the tool also pins a moved program header table of a program to vaddr == offset
+            raise ValueError(f"{shown}: a program (PT_INTERP), not a library: not split here")
         return image
 
     def section(self, name: str) -> tuple[int, _Shdr] | None:
@@ -225,8 +228,8 @@ class _Image:
         needed = len(self.phdrs) * _PHDR.size
         if needed <= self.first_content_after_phdrs() - self.phoff:
             for p in self.phdrs:
-                if p.type == PT_PHDR:  # the table grew in place
-                    p.filesz = p.memsz = needed
+                if p.type == PT_PHDR:  # the table grew in place (the tool leaves it short)
+                    p.filesz = p.memsz = max(p.filesz, needed)
             return
         vaddr = self.top_of_memory()
         offset = _congruent_at_or_after(len(self.data), vaddr)

@@ -352,3 +352,87 @@ def test_refuses_what_it_cannot_split(rocm_tree: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="2 wrappers for 1 offload bundles"):
         split(odd)
     assert not (tmp_path / "out" / ".kpack").exists()
+
+
+# -- a library of two translation units, linked by lld ------------------------------------------
+
+TWO = {
+    "a.hip": "#include <hip/hip_runtime.h>\n"
+    "__global__ void scale(float *x, float a) { x[threadIdx.x] *= a; }\n"
+    'extern "C" int device_count_status(int *n) { return (int)hipGetDeviceCount(n); }\n',
+    "b.hip": "#include <hip/hip_runtime.h>\n"
+    "__global__ void shift(float *x, float a) { x[threadIdx.x] += a; }\n"
+    'extern "C" int other(void) { return 7; }\n',
+}
+
+CALL = r"""
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+n = ctypes.c_int(-1)
+print(json.dumps([lib.device_count_status(ctypes.byref(n)), n.value, lib.other()]))
+"""
+
+
+@pytest.fixture(scope="module")
+def two_units(rocm_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two offload bundles and two wrappers; lld puts a PT_PHDR first and .hip_fatbin in the
+    PT_LOAD that maps the headers, with no room to grow the program header table in place."""
+    work = tmp_path_factory.mktemp("two")
+    for name, text in TWO.items():
+        (work / name).write_text(text)
+    out = work / "libtwo.so"
+    cmd = [
+        str(rocm_tree / "lib/llvm/bin/clang++"), "-x", "hip", "--offload-arch=gfx90a",
+        "--offload-arch=gfx1030", "-fPIC", "-shared", "-O1", "-fuse-ld=lld",
+        f"--rocm-path={rocm_tree}", f"-L{rocm_tree}/lib", "-lamdhip64",
+        *(str(work / n) for n in TWO), "-o", str(out),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, env={"PATH": "/usr/bin:/bin", "HIP_PLATFORM": "amd"})
+    return out
+
+
+def call(lib: Path, tree: Path) -> list[int]:
+    res = subprocess.run(
+        [sys.executable, "-c", CALL, str(lib)],
+        env={"LD_LIBRARY_PATH": str(tree / "lib"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    answer: list[int] = json.loads(res.stdout.splitlines()[-1])
+    return answer
+
+
+@pytest.mark.slow
+def test_two_bundles_two_wrappers_and_a_pt_phdr(
+    two_units: Path, rocm_tree: Path, tmp_path: Path
+) -> None:
+    before = Elf(two_units)
+    assert before.segments[0]["p_type"] == "PT_PHDR"
+    bundles = elf.offload_bundles(two_units)
+    assert len(bundles) == len(before.wrappers()) == 2
+    result = kpackwriter.split_library(two_units, tmp_path, group="g", source_prefix="p")
+    lib = Elf(result.library)
+    assert mapping_problems(lib) == []
+    (phdr,) = [s for s in lib.segments if s["p_type"] == "PT_PHDR"]
+    assert phdr["p_offset"] == lib.header["e_phoff"] != before.header["e_phoff"]
+    assert [(w[0], w[3], w[4]) for w in lib.wrappers()] == [
+        (kpackwriter.HIPK, 0, result.marker_vaddr),
+        (kpackwriter.HIPK, 1, result.marker_vaddr),
+    ]
+    data = two_units.read_bytes()
+    found = archives(tmp_path)
+    assert sorted(found) == ["g_gfx1030.kpack", "g_gfx90a.kpack"]
+    for index, bundle in enumerate(bundles):
+        for entry in bundle.entries:
+            target = elf.target_id_of_bundle_id(entry.bundle_id)
+            if target is None:
+                continue
+            toc, code = found[f"g_{target}.kpack"]
+            item = toc["toc"][f"p/lib/libtwo.so#{index}"][target]
+            assert item["ordinal"] == index
+            start = bundle.file_offset + entry.offset
+            assert code(index) == data[start : start + entry.size]
+    assert call(result.library, rocm_tree) == call(two_units, rocm_tree) == [100, 0, 7]
