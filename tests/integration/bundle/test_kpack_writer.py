@@ -144,9 +144,16 @@ def mapping_problems(lib: Elf) -> list[str]:
         if s["p_filesz"] > s["p_memsz"]:
             problems.append(f"PT_LOAD at {s['p_vaddr']:#x}: more file bytes than memory")
     table = (lib.header["e_phoff"], lib.header["e_phnum"] * lib.header["e_phentsize"])
-    phdr = [s for s in lib.segments if s["p_type"] == "PT_PHDR"]
-    if phdr and (phdr[0]["p_offset"], phdr[0]["p_filesz"]) < table:
-        problems.append("PT_PHDR does not describe the program header table")
+    for p in (s for s in lib.segments if s["p_type"] == "PT_PHDR"):
+        if p["p_offset"] != table[0] or p["p_filesz"] < table[1]:
+            problems.append("PT_PHDR does not describe the program header table")
+        if not any(
+            s["p_offset"] <= p["p_offset"]
+            and p["p_offset"] + p["p_filesz"] <= s["p_offset"] + s["p_filesz"]
+            and s["p_vaddr"] - s["p_offset"] == p["p_vaddr"] - p["p_offset"]
+            for s in loads
+        ):
+            problems.append("PT_PHDR is mapped by no PT_LOAD")
     if not any(
         s["p_offset"] <= table[0] and sum(table) <= s["p_offset"] + s["p_filesz"] for s in loads
     ):
