@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -121,6 +122,35 @@ def rocm_tree() -> Path:
 
     cache = _test_cache()
     return debtree.assemble(cache / "rocm-debian", cache=cache)
+
+
+@pytest.fixture(scope="session")
+def kpack_tree(rocm_tree: Path) -> Path:
+    """``rocm_tree`` kpack-split as TheRock's trees are since 2026 (``tests/kpackwriter.py``:
+    host libraries with a ``.rocm_kpack_ref`` marker, device code in ``.kpack/<group>_<target>``
+    archives, groups as TheRock's artifacts: ``rand_lib`` for rocRAND), cached beside it. The
+    cache key digests the writer's source and the tree's stamp, so a changed writer or tree
+    makes a new one; it is made under a temporary name and renamed into place."""
+    from rocm_build.rocm import debtree
+    from tests import kpackwriter
+
+    digest = hashlib.sha256(Path(kpackwriter.__file__).read_bytes())
+    stamp = rocm_tree / debtree._STAMP
+    digest.update(stamp.read_bytes() if stamp.is_file() else b"")
+    dest = _test_cache() / f"rocm-debian-kpack-{digest.hexdigest()[:16]}"
+    if dest.is_dir():
+        return dest
+    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        kpackwriter.split_tree(rocm_tree, work / "tree", kpackwriter.THEROCK_GROUPS)
+        try:
+            (work / "tree").rename(dest)
+        except OSError:
+            if not dest.is_dir():  # another session renamed its copy into place first
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
 
 
 @pytest.fixture(scope="session")
