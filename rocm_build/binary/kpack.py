@@ -77,6 +77,7 @@ THEROCK_MANIFEST = "share/therock/therock_manifest.json"
 _WRAPPER = struct.Struct("<IIQQ")
 _RELA = struct.Struct("<QQq")
 _RELATIVE = {"EM_X86_64": 8, "EM_AARCH64": 1027}
+_RELA_CHUNK = _RELA.size << 15
 #: the marker the loader parses is at most this long (its MAX_METADATA_SIZE)
 MAX_MARKER = 64 << 10
 #: TheRock's manifest is a few KiB
@@ -148,12 +149,13 @@ def _relative_addends(elf: Any, mm: Any, lo: int, hi: int) -> dict[int, int]:
     if rtype is None or section is None or not elf.little_endian or elf.elfclass != 64:
         return {}
     start, size = int(section["sh_offset"]), int(section["sh_size"])
-    data = mm[start : start + size - size % _RELA.size]
-    return {
-        offset: addend
-        for offset, info, addend in _RELA.iter_unpack(data)
-        if info & 0xFFFFFFFF == rtype and lo <= offset < hi
-    }
+    end = min(start + size - size % _RELA.size, len(mm))
+    found: dict[int, int] = {}
+    for at in range(start, end, _RELA_CHUNK):  # a big library's table is megabytes: by pieces
+        for offset, info, addend in _RELA.iter_unpack(mm[at : min(at + _RELA_CHUNK, end)]):
+            if info & 0xFFFFFFFF == rtype and lo <= offset < hi:
+                found[offset] = addend
+    return found
 
 
 def wrappers(path: Source) -> tuple[Wrapper, ...]:
