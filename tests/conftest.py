@@ -167,6 +167,12 @@ def shared_dir() -> Path:
     return Path(os.environ.get("RB_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
 
 
+#: ``shared/kpack-reference`` (see :func:`kpack_reference`)
+KPACK_REFERENCE = shared_dir() / "kpack-reference"
+#: tests that read it are skipped without it, except in CI, where it must be there
+NO_KPACK_REFERENCE = not (KPACK_REFERENCE / "lib").is_dir() and not os.environ.get("CI")
+
+
 @pytest.fixture(scope="session")
 def kpack_reference() -> Path:
     """``shared/kpack-reference``: one ROCm library split by ROCm's own kpack tool (its README

@@ -15,9 +15,10 @@ import zstandard
 
 from rocm_build.binary import kpack, kpackfile
 from rocm_build.binary.kpack import KpackFormatError, KpackRef, Wrapper
+from tests.conftest import KPACK_REFERENCE, NO_KPACK_REFERENCE
 
 # CI lays shared/ beside the clone.
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "kpack-reference"
+REFERENCE = KPACK_REFERENCE
 LIBRARY = REFERENCE / "lib" / "librocrand.so.1.1"
 KERNEL = "math-libs/rocRAND/stage/lib/librocrand.so.1.1"
 TARGETS = (
@@ -45,7 +46,7 @@ WRAPPER_OFFSET = 0xC75C60
 EM_AMDGPU = 224
 
 pytestmark = pytest.mark.skipif(
-    not LIBRARY.is_file(), reason=f"needs the kpack reference data at {REFERENCE}"
+    NO_KPACK_REFERENCE, reason=f"needs the kpack reference data at {REFERENCE}"
 )
 
 

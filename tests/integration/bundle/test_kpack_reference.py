@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from rocm_build.binary import elf, kpack
+from tests.conftest import KPACK_REFERENCE, NO_KPACK_REFERENCE
 
 # CI lays shared/ beside the clone.
-REFERENCE = Path(__file__).resolve().parents[3].parent / "shared" / "kpack-reference"
+REFERENCE = KPACK_REFERENCE
 TARGETS = {
     "gfx803",
     "gfx900:xnack-",
@@ -21,9 +22,7 @@ TARGETS = {
 }
 
 
-@pytest.mark.skipif(
-    not (REFERENCE / "lib").is_dir(), reason=f"needs the kpack reference data at {REFERENCE}"
-)
+@pytest.mark.skipif(NO_KPACK_REFERENCE, reason=f"needs the kpack reference data at {REFERENCE}")
 def test_each_code_object_is_the_original_bundle_entry(rocm_tree: Path) -> None:
     (original,) = (p for p in sorted(rocm_tree.glob("lib/librocrand.so.1*")) if not p.is_symlink())
     (bundle,) = elf.offload_bundles(original)

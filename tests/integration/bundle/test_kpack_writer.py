@@ -25,9 +25,9 @@ from elftools.elf.relocation import RelocationSection
 
 from rocm_build.binary import elf
 from tests import kpackwriter
-from tests.conftest import REPO, _test_cache
+from tests.conftest import KPACK_REFERENCE, NO_KPACK_REFERENCE, _test_cache
 
-REFERENCE = REPO.parent / "shared" / "kpack-reference"
+REFERENCE = KPACK_REFERENCE
 LIB = "librocrand.so.1.1"
 PREFIX = "math-libs/rocRAND/stage"
 TARGETS = {
@@ -36,7 +36,7 @@ TARGETS = {
 }  # fmt: skip
 
 needs_reference = pytest.mark.skipif(
-    not REFERENCE.is_dir(), reason=f"no kpack reference at {REFERENCE}"
+    NO_KPACK_REFERENCE, reason=f"no kpack reference at {REFERENCE}"
 )
 
 
@@ -289,7 +289,7 @@ def test_split_library_loads_with_the_trees_hip_runtime(kpack_tree: Path, rocm_t
 @pytest.mark.parametrize("which", ["kpack_tree", "reference"])
 def test_mapping_is_one_glibc_accepts(which: str, request: pytest.FixtureRequest) -> None:
     if which == "reference":
-        if not REFERENCE.is_dir():
+        if NO_KPACK_REFERENCE:
             pytest.skip(f"no kpack reference at {REFERENCE}")
         lib = Elf(REFERENCE / "lib" / LIB)
     else:
