@@ -34,6 +34,7 @@ from rocm_build.binary.kpackfile import (
     TocEntry,
     fail,
     read_archive,
+    read_archive_from,
     read_code_object,
     unpack_one,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "lookup_names",
     "marker_address",
     "read_archive",
+    "read_archive_from",
     "read_code_object",
     "read_ref",
     "resolve",

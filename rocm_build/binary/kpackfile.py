@@ -29,6 +29,7 @@ __all__ = [
     "KpackFormatError",
     "TocEntry",
     "read_archive",
+    "read_archive_from",
     "read_code_object",
 ]
 
@@ -222,32 +223,36 @@ def _check_toc(toc: Any, where: str) -> dict[str, Any]:
 
 def read_archive(path: Path) -> Archive:
     """Header and TOC of the archive ``path`` (no code object read); memory bounded."""
-    where = str(path)
     with Path(path).open("rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        header = fh.read(_HEADER.size)
-        if len(header) != _HEADER.size or header[:4] != MAGIC:
-            raise fail(where, f"not a kpack archive (magic {header[:4]!r}, not {MAGIC!r})")
-        _magic, version, toc_offset = _HEADER.unpack(header)
-        if version != VERSION:
-            raise fail(where, f"unknown kpack version {version} (this reader knows {VERSION})")
-        if not _HEADER.size <= toc_offset < size:
-            raise fail(where, f"TOC offset {toc_offset} lies outside the file ({size} bytes)")
-        if size - toc_offset > MAX_TOC:
-            raise fail(where, f"TOC of {size - toc_offset} bytes is over {MAX_TOC}")
-        fh.seek(toc_offset)
-        toc = _check_toc(unpack_one(fh.read(), where, "TOC"), where)
-        scheme = toc["compression_scheme"]
-        zstd_offset, zstd_size = toc.get("zstd_offset", 0), toc.get("zstd_size", 0)
-        if scheme == "zstd-per-kernel":
-            if not _int(zstd_offset) or not _int(zstd_size) or "zstd_size" not in toc:
-                raise fail(where, "TOC lacks integer zstd_offset/zstd_size")
-            if zstd_offset < _HEADER.size or zstd_offset + zstd_size > toc_offset:
-                raise fail(where, f"zstd region {zstd_offset}+{zstd_size} lies outside the data")
-            frames = _zstd_frames(fh, where, zstd_offset, zstd_size)
-        else:
-            frames = _blobs(toc.get("blobs"), where, _HEADER.size, toc_offset)
-            zstd_offset = zstd_size = 0
+        return read_archive_from(fh, os.fstat(fh.fileno()).st_size, str(path))
+
+
+def read_archive_from(fh: Any, size: int, where: str) -> Archive:
+    """:func:`read_archive` of ``size`` bytes read through ``fh`` (``read`` and ``seek``: an
+    open file, or a wheel member read in place), named ``where`` in errors."""
+    header = fh.read(_HEADER.size)
+    if len(header) != _HEADER.size or header[:4] != MAGIC:
+        raise fail(where, f"not a kpack archive (magic {header[:4]!r}, not {MAGIC!r})")
+    _magic, version, toc_offset = _HEADER.unpack(header)
+    if version != VERSION:
+        raise fail(where, f"unknown kpack version {version} (this reader knows {VERSION})")
+    if not _HEADER.size <= toc_offset < size:
+        raise fail(where, f"TOC offset {toc_offset} lies outside the file ({size} bytes)")
+    if size - toc_offset > MAX_TOC:
+        raise fail(where, f"TOC of {size - toc_offset} bytes is over {MAX_TOC}")
+    fh.seek(toc_offset)
+    toc = _check_toc(unpack_one(fh.read(), where, "TOC"), where)
+    scheme = toc["compression_scheme"]
+    zstd_offset, zstd_size = toc.get("zstd_offset", 0), toc.get("zstd_size", 0)
+    if scheme == "zstd-per-kernel":
+        if not _int(zstd_offset) or not _int(zstd_size) or "zstd_size" not in toc:
+            raise fail(where, "TOC lacks integer zstd_offset/zstd_size")
+        if zstd_offset < _HEADER.size or zstd_offset + zstd_size > toc_offset:
+            raise fail(where, f"zstd region {zstd_offset}+{zstd_size} lies outside the data")
+        frames = _zstd_frames(fh, where, zstd_offset, zstd_size)
+    else:
+        frames = _blobs(toc.get("blobs"), where, _HEADER.size, toc_offset)
+        zstd_offset = zstd_size = 0
     entries = _entries(toc["toc"], where, len(frames))
     names = (toc["group_name"], toc["gfx_arch_family"], tuple(toc["gfx_arches"]), scheme)
     return Archive(

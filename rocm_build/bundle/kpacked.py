@@ -27,6 +27,7 @@ from rocm_build import arch
 from rocm_build.binary import kpack
 from rocm_build.errors import BundleError
 from rocm_build.treepath import TreeGuard, reading
+from rocm_build.wheel.analyze import WheelAnalysis
 
 __all__ = [
     "NO_KPACK",
@@ -36,6 +37,8 @@ __all__ = [
     "archive_target",
     "plan_kpack",
     "wheel_kpack_members",
+    "wheel_serves",
+    "wheel_targets",
 ]
 
 
@@ -245,3 +248,32 @@ def wheel_kpack_members(
             hits += fnmatch.filter(names, full.replace(kpack.GFXARCH, "*"))
         out[arcname] = tuple(sorted(set(hits)))
     return out
+
+
+def wheel_serves(
+    analysis: WheelAnalysis, arcname: str, archives: Iterable[str], target: str
+) -> bool:
+    """Does one of ``archives`` (members of the analysed wheel) hold every code object of its
+    kpack-split member ``arcname`` for a target id that serves ``target``?"""
+    member = analysis.elves[arcname]
+    ref = member.kpack_ref
+    return ref is not None and any(
+        kpack.serves(analysis.kpack_archives[a], ref, member.kpack_objects, target)
+        for a in archives
+        if a in analysis.kpack_archives
+    )
+
+
+def wheel_targets(analysis: WheelAnalysis, arcname: str, archives: Iterable[str]) -> list[str]:
+    """The target ids of ``archives`` that hold every code object of member ``arcname``."""
+    member = analysis.elves[arcname]
+    ref = member.kpack_ref
+    out: set[str] = set()
+    for a in archives:
+        archive = analysis.kpack_archives.get(a)
+        if archive is None or ref is None:
+            continue
+        for target_id in archive.gfx_arches:
+            if kpack.serves(archive, ref, member.kpack_objects, target_id):
+                out.add(target_id)
+    return sorted(out)

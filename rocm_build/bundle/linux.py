@@ -15,7 +15,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, arch, faults, locks, statefile, tempfiles
+from rocm_build import __version__, faults, locks, statefile, tempfiles
 from rocm_build.binary import kpack
 from rocm_build.bundle import kpacked
 from rocm_build.bundle.apply import apply_plan, find_linkers
@@ -331,7 +331,7 @@ def _kpack(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> KpackPl
         f"{posixpath.basename(arc)} has no kpack archive in the wheel serving {t}"
         for arc, hits in found.items()
         for t in job.device.targets
-        if not any(arch.serves_id(kpacked.archive_target(h, own[arc]) or "", t) for h in hits)
+        if not kpacked.wheel_serves(analysis, arc, hits, t)
     )
     libs = [(lib.arcname, Path(lib.source)) for lib in plan.libraries if lib.info.has_kpack_ref]
     if not libs:

@@ -11,13 +11,13 @@ import fnmatch
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rocm_build import arch
-from rocm_build.binary import elf, kpack, pe
+from rocm_build.binary import elf, pe
 from rocm_build.bundle import kpacked
 from rocm_build.bundle import split as splitarch
 from rocm_build.bundle.data import gfx_tokens
@@ -169,7 +169,7 @@ def _elf_rows(
                 "off_search_path": off_path,
                 "from_packages": expected,
                 **_device_code(member.bundles),
-                **_kpack_code(arc, member.kpack_ref, analysis.members),
+                **_kpack_code(analysis, arc),
             }
         )
     rows.sort(key=lambda r: str(r["path"]))
@@ -359,13 +359,15 @@ def _device_code(found: tuple[elf.OffloadBundle, ...]) -> dict[str, Any]:
     }
 
 
-def _kpack_code(arc: str, ref: kpack.KpackRef | None, members: Sequence[str]) -> dict[str, Any]:
+def _kpack_code(analysis: WheelAnalysis, arc: str) -> dict[str, Any]:
     """A kpack-split library's device code: the archives its marker finds in the wheel and the
-    targets they are for (none found: it has device code and serves no target)."""
+    targets for which they hold all its code objects (none: it has device code, for no
+    target)."""
+    ref = analysis.elves[arc].kpack_ref
     if ref is None:
         return {}
-    hits = kpacked.wheel_kpack_members({arc: ref}, members)[arc]
-    ids = sorted({t for h in hits if (t := kpacked.archive_target(h, ref))})
+    hits = kpacked.wheel_kpack_members({arc: ref}, analysis.members)[arc]
+    ids = kpacked.wheel_targets(analysis, arc, hits)
     return {
         "kpack": {"archives": list(hits), "target_ids": ids, "marker": list(ref.search_paths)},
         "targets": sorted({arch.base_name(t) for t in ids}),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,8 @@ class ElfMember(CodeMember):
     info: elf.ElfInfo
     #: its kpack marker (a kpack-split library: its device code in archives), else None
     kpack_ref: kpack.KpackRef | None = None
+    #: its code objects (HIPK wrappers) when kpack-split
+    kpack_objects: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +100,8 @@ class WheelAnalysis:
     unreadable: tuple[str, ...]
     #: the bundle provenance files (``<top>/.rocm-build-bundle.json``) that parse, by member
     provenance: Mapping[str, Mapping[str, Any]]
+    #: kpack archives (``<...>/.kpack/*.kpack``) by member: their headers and tables of contents
+    kpack_archives: Mapping[str, kpack.Archive] = field(default_factory=dict)
 
     @property
     def infos(self) -> dict[str, elf.ElfInfo]:
@@ -145,6 +149,7 @@ def analyze(
         pes=pes,
         unreadable=tuple(unreadable),
         provenance=_provenance(reader, [m.name for m in files]),
+        kpack_archives=_kpack_archives(reader, [m.name for m in files]) if elf_files else {},
     )
 
 
@@ -172,8 +177,10 @@ def _read_elves(
                 continue
             if info.is_host:
                 bundles = _bundles(reader, view) if device_code and info.has_fatbin else ()
-                ref = _kpack_ref(reader, view) if info.has_kpack_ref else None
-                elves[m.name] = ElfMember(arcname=m.name, bundles=bundles, info=info, kpack_ref=ref)
+                ref, objects = _kpack_ref(reader, view) if info.has_kpack_ref else (None, 0)
+                elves[m.name] = ElfMember(
+                    arcname=m.name, bundles=bundles, info=info, kpack_ref=ref, kpack_objects=objects
+                )
         if fault:
             faults.point(fault)
     return elves, unreadable
@@ -189,14 +196,32 @@ def _bundles(reader: WheelReader, view: MemberView) -> tuple[elf.OffloadBundle, 
         ) from err
 
 
-def _kpack_ref(reader: WheelReader, view: MemberView) -> kpack.KpackRef | None:
+def _kpack_ref(reader: WheelReader, view: MemberView) -> tuple[kpack.KpackRef | None, int]:
+    """A member's kpack marker and the number of its code objects (HIPK wrappers)."""
     try:
-        return kpack.read_ref(view)
+        ref = kpack.read_ref(view)
+        return ref, len([w for w in kpack.wrappers(view) if w.magic == "HIPK"]) if ref else 0
     except kpack.KpackFormatError as err:
         raise BundleError(
             f"{posixpath.basename(view.name)} (in {reader.path.name}): damaged kpack marker: "
             f"{err}; rebuild the wheel (or download it again)"
         ) from err
+
+
+def _kpack_archives(reader: WheelReader, names: list[str]) -> dict[str, kpack.Archive]:
+    """The kpack archives among ``names``, read in place (header and TOC only)."""
+    found: dict[str, kpack.Archive] = {}
+    for name in names:
+        if not name.endswith(".kpack") or f"/{kpack.KPACK_DIR}/" not in f"/{name}":
+            continue
+        with MemberView(reader, name) as view:
+            try:
+                found[name] = kpack.read_archive_from(view, len(view), f"{name} (in wheel)")
+            except kpack.KpackFormatError as err:
+                raise BundleError(
+                    f"{err} (in {reader.path.name}); rebuild the wheel (or download it again)"
+                ) from err
+    return found
 
 
 def _read_pes(reader: WheelReader) -> dict[str, PeMember]:

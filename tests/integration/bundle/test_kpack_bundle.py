@@ -20,7 +20,8 @@ import pytest
 
 from rocm_build.binary import elfpatch, kpack
 
-from .conftest import make_venv, pip_install
+from .conftest import INIT, make_venv, pip_install
+from .helpers import make_wheel
 from .test_prune_bundle import CHECK, bundle
 
 pytestmark = pytest.mark.slow
@@ -210,3 +211,45 @@ def test_doctor_reports_the_split_tree_and_proves_patchelf(
     text = run_cli(["doctor", "--rocm", str(split_tree), "--arch", "gfx90a"], cwd=tmp_path)
     assert "its runtime cannot load kpack" in text.stdout
     assert "patchelf edits librocrand.so.1.1 safely" in text.stdout
+
+
+def _split_input_wheel(
+    tmp_path: Path, kpack_reference: Path, hip_ext_so: Path, archives: tuple[str, ...]
+) -> Path:
+    """A wheel already kpack-split, as TheRock's host and device wheels lay theirs out: its
+    own library kpack-split (ROCm's tool made it) and ``archives`` beside it."""
+    files: dict[str, bytes | Path] = {
+        "hipext/__init__.py": INIT.encode(),
+        "hipext/_kern.so": hip_ext_so,
+        "hipext/lib/librocrand.so.1": kpack_reference / "lib" / RAND,
+    }
+    for name in archives:
+        files[f"hipext/.kpack/{name}"] = kpack_reference / ".kpack" / name
+    folder = tmp_path / ("dist-" + str(len(archives)))
+    return make_wheel(folder, "hipext", "1.0.0", files)
+
+
+def test_an_input_wheel_already_split_needs_its_archives(
+    run_cli, rocm_tree: Path, kpack_reference: Path, hip_ext_so: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    host_only = _split_input_wheel(tmp_path, kpack_reference, hip_ext_so, ())
+    out = tmp_path / "out"
+    res = bundle(run_cli, host_only, rocm_tree, out, "--arch", "gfx90a")
+    assert res.returncode == 10, res.stderr
+    assert "hipext/lib/librocrand.so.1 in hipext-1.0.0" in res.stderr
+    assert "carries none of its kpack archives" in res.stderr
+    seen = run_cli(["inspect", str(host_only), "--require-arch", "gfx90a"], cwd=tmp_path)
+    assert seen.returncode == 11, seen.stdout  # never counted as covered without them
+
+    with_archives = _split_input_wheel(tmp_path, kpack_reference, hip_ext_so, GFX90A)
+    ok = bundle(run_cli, with_archives, rocm_tree, out, "--arch", "gfx90a", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)[0]["plan"]["device_gaps"] == []
+    seen = run_cli(["inspect", str(with_archives), "--require-arch", "gfx90a"], cwd=tmp_path)
+    assert seen.returncode == 0, seen.stdout
+    # bundle and inspect agree on a target the archives do not serve
+    gap = bundle(run_cli, with_archives, rocm_tree, tmp_path / "o2", "--arch", "gfx1030")
+    assert gap.returncode == 11, gap.stderr
+    assert "librocrand.so.1 has no kpack archive in the wheel serving gfx1030" in gap.stderr
+    seen = run_cli(["inspect", str(with_archives), "--require-arch", "gfx1030"], cwd=tmp_path)
+    assert seen.returncode == 11, seen.stdout
