@@ -13,6 +13,7 @@ gfx_arches, compression_scheme, zstd_offset, zstd_size | blobs, toc: {"<kernel_n
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -222,9 +223,19 @@ def _check_toc(toc: Any, where: str) -> dict[str, Any]:
 
 
 def read_archive(path: Path) -> Archive:
-    """Header and TOC of the archive ``path`` (no code object read); memory bounded."""
-    with Path(path).open("rb") as fh:
+    """Header and TOC of the archive ``path`` (no code object read); memory bounded. Anything
+    but a regular file (a FIFO that would block, a folder, a device) is refused unread."""
+    with _open_regular(path) as fh:
         return read_archive_from(fh, os.fstat(fh.fileno()).st_size, str(path))
+
+
+def _open_regular(path: Path) -> Any:
+    """``path`` opened for reading if it is a regular file (a FIFO is not waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise fail(path, "not a regular file")
+    return os.fdopen(fd, "rb")
 
 
 def read_archive_from(fh: Any, size: int, where: str) -> Archive:
@@ -289,7 +300,7 @@ def read_code_object(path: Path, archive: Archive, entry: TocEntry) -> bytes:
     offset, length = archive.frames[entry.ordinal]
     if archive.compression_scheme == "none" and length != entry.original_size:
         raise fail(where, f"{what} is {length} bytes, its original_size {entry.original_size}")
-    with Path(path).open("rb") as fh:
+    with _open_regular(path) as fh:
         if os.fstat(fh.fileno()).st_size != archive.size:
             raise fail(where, "changed since its TOC was read")
         fh.seek(offset)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.binary import elfpatch, kpack
+from tests import hostile
 
 from .conftest import INIT, make_venv, pip_install
 from .helpers import make_wheel
@@ -253,3 +254,22 @@ def test_an_input_wheel_already_split_needs_its_archives(
     assert "librocrand.so.1 has no kpack archive in the wheel serving gfx1030" in gap.stderr
     seen = run_cli(["inspect", str(with_archives), "--require-arch", "gfx1030"], cwd=tmp_path)
     assert seen.returncode == 11, seen.stdout
+
+
+@pytest.mark.parametrize("attack", ["crafted", "wrong-type", "fifo", "symlink"])
+def test_a_hostile_archive_in_the_tree_stops_the_bundle_in_one_line(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path, attack: str
+) -> None:  # type: ignore[no-untyped-def]
+    """An archive the marker names that is damaged, a folder, a FIFO (never waited on) or a
+    link out of the tree: exit 10 (15 for the link, as for any file leading out of the
+    tree), one line naming it, no wheel written, nothing elsewhere touched."""
+    archive = split_tree / ".kpack" / GFX90A[1]
+    archive.unlink()
+    planted = hostile.plant(archive, attack, elsewhere=tmp_path / "elsewhere", folder=False)
+    out = tmp_path / "out"
+    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a")
+    assert res.returncode in (10, 15), res.stderr
+    assert "Traceback" not in res.stderr
+    assert "rand_lib_gfx90a:xnack-.kpack" in res.stderr
+    assert not out.exists() or not list(out.glob("*.whl"))
+    planted.assert_untouched()
