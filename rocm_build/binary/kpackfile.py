@@ -18,7 +18,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, BinaryIO, TypeGuard
 
 import msgpack  # type: ignore[import-untyped]
 
@@ -229,7 +229,7 @@ def read_archive(path: Path) -> Archive:
         return read_archive_from(fh, os.fstat(fh.fileno()).st_size, str(path))
 
 
-def _open_regular(path: Path) -> Any:
+def _open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading if it is a regular file (a FIFO is not waited on)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
