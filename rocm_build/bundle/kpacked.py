@@ -188,11 +188,15 @@ def plan_kpack(
             ref = kpack.read_ref(source)
             if ref is None:
                 continue
-            count = len([w for w in kpack.wrappers(source) if w.magic == "HIPK"])
+            wrappers = kpack.wrappers(source)
+            count = len([w for w in wrappers if w.magic == "HIPK"])
             found = _archives_of(source, arcname, ref, targets, guard, read)
+            mine = [f for f in found if f.archive.for_kernel(ref.kernel_name)]
+            marker = kpack.marker_address(source)
+            for f in mine:  # the library and each archive agree on its code objects
+                kpack.check_consistent(ref, wrappers, f.archive, marker)
         except kpack.KpackFormatError as err:
             raise BundleError(f"{err}; replace the file and bundle again") from err
-        mine = [f for f in found if f.archive.for_kernel(ref.kernel_name)]
         if not mine and not targets:
             raise BundleError(
                 f"{posixpath.basename(arcname)} is kpack-split but no archive its marker names "

@@ -273,3 +273,24 @@ def test_a_hostile_archive_in_the_tree_stops_the_bundle_in_one_line(
     assert "rand_lib_gfx90a:xnack-.kpack" in res.stderr
     assert not out.exists() or not list(out.glob("*.whl"))
     planted.assert_untouched()
+
+
+def test_a_library_whose_archive_lists_other_code_objects_is_refused(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The archive's table of contents names a second code object the library has no wrapper
+    for (it has one): the two disagree, exit 10 naming the archive."""
+    import msgpack  # type: ignore[import-untyped]
+
+    archive = split_tree / ".kpack" / GFX90A[1]
+    data = archive.read_bytes()
+    toc_at = int.from_bytes(data[8:16], "little")
+    toc = msgpack.unpackb(data[toc_at:])
+    (key,) = toc["toc"]
+    toc["toc"][key.replace("#0", "#1")] = toc["toc"][key]
+    archive.unlink()
+    archive.write_bytes(data[:toc_at] + msgpack.packb(toc))
+    res = bundle(run_cli, rand_wheel, split_tree, tmp_path / "out", "--arch", "gfx90a")
+    assert res.returncode == 10, res.stderr
+    assert "rand_lib_gfx90a:xnack-.kpack" in res.stderr
+    assert "code objects [0, 1] for 1 wrappers" in res.stderr
