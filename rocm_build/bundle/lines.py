@@ -12,6 +12,7 @@ from rocm_build.sizes import human_size
 
 __all__ = [
     "device_lines",
+    "kpack_lines",
     "linux_plan_lines",
     "missing_data_line",
     "system_lines",
@@ -48,6 +49,27 @@ def linux_plan_lines(result: BundleResult) -> Iterator[str]:
     for req in plan.get("requires", []):
         yield f"  requires: {req}"
     yield from device_lines(plan)
+    yield from kpack_lines(plan)
+
+
+def kpack_lines(plan: Mapping[str, Any]) -> Iterator[str]:
+    """The kpack archives a bundle carries: per archive its target, size and the bytes of it
+    that no bundled library uses."""
+    kp = plan.get("kpack", {})
+    archives = kp.get("archives", {})
+    if not kp.get("libraries"):
+        return
+    total = sum(a["size"] for a in archives.values())
+    yield (
+        f"  kpack archives: {len(archives)} ({human_size(total)}, stored) for "
+        f"{len(kp['libraries'])} kpack-split libraries"
+    )
+    for arc, a in sorted(archives.items()):
+        unused = f", {human_size(a['unused_bytes'])} of code for no bundled library"
+        yield (
+            f"    {arc}: {a['target']}, {human_size(a['size'])}"
+            + (unused if a["unused_bytes"] else "")
+        )
 
 
 def device_lines(plan: Mapping[str, Any]) -> Iterator[str]:

@@ -294,3 +294,14 @@ def test_a_library_whose_archive_lists_other_code_objects_is_refused(
     assert res.returncode == 10, res.stderr
     assert "rand_lib_gfx90a:xnack-.kpack" in res.stderr
     assert "code objects [0, 1] for 1 wrappers" in res.stderr
+
+
+def test_the_dry_run_names_the_archives(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "kpack archives: 2 (" in res.stdout
+    assert "hipext/.kpack/rand_lib_gfx90a:xnack-.kpack: gfx90a:xnack-," in res.stdout
+    assert not out.exists() or not list(out.glob("*.whl"))
