@@ -20,7 +20,7 @@ from pathlib import Path
 from rocm_build import faults, proc
 from rocm_build.errors import CommandFailed, PatchConflict, ToolMissing, UnsafeInput
 from rocm_build.masking import mask_url
-from rocm_build.repo.cmdargs import positional
+from rocm_build.repo.cmdargs import credentials, positional
 
 __all__ = [
     "IDENTITY",
@@ -208,6 +208,10 @@ def init(repo: Path, origin: str) -> None:
 
 
 def set_origin(repo: Path, origin: str) -> None:
+    """Point the remote ``origin`` at ``origin`` without its credential (``.git/config`` is
+    read by git's helpers, whose command lines anyone sees; ``gitremote`` gives the credential
+    through the environment)."""
+    origin = credentials(origin)[0]
     if run(repo, "remote", "get-url", "origin", check=False).status == 0:
         run(repo, "remote", "set-url", "--", "origin", origin)
     else:
