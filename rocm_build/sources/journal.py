@@ -304,20 +304,39 @@ def drop_half_cloned(repo: Path) -> None:
     module folder without its work tree): removed, so the resumed update clones them again.
     Only called when the journal says our own checkout was interrupted."""
     gitdirs = _git_dirs([(".", repo)])
-    for name, rel in git.gitmodules(repo):
-        path = repo / rel
-        modules = gitdirs[0] / "modules" / name if gitdirs else None
-        has_git = (path / ".git").exists()
+    for name, rel in git.gitmodules(repo):  # names and paths git would refuse are refused there
+        path = _inside(repo, rel)
+        modules = _inside(gitdirs[0] / "modules", name) if gitdirs else None
+        has_git = path is not None and (path / ".git").exists()
         verify = ["rev-parse", "-q", "--verify", "HEAD^{commit}"]
-        if has_git and git.run(path, *verify, check=False).status == 0:
+        if path is not None and has_git and git.run(path, *verify, check=False).status == 0:
             drop_half_cloned(path)
             continue
         if has_git or (modules is not None and modules.exists()):
-            log.info("removing the half-cloned submodule %s (an interrupted update)", path)
-            if has_git:
+            log.info("removing the half-cloned submodule %s (an interrupted update)", repo / rel)
+            if path is not None and has_git:
                 shutil.rmtree(path, ignore_errors=True)
             if modules is not None:
                 shutil.rmtree(modules, ignore_errors=True)
+
+
+def _inside(top: Path, rel: str) -> Path | None:
+    """``top/rel`` if it provably lies inside ``top``: no component on the way is a link and the
+    resolved path is below ``top``'s; else None (nothing there is deleted)."""
+    if top.is_symlink():
+        return None
+    here = top
+    for part in rel.split("/"):
+        if part in ("", ".", ".."):
+            return None
+        here = here / part
+        if here.is_symlink():
+            return None
+    try:
+        here.resolve().relative_to(top.resolve())
+    except (ValueError, OSError):
+        return None
+    return here if here != top else None
 
 
 def stale_git_state(repos: Sequence[tuple[str, Path]]) -> str:

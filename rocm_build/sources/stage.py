@@ -387,6 +387,7 @@ def _repair_store(
             retries=plan_.retries,
             delay=plan_.retry_delay,
             refetch=True,
+            auth=p.origin,
         )
 
 

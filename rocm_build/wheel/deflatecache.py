@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from rocm_build.errors import FileAccessError
-from rocm_build.locks import check_private_folder
+from rocm_build.locks import check_cache_folder
 
 __all__ = ["DeflateCache", "Entry", "active", "configure", "default_folder", "file_key"]
 
@@ -108,30 +108,10 @@ def file_key(
 
 
 def check_folder(folder: Path) -> None:
-    """Refuse (``FileAccessError``, exit 14) a cache folder that is not a folder, that another
-    user owns or may write to, or that is a link another user made: links planted in it could
-    make the trim delete, or the cache use, what is not the cache's. A missing folder is fine
-    (made 0700 when needed)."""
-    try:
-        link = folder.lstat()
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise FileAccessError(
-            f"the deflate cache {folder} cannot be opened as a folder ({exc.strerror}): {_HINT}"
-        ) from exc
-    try:
-        # A link of this user's (a cache moved to a bigger disk) is followed; one that another
-        # account planted is not.
-        if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():
-            raise FileAccessError(
-                f"the deflate cache {folder} is a link that another user (uid {link.st_uid}) "
-                f"made: remove it, or {_HINT}"
-            )
-        check_private_folder(fd, folder, "deflate cache", _HINT)
-    finally:
-        os.close(fd)
+    """Refuse (``FileAccessError``, exit 14) a cache folder that is not this user's alone
+    (``locks.check_cache_folder``): links planted in it could make the trim delete, or the cache
+    use, what is not the cache's. A missing folder is fine (made 0700 when needed)."""
+    check_cache_folder(folder, "deflate cache", _HINT)
 
 
 class DeflateCache:

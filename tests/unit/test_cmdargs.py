@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
 
 from rocm_build.errors import ConfigError
+from rocm_build.repo import cmdargs
 from rocm_build.repo.cmdargs import check_origin, check_ref, positional
 
 
@@ -66,3 +68,25 @@ def test_positional_refuses_a_leading_dash() -> None:
     assert positional("HEAD", "revision") == "HEAD"
     with pytest.raises(ConfigError, match="starts with '-'"):
         positional("--output=x", "revision")
+
+
+def test_credentials_leave_the_url_for_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GIT_CONFIG_COUNT", raising=False)
+    bare, env = cmdargs.credentials("https://me:p%40ss@Host.example:8443/org/repo.git")
+    assert bare == "https://Host.example:8443/org/repo.git"
+    assert env == {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.https://Host.example:8443/.extraHeader",
+        "GIT_CONFIG_VALUE_0": "Authorization: Basic " + base64.b64encode(b"me:p@ss").decode(),
+    }
+    # A token alone as the user (GitHub's way): sent with an empty password.
+    bare, env = cmdargs.credentials("https://ghp_abc@github.com/o/r")
+    assert bare == "https://github.com/o/r"
+    assert env["GIT_CONFIG_VALUE_0"].endswith(base64.b64encode(b"ghp_abc:").decode())
+    # Settings the user's environment already gives git stay: ours come after them.
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "2")
+    _, env = cmdargs.credentials("http://u:t@h/r")
+    assert env["GIT_CONFIG_COUNT"] == "3"
+    assert "GIT_CONFIG_KEY_2" in env
+    for url in ("https://h/r", "ssh://git@h/r", "git@h:r", "/a/path"):
+        assert cmdargs.credentials(url) == (url, {})

@@ -76,3 +76,43 @@ def test_doctor_rows_put_the_repair_line_under_git_as_a_note_when_too_old() -> N
     labels = [r.label for r in rows]
     assert labels[1:3] == ["git", "git resume repair"]
     assert rows[2].good is None  # a note: a checkout works, only its repair after a kill does not
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("third_party/pybind11", False),
+        ("a..b", False),
+        ("..foo/bar", False),
+        ("", True),
+        ("..", True),
+        ("../../x", True),
+        ("a/../b", True),
+        ("a\\..\\b", True),
+        ("a/..", True),
+        ("/etc", True),
+        ("\\x", True),
+        ("a\nb", True),
+    ],
+)
+def test_submodule_names_git_refuses(name: str, bad: bool) -> None:
+    # git's check_submodule_name ('..' components, '/' and '\' separators), and absolute names.
+    assert bool(git.submodule_name_problem(name)) is bad
+
+
+@pytest.mark.parametrize(
+    ("path", "bad"),
+    [
+        ("libs/sub1", False),
+        ("third_party/x.y", False),
+        ("", True),
+        ("/abs", True),
+        ("../up", True),
+        ("a/./b", True),
+        ("a//b", True),
+        ("a/", True),
+        ("x/.GIT", True),
+    ],
+)
+def test_submodule_paths_outside_the_work_tree(path: str, bad: bool) -> None:
+    assert bool(git.submodule_path_problem(path)) is bad

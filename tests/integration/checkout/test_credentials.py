@@ -2,18 +2,25 @@
 
 The origin is served over real HTTP on loopback (git's "dumb" protocol: static files that
 ``git update-server-info`` prepares), so a checkout with ``http://user:TOKEN@...`` succeeds and
-every output can be searched for the token. The only place it may remain is git's own remote
-config of the checkout (``.git/config``), which git needs to fetch again.
+every output can be searched for the token. Nor does it reach a command line anyone may read
+(``ps``) or git's remote config of the checkout: git is given the URL without it, and the
+credential as an ``Authorization`` header through its environment, which a server that demands
+it checks.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
+import os
+import shutil
 import threading
+import time
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -62,8 +69,8 @@ def test_checkout_with_a_token_in_the_origin_prints_and_stores_no_token(
     origin = f"http://builder:{TOKEN}@{http_root}/proj/.git"
     first = rb("checkout", "proj", "--origin", f"proj={origin}")
     assert "proj: checked out v1.1" in first.stdout
-    # The echo of the remote commands is shown without -v: it is there, masked.
-    assert f"http://builder:***@{http_root}/proj/.git" in first.stderr, first.stderr
+    # The echo of the remote commands is shown without -v: git is given no credential.
+    assert f"git ls-remote -- http://{http_root}/proj/.git" in first.stderr, first.stderr
     verbose = rb("-v", "checkout", "proj", "--origin", f"proj={origin}", "--force")
     as_json = rb("--json", "checkout", "proj", "--origin", f"proj={origin}")
     data = json.loads(as_json.stdout)
@@ -71,8 +78,8 @@ def test_checkout_with_a_token_in_the_origin_prints_and_stores_no_token(
     assert TOKEN not in _outputs(first, verbose, as_json)
     manifest = json.loads((work / "src/rocm-build-sources.json").read_text())
     assert manifest["projects"]["proj"]["origin"] == f"http://builder:***@{http_root}/proj/.git"
-    # Logs, manifest, journal: nothing but git's own remote config holds the token.
-    assert _files_with(work, TOKEN) == ["src/proj/.git/config"]
+    # Logs, manifest, journal, git's own remote config: nothing holds the token.
+    assert _files_with(work, TOKEN) == []
     # A second run with the same origin is up to date (the masked origin is what is compared).
     again = rb("checkout", "proj", "--origin", f"proj={origin}")
     assert "up to date" in again.stdout
@@ -81,6 +88,97 @@ def test_checkout_with_a_token_in_the_origin_prints_and_stores_no_token(
         "checkout", "proj", "--origin", f"proj=http://builder:new-{TOKEN}@{http_root}/proj/.git"
     )
     assert "up to date" in rotated.stdout
+
+
+class _Guarded(_Quiet):
+    """Serves only requests with the expected ``Authorization`` header (401 else); records the
+    headers that came."""
+
+    expected: ClassVar[str] = ""
+    seen: ClassVar[list[str]] = []
+
+    def _allowed(self) -> bool:
+        got = self.headers.get("Authorization", "")
+        self.seen.append(got)
+        if got == self.expected:
+            return True
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="rb"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return False
+
+    def do_GET(self) -> None:
+        if self._allowed():
+            super().do_GET()
+
+    def do_HEAD(self) -> None:
+        if self._allowed():
+            super().do_HEAD()
+
+
+def _watch_command_lines(needle: bytes, stop: threading.Event, found: list[str]) -> None:
+    """Read every process's command line (what ``ps`` shows anyone) until ``stop``."""
+    while not stop.is_set():
+        for entry in Path("/proc").iterdir():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if needle in cmdline:
+                found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+        time.sleep(0.005)
+
+
+def test_a_token_reaches_git_through_its_environment_not_its_command_line(
+    rb: Runner, work: Path, upstream: Upstream, tmp_path: Path
+) -> None:
+    git(upstream.proj, "update-server-info")
+    basic = base64.b64encode(f"builder:{TOKEN}".encode()).decode()
+    handler = type("Handler", (_Guarded,), {"expected": f"Basic {basic}", "seen": []})
+    httpd = ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(upstream.root))
+    )
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    # A git on PATH that records its arguments and the credential settings it was given.
+    real = shutil.which("git")
+    assert real is not None
+    wrapper, log = tmp_path / "bin", tmp_path / "git.log"
+    wrapper.mkdir()
+    (wrapper / "git").write_text(
+        "#!/bin/sh\n"
+        f'{{ echo ARGV "$*"; env | grep "^GIT_CONFIG_"; }} >> "{log}"\n'
+        f'exec "{real}" "$@"\n'
+    )
+    (wrapper / "git").chmod(0o755)
+    env = {"PATH": f"{wrapper}{os.pathsep}{os.environ['PATH']}"}
+    # The origin from the config file: on rocm-build's own command line anyone would see it.
+    origin = f"http://builder:{TOKEN}@127.0.0.1:{httpd.server_address[1]}/proj/.git"
+    config = work / "rocm-build.toml"
+    config.write_text(config.read_text().replace(upstream.proj_url, origin))
+    stop, seen_in_ps = threading.Event(), list[str]()
+    watch = (TOKEN.encode(), stop, seen_in_ps)
+    watcher = threading.Thread(target=_watch_command_lines, args=watch)
+    watcher.start()
+    try:
+        done = rb("checkout", "proj", "--no-hipify", env=env)
+    finally:
+        stop.set()
+        watcher.join()
+        httpd.shutdown()
+        httpd.server_close()
+    assert "proj: checked out" in done.stdout, done.stderr
+    assert seen_in_ps == []
+    recorded = log.read_text()
+    argv = [ln for ln in recorded.splitlines() if ln.startswith("ARGV")]
+    assert any(" ls-remote " in a for a in argv)
+    assert any(" fetch " in a for a in argv)
+    assert TOKEN not in recorded  # no argument of any git, and not in clear in its environment
+    assert f"=Authorization: Basic {basic}" in recorded  # git got it through the environment
+    assert f"Basic {basic}" in handler.seen  # and sent it: the server demands it
+    assert TOKEN not in git(work / "src/proj", "config", "--get", "remote.origin.url")
+    assert _files_with(work, TOKEN) == ["rocm-build.toml"]  # where the user wrote it
+    assert not _files_with(work, basic)
 
 
 def test_manifest_with_a_masked_origin_replays_with_the_configured_one(
