@@ -26,7 +26,7 @@ def linux_plan_lines(result: BundleResult) -> Iterator[str]:
     yield f"would bundle {Path(result.input).name} -> {result.output}"
     yield f"  platform tag: {plan.get('platform_tag', '')}"
     libs = plan.get("libraries", [])
-    thin = any(r.startswith("rocm-sdk-") for r in plan.get("requires", []))
+    thin = any(r.startswith(("rocm-sdk-", "rocm[")) for r in plan.get("requires", []))
     none = " (thin: ROCm's from its packages)" if thin else " (none: self-contained)"
     yield f"  libraries to add: {len(libs)}" + (none if not libs else "")
     for lib in libs:

@@ -111,6 +111,8 @@ def _fingerprint(job: BundleJob) -> str:
     }
     if job.thin is not None:  # fat wheels keep the fingerprint they had
         settings = {**settings, "thin": [job.thin.family, job.thin.version]}
+        if job.thin.meta:  # a kpack-split tree's requirement (per-family thin keeps its own)
+            settings = {**settings, "thin_meta": job.thin.meta}
     if job.allow_rocm_mismatch or job.keep_other_rocm:  # the same: only when set
         settings = {**settings, "mismatch": [job.allow_rocm_mismatch, job.keep_other_rocm]}
     d = job.device

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -203,6 +203,18 @@ class ThinSource:
     version: str
     family: str
     folders: Mapping[str, tuple[str, str]]  # NEEDED name -> (distribution, site-packages folder)
+    #: a kpack-split tree's packages: the requirement (``rocm[...]``) that installs ``meta_for``
+    #: (the libraries package), its device packages and core; "" for per-family packages
+    meta: str = ""
+    meta_for: str = ""
+
+    def requirements(self, dists: Iterable[str]) -> list[str]:
+        """What the wheel requires to get the packages ``dists``: each at the version, or
+        :attr:`meta` alone when it installs them all (as PyTorch's ROCm wheels require)."""
+        wanted = sorted(set(dists))
+        if self.meta and self.meta_for in wanted:
+            return [self.meta]
+        return [f"{d}=={self.version}" for d in wanted]
 
 
 @dataclass(frozen=True)

@@ -347,8 +347,7 @@ class _Closure:
             if want not in wheelmeta.requirements(metadata):
                 requires.append(want)
         if self.thin is not None:
-            dists = sorted({d for d, _ in self.from_packages.values()})
-            requires += [f"{d}=={self.thin.version}" for d in dists]
+            requires += self.thin.requirements(d for d, _ in self.from_packages.values())
         return requires
 
 

@@ -249,7 +249,9 @@ def _requires_dist(metadata: str) -> dict[str, str]:
     leading ``_``."""
     out: dict[str, str] = {}
     for req in wheelmeta.parsed_requirements(metadata):
-        out[re.sub(r"[-_.]+", "_", req.name).lower()] = f"{req.name}{req.specifier}"
+        # rocm[libraries,device-gfx942]: the extras are what installs ROCm's packages
+        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+        out[re.sub(r"[-_.]+", "_", req.name).lower()] = f"{req.name}{extras}{req.specifier}"
     return out
 
 

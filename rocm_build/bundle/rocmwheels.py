@@ -7,7 +7,9 @@ installs one import folder in site-packages, ``_rocm_sdk_core/`` or
 ``_rocm_sdk_libraries_<family>/`` (dashes as underscores), holding the tree's own layout:
 ``lib/``, ``lib/rocm_sysdeps/lib``, ``lib/llvm/lib``, ... This module writes the same
 distributions from a tree so thin wheels (``bundle --mode thin``) can be installed and tested
-without ROCm's package index: same names, same folders, version = the tree's version.
+without ROCm's package index: same names, same folders, version = the tree's version. A
+kpack-split tree gets today's names instead: an arch-neutral ``rocm-sdk-libraries`` and one
+``rocm-sdk-device-<target>`` per target (:mod:`.rocmdevice`).
 
 A wheel holds no symlinks: a library is stored once, under the name the loader looks up (its
 soname). Core libraries keep their search paths (``$ORIGIN``-relative inside the same layout);
@@ -25,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import arch, tempfiles
-from rocm_build.binary import elf
-from rocm_build.bundle import prune
+from rocm_build.binary import elf, kpack
+from rocm_build.bundle import prune, rocmdevice
 from rocm_build.bundle.apply import stream_elf as _stream_elf
 from rocm_build.bundle.data import gfx_tokens
 from rocm_build.bundle.device import plan_device
@@ -81,6 +83,12 @@ def import_folder(dist: str) -> str:
 
 def libraries_dist(family: str) -> str:
     return LIBRARIES_DIST.format(family=family)
+
+
+def tree_libraries_dist(tree: Path, family: str) -> str:
+    """The libraries package of ``tree``: arch-neutral ``rocm-sdk-libraries`` for a kpack-split
+    tree (``family`` unused), else ``rocm-sdk-libraries-<family>``."""
+    return rocmdevice.LIBRARIES_DIST if kpack.is_split_tree(tree) else libraries_dist(family)
 
 
 def _file_dist(dist: str) -> str:
@@ -348,15 +356,13 @@ def _meta_name(version: str) -> str:
     return f"{META_DIST}-{version}-py3-none-any.whl"
 
 
-def _write_meta_wheel(output_dir: Path, version: str, family: str, level: int) -> Path:
+def _write_meta_wheel(
+    output_dir: Path, version: str, requires: Sequence[str], extras: Sequence[str], level: int
+) -> Path:
     dist_info = f"{META_DIST}-{version}.dist-info"
     out = output_dir / _meta_name(version)
-    requires = [
-        f"{CORE_DIST}=={version}",
-        f'{libraries_dist(family)}=={version}; extra == "libraries"',
-    ]
     meta = wheelmeta.new_metadata(
-        META_DIST, version, "ROCm (meta package)", requires, extras=["libraries"]
+        META_DIST, version, "ROCm (meta package)", requires, extras=extras
     )
     info = wheelmeta.new_wheel_info(["py3-none-any"], purelib=True)
     with WheelWriter(out, dist_info, level=level) as writer:
@@ -380,7 +386,7 @@ def tree_packages(
     core = _closure(seeds, libs, set())
     rest = [lib for lib in libs.values() if lib.rel_dir == "lib"]
     extra = _closure(rest, libs, {lib.source for lib in core})
-    return {CORE_DIST: core, libraries_dist(family): extra}
+    return {CORE_DIST: core, tree_libraries_dist(tree, family): extra}
 
 
 def package_dirs(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, tuple[str, str]]:
@@ -398,8 +404,12 @@ def package_dirs(tree: Path, family: str = DEFAULT_FAMILY) -> dict[str, tuple[st
     return out
 
 
-def thin_source(tree: Path, family: str = DEFAULT_FAMILY) -> ThinSource:
-    """What ``bundle --mode thin`` needs: the tree's version and each library's package."""
+def thin_source(
+    tree: Path, family: str = DEFAULT_FAMILY, targets: Sequence[str] = ()
+) -> ThinSource:
+    """What ``bundle --mode thin`` needs: the tree's version and each library's package; from a
+    kpack-split tree, the ``rocm[libraries,device-...]`` requirement for ``targets`` (the
+    requested ones: ``device-all`` without) that installs its packages."""
     check_family(family)
     version = _rocm_version(tree)
     if not version:
@@ -407,7 +417,11 @@ def thin_source(tree: Path, family: str = DEFAULT_FAMILY) -> ThinSource:
             f"ROCm tree {tree} has no .info/version: thin wheels require ROCm's packages at the "
             "tree's version; use a tree with .info/version, or bundle in fat mode"
         )
-    return ThinSource(version, family, package_dirs(tree, family))
+    folders = package_dirs(tree, family)
+    if not kpack.is_split_tree(tree):
+        return ThinSource(version, family, folders)
+    meta = rocmdevice.thin_requirement(version, targets)
+    return ThinSource(version, family, folders, meta, rocmdevice.LIBRARIES_DIST)
 
 
 @dataclass(frozen=True)
@@ -423,11 +437,17 @@ class WheelsPlan:
     targets: tuple[str, ...]  # the libraries package keeps these (all when empty)
     core: PlatformWheel
     libraries: PlatformWheel
+    #: the ``rocm`` meta package's requirements and extras
+    meta_requires: tuple[str, ...]
+    meta_extras: tuple[str, ...]
+    #: a kpack-split tree's ``rocm-sdk-device-<target>`` packages
+    devices: tuple[rocmdevice.DeviceWheel, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
         """The wheels' file names, in the order they are written."""
-        return (self.core.name, self.libraries.name, _meta_name(self.version))
+        devices = tuple(d.name for d in self.devices)
+        return (self.core.name, self.libraries.name, *devices, _meta_name(self.version))
 
 
 def rocm_wheels_plan(
@@ -458,11 +478,13 @@ def rocm_wheels_plan(
     core = packages[CORE_DIST]
     core = core + _system_deps(core, env)
     core_dirs = sorted({f"{import_folder(CORE_DIST)}/{lib.rel_dir}" for lib in core})
-    libraries = libraries_dist(family)
+    libraries = tree_libraries_dist(tree, family)
     libraries_libs = packages[libraries]
     libraries_libs = libraries_libs + _system_deps([*core, *libraries_libs], env)
     libraries_libs = [lib for lib in libraries_libs if lib not in core]
     data = [(p, p.relative_to(tree).as_posix()) for p in _data_files(tree, targets, guard)]
+    split = libraries == rocmdevice.LIBRARIES_DIST
+    data, device_data = rocmdevice.split_data(data) if split else (data, {})
     core_data = [
         (p, p.relative_to(tree).as_posix())
         for rel in CORE_DATA
@@ -472,6 +494,19 @@ def rocm_wheels_plan(
     # needs of it, so its tag is what its own files need (as `inspect` reads it).
     on_core = _OnCore(f"{CORE_DIST}=={version}", frozenset(lib.name for lib in core), core_dirs)
     core_summary = "ROCm core runtime (HIP, HSA, comgr)"
+    libraries_wheel = _platform_wheel(
+        libraries,
+        version,
+        "ROCm libraries" + ("" if split else f" for {family}"),
+        libraries_libs,
+        data,
+        on_core,
+        targets,
+    )
+    devices: tuple[rocmdevice.DeviceWheel, ...] = ()
+    if split:
+        plat = ".".join(t.removeprefix("py3-none-") for t in libraries_wheel.tags)
+        devices = rocmdevice.plan_devices(tree, version, plat, device_data, targets, guard)
     return WheelsPlan(
         tree=tree,
         output_dir=output_dir,
@@ -480,16 +515,22 @@ def rocm_wheels_plan(
         level=level,
         targets=tuple(targets),
         core=_platform_wheel(CORE_DIST, version, core_summary, core, core_data, None),
-        libraries=_platform_wheel(
-            libraries,
-            version,
-            f"ROCm libraries for {family}",
-            libraries_libs,
-            data,
-            on_core,
-            targets,
+        libraries=libraries_wheel,
+        meta_requires=tuple(_meta_requires(version, libraries, devices)),
+        meta_extras=tuple(
+            rocmdevice.meta_extras(d.target for d in devices) if split else ["libraries"]
         ),
+        devices=devices,
     )
+
+
+def _meta_requires(
+    version: str, libraries: str, devices: Sequence[rocmdevice.DeviceWheel]
+) -> list[str]:
+    if libraries == rocmdevice.LIBRARIES_DIST:
+        targets = [d.target for d in devices]
+        return rocmdevice.meta_requirements(CORE_DIST, version, targets)
+    return [f"{CORE_DIST}=={version}", f'{libraries}=={version}; extra == "libraries"']
 
 
 def rocm_wheels(plan: WheelsPlan) -> list[Path]:
@@ -501,7 +542,10 @@ def rocm_wheels(plan: WheelsPlan) -> list[Path]:
         return [
             _write_platform_wheel(plan.output_dir, plan.core, plan.level),
             _write_platform_wheel(plan.output_dir, plan.libraries, plan.level),
-            _write_meta_wheel(plan.output_dir, plan.version, plan.family, plan.level),
+            *(rocmdevice.write_device_wheel(plan.output_dir, d, plan.level) for d in plan.devices),
+            _write_meta_wheel(
+                plan.output_dir, plan.version, plan.meta_requires, plan.meta_extras, plan.level
+            ),
         ]
 
 

@@ -186,12 +186,14 @@ def plan(
             torch = TorchWheel.read(extra.resolve(), torch_lib_dir)
     if not dry_run:
         tempfiles.refuse_file(ctx.output_dir)
-    thin = rocmwheels.thin_source(ctx.tree.root, target_family) if mode == "thin" else None
     device_targets = arch.expand(
         arch.split_arch(cfg.general.arch or ""),
         known=cfg.known_targets,
         families=cfg.target_families,
     )
+    thin = None
+    if mode == "thin":  # a kpack-split tree's device packages: the requested targets'
+        thin = rocmwheels.thin_source(ctx.tree.root, target_family, device_targets)
     stage = BundlePlans(
         wheels=tuple(sorted(wheels, key=lambda p: 0 if _is_torch(p) else 1)),
         rocm=ctx.tree.root,

@@ -66,7 +66,8 @@ from rocm_build.sizes import human_size
     type=click.Choice(["fat", "thin"]),
     default="fat",
     help="fat: carry the ROCm libraries; thin: depend on ROCm's Python packages (rocm-sdk-core, "
-    "rocm-sdk-libraries-FAMILY) at the tree's version instead.",
+    "rocm-sdk-libraries-FAMILY; from a kpack-split tree rocm[libraries,device-...]) at the "
+    "tree's version instead.",
 )
 @o.target_family_option("thin only (as rocm wheels --target-family).")
 @click.option(

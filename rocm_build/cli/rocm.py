@@ -85,7 +85,8 @@ def wheels(
     """Package TREE as ROCm's Python packages: rocm-sdk-core, rocm-sdk-libraries-FAMILY, rocm.
 
     Same distribution names and site-packages folders (_rocm_sdk_core/, ...) as ROCm's own, at
-    the tree's version: what thin wheels (bundle --mode thin) depend on.
+    the tree's version: what thin wheels (bundle --mode thin) depend on. A kpack-split tree
+    gives rocm-sdk-libraries and one rocm-sdk-device-TARGET per target instead (no FAMILY).
     """
     from rocm_build import bundle
 
