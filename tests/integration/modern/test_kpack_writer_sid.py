@@ -62,7 +62,10 @@ def test_sid_rocrand_split(sid_tree: Path, sid_root: Path, tmp_path: Path) -> No
     assert len(targets) == 10
     assert check_archived(src, tmp_path, result.kernel_name, "rand_lib") == len(result.code_objects)
     assert mapping_problems(Elf(result.library)) == []
-    assert result.library.stat().st_size < src.stat().st_size // 10
+    # the device code left the file, all but the part pages at its section's ends (on sid: 139
+    # MB -> 39 MB, the 100 MB of bundles gone)
+    cut = src.stat().st_size - result.library.stat().st_size
+    assert cut >= sum(b.size for b in bundles) - 4 * kpackwriter.PAGE
     answers = call_in_root(
         sid_root,
         sid_tree,
