@@ -8,7 +8,10 @@ Python's zipfile, one zlib stream per file, at level 6. The best of ``--repeat``
 rows of libdeflate at level 6 place its splice scan: the scan run by libz's inflate (before it
 ran zlib-ng's), and no scan at all (pieces that could not be joined: the bound).
 
-    python benchmarks/bench_deflaters.py [--sample PATH] [--repeat 3]
+    python benchmarks/bench_deflaters.py [--sample PATH] [--repeat 3] [--only zlib:6,libdeflate:5]
+
+``--only`` runs just the rows it names (deflater:level; the scan rows are left out), and adds a
+last column: size against the first row's.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ sys.path.insert(0, str(HERE))
 import bench_scaling  # noqa: E402
 
 LEVELS = {"zlib": (1, 3, 5, 6, 9), "zlib-ng": (1, 3, 5, 6, 9), "isal": (1, 2, 4, 6)}
-LEVELS["libdeflate"] = (1, 3, 6, 9)
+LEVELS["libdeflate"] = (1, 3, 5, 6, 9)
 
 
 @contextmanager
@@ -52,7 +55,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=Path, help="as bench_scaling.py's --sample")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", help="rows to run, e.g. zlib:6,libdeflate:5,libdeflate:6")
     args = parser.parse_args()
+    only = [tuple(x.split(":")) for x in args.only.split(",")] if args.only else None
     from rocm_build.wheel import rawdeflate
 
     sample = bench_scaling.load_sample(args.sample)
@@ -64,12 +69,28 @@ def main() -> None:
             print(f"{name}: not installed here")
             continue
         for level in levels:
+            if only is not None and (name, str(level)) not in only:
+                continue
             runs = [bench_scaling.one_core_speed(sample, name, level) for _ in range(args.repeat)]
             shown = (
                 f"{level} (ISA-L {rawdeflate.isal_level(level)})" if name == "isal" else str(level)
             )
             rows.append((name, shown, max(r[0] for r in runs), runs[0][1]))
             print(f"  {name} {shown}: {rows[-1][2] / 1e6:.1f} MB/s", flush=True)
+    if only is not None:
+        rows.sort(key=lambda row: only.index((row[0], row[1])))
+        first = rows[0]
+        print(
+            f"\n| deflater | level | MB/s on one core | vs {first[0]} {first[1]} | size vs "
+            f"auditwheel | size vs {first[0]} {first[1]} |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
+        for name, shown, speed, size in rows:
+            print(
+                f"| {name} | {shown} | {speed / 1e6:.1f} | {speed / first[2]:.2f}x | "
+                f"{100 * (size / reference - 1):+.2f}% | {100 * (size / first[3] - 1):+.3f}% |"
+            )
+        return
     if rawdeflate.implementation("libdeflate") == "libdeflate":
         for how, label in (("zlib", "scan by libz's inflate"), ("none", "no scan: the bound")):
             with _scan(how):

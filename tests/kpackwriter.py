@@ -24,6 +24,16 @@ tool). The steps, as the tool takes them:
    NOBITS and its PT_LOAD is split: what comes before it, its unaligned head, a PT_LOAD with no
    file bytes for the rest of it, what comes after it.
 
+Code objects: an archive holds each device entry of each offload bundle as the code object
+itself; an entry of a compressed bundle (``CCOB``, clang's ``--offload-compress``) is stored
+decompressed, as the tool does (its ``ccob_parser``: the bundle decompressed no further than its
+header's total size, then the entry cut out). The TOC key's ``#<index>`` is the bundle's position
+(the tool counts code objects per target, the same where every bundle has every target).
+
+Memory stays bounded whatever a library's size (rocSPARSE: 1.3 GB, 111 bundles): the whole pages
+of ``.hip_fatbin`` are never read, the code objects are read one bundle at a time and go
+straight to the archives' files, whose header and TOC are written last.
+
 Archives: "KPAK", u32 version 1, u64 TOC offset, zeros to offset 64, the code objects, then the
 MessagePack TOC. Scheme ``zstd-per-kernel``: u32 count, then per code object (by ordinal) u32
 frame size and a zstd frame (level 3); ``none``: the code objects back to back, the TOC's
@@ -37,10 +47,11 @@ import json
 import os
 import shutil
 import struct
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 import zstandard
@@ -59,6 +70,7 @@ ARCHIVE_MAGIC = b"KPAK"
 ARCHIVE_VERSION = 1
 ARCHIVE_DATA_OFFSET = 64
 SCHEMES = ("zstd-per-kernel", "none")
+_READ_STEP = 16 << 20  # bytes read (or a bundle's entries decompressed) at a time
 
 PT_LOAD, PT_INTERP, PT_PHDR = 1, 3, 6
 PF_R = 4
@@ -111,6 +123,17 @@ def _congruent_at_or_after(offset: int, vaddr: int) -> int:
     return offset + (vaddr - offset) % PAGE
 
 
+def _fatbin_pages(shdrs: list[_Shdr], names: list[str]) -> tuple[int, int]:
+    """The file offset and size of the whole pages inside ``.hip_fatbin``, which step 4 cuts
+    out of the file ((0, 0): none, or no such section with file bytes)."""
+    for shdr, name in zip(shdrs, names, strict=True):
+        if name == elf.FATBIN_SECTION and shdr.type == SHT_PROGBITS:
+            start, end = _round_up(shdr.addr), _round_down(shdr.addr + shdr.size)
+            if start < end:
+                return shdr.offset + start - shdr.addr, end - start
+    return 0, 0
+
+
 @dataclass
 class _Phdr:
     type: int
@@ -149,9 +172,13 @@ class _Shdr:
 @dataclass
 class _Image:
     """An ELF64 little-endian file being edited: its bytes and its three header tables, which
-    are written back (at ``phoff`` and ``shoff``) by :meth:`finish`."""
+    are written back (at ``phoff`` and ``shoff``) by :meth:`finish`.
 
-    data: bytearray
+    Offsets are the input file's until :meth:`cut` (step 4), which removes ``hole`` bytes at
+    ``hole_at``: the whole pages of ``.hip_fatbin``. Those bytes are never read (``data`` holds
+    the file without them), so a 1.3 GB library costs its host part in memory, not its size."""
+
+    data: bytearray  # the file's bytes, less the hole
     ident: bytes
     fields: list[int]  # e_type .. e_shstrndx as in the file (phoff, shoff, counts rewritten)
     phoff: int
@@ -159,40 +186,91 @@ class _Image:
     phdrs: list[_Phdr]
     shdrs: list[_Shdr]
     names: list[str] = field(default_factory=list)
+    hole_at: int = 0
+    hole: int = 0
 
     @classmethod
-    def parse(cls, data: bytes, shown: str) -> _Image:
-        if data[:4] != elf.ELF_MAGIC:
-            raise ValueError(f"{shown}: not an ELF file")
-        if data[4] != 2 or data[5] != 1:
-            raise ValueError(
-                f"{shown}: only 64-bit little-endian ELF files can be split (EI_CLASS {data[4]}, "
-                f"EI_DATA {data[5]})"
-            )
-        ident, e_type, machine, version, entry, phoff, shoff, flags, ehsize, phentsize, phnum, \
-            shentsize, shnum, shstrndx = _EHDR.unpack_from(data, 0)  # fmt: skip
-        if machine != EM_X86_64:
-            raise ValueError(f"{shown}: machine {machine} is not x86-64 (62)")
-        if phentsize != _PHDR.size or shentsize != _SHDR.size or shnum == 0:
-            raise ValueError(f"{shown}: unusual header tables (or none): cannot split it")
-        phdrs = [_Phdr(*_PHDR.unpack_from(data, phoff + i * _PHDR.size)) for i in range(phnum)]
-        shdrs = [_Shdr(*_SHDR.unpack_from(data, shoff + i * _SHDR.size)) for i in range(shnum)]
-        image = cls(
-            bytearray(data),
+    def parse(cls, path: Path, shown: str) -> _Image:
+        """Read the headers, then the file less the whole pages of its ``.hip_fatbin``."""
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+
+            def read(offset: int, count: int) -> bytes:
+                if offset + count > size:
+                    raise ValueError(f"{shown}: a header table lies past the end of the file")
+                return os.pread(fh.fileno(), count, offset)
+
+            head = read(0, min(size, _EHDR.size))
+            if head[:4] != elf.ELF_MAGIC:
+                raise ValueError(f"{shown}: not an ELF file")
+            if head[4] != 2 or head[5] != 1:
+                raise ValueError(
+                    f"{shown}: only 64-bit little-endian ELF files can be split (EI_CLASS "
+                    f"{head[4]}, EI_DATA {head[5]})"
+                )
+            ident, e_type, machine, version, entry, phoff, shoff, flags, ehsize, phentsize, \
+                phnum, shentsize, shnum, shstrndx = _EHDR.unpack_from(head, 0)  # fmt: skip
+            if machine != EM_X86_64:
+                raise ValueError(f"{shown}: machine {machine} is not x86-64 (62)")
+            if phentsize != _PHDR.size or shentsize != _SHDR.size or shnum == 0:
+                raise ValueError(f"{shown}: unusual header tables (or none): cannot split it")
+            table = read(phoff, phnum * _PHDR.size)
+            phdrs = [_Phdr(*_PHDR.unpack_from(table, i * _PHDR.size)) for i in range(phnum)]
+            table = read(shoff, shnum * _SHDR.size)
+            shdrs = [_Shdr(*_SHDR.unpack_from(table, i * _SHDR.size)) for i in range(shnum)]
+            strtab = shdrs[shstrndx]
+            table = read(strtab.offset, strtab.size)
+            names = [table[s.name : table.index(b"\0", s.name)].decode() for s in shdrs]
+            if any(p.type == PT_INTERP for p in phdrs):
+                # the tool also pins a moved program header table of a program to vaddr == offset
+                raise ValueError(f"{shown}: a program (PT_INTERP), not a library: not split here")
+            hole_at, hole = _fatbin_pages(shdrs, names)
+            data = bytearray(size - hole)
+            view = memoryview(data)
+            for start, end in ((0, hole_at), (hole_at + hole, size)):
+                fh.seek(start)
+                into = start if start < hole_at else start - hole
+                while start < end:
+                    got = fh.readinto(view[into : into + min(_READ_STEP, end - start)])
+                    if not got:
+                        raise ValueError(f"{shown}: the file ended at {start} while being read")
+                    start, into = start + got, into + got
+        return cls(
+            data,
             ident,
             [e_type, machine, version, entry, flags, ehsize, phentsize, shentsize, shstrndx],
             phoff,
             shoff,
             phdrs,
             shdrs,
+            names,
+            hole_at,
+            hole,
         )
-        strtab = shdrs[shstrndx]
-        table = data[strtab.offset : strtab.offset + strtab.size]
-        image.names = [table[s.name : table.index(b"\0", s.name)].decode() for s in shdrs]
-        if any(p.type == PT_INTERP for p in phdrs):
-            # the tool also pins a moved program header table of a program to vaddr == offset
-            raise ValueError(f"{shown}: a program (PT_INTERP), not a library: not split here")
-        return image
+
+    def at(self, offset: int, size: int = 0) -> int:
+        """Where the file's bytes [offset, offset + size) are in :attr:`data`."""
+        if offset < self.hole_at:
+            if offset + size > self.hole_at:
+                raise ValueError(f"bytes at {offset}+{size} reach into .hip_fatbin's pages")
+            return offset
+        if offset < self.hole_at + self.hole:
+            raise ValueError(f"bytes at {offset} lie in .hip_fatbin's pages, never read")
+        return offset - self.hole
+
+    def read(self, offset: int, size: int) -> bytes:
+        at = self.at(offset, size)
+        return bytes(self.data[at : at + size])
+
+    def size(self) -> int:
+        """The file's size (in the input's offsets until the cut)."""
+        return len(self.data) + self.hole
+
+    def cut(self, at: int, size: int) -> None:
+        """Remove the bytes [at, at + size): exactly the hole (never read, so nothing to do)."""
+        if (at, size) != (self.hole_at, self.hole):
+            raise AssertionError(f"cut {at}+{size} is not the hole {self.hole_at}+{self.hole}")
+        self.hole = 0
 
     def section(self, name: str) -> tuple[int, _Shdr] | None:
         for index, (shdr, shown) in enumerate(zip(self.shdrs, self.names, strict=True)):
@@ -207,17 +285,17 @@ class _Image:
         return _round_up(max(p.vaddr + p.memsz for p in self.loads()))
 
     def append(self, blob: bytes) -> int:
-        offset = len(self.data)
+        offset = self.size()
         self.data += blob
         return offset
 
     def pad_to(self, offset: int) -> None:
-        self.data += bytes(offset - len(self.data))
+        self.data += bytes(offset - self.size())
 
     def first_content_after_phdrs(self) -> int:
         """Where the program header table's room ends: the first section or PT_LOAD with file
         bytes after its start (the end of the file if none)."""
-        ends = [len(self.data)]
+        ends = [self.size()]
         ends += [s.offset for s in self.shdrs if s.type != SHT_NULL and s.offset > self.phoff]
         ends += [p.offset for p in self.loads() if p.filesz > 0 and p.offset > self.phoff]
         return min(ends)
@@ -232,7 +310,7 @@ class _Image:
                     p.filesz = p.memsz = max(p.filesz, needed)
             return
         vaddr = self.top_of_memory()
-        offset = _congruent_at_or_after(len(self.data), vaddr)
+        offset = _congruent_at_or_after(self.size(), vaddr)
         self.pad_to(offset)
         room = _round_up(len(self.phdrs) + 1, PHDR_STEP) * _PHDR.size
         for p in self.phdrs:
@@ -242,7 +320,9 @@ class _Image:
         self.append(bytes(room))  # the entries are written by finish()
         self.phoff = offset
 
-    def finish(self) -> bytes:
+    def finish(self) -> bytearray:
+        """The edited file (after the cut: no hole left)."""
+        assert self.hole == 0
         e_type, machine, version, entry, flags, ehsize, phentsize, shentsize, shstrndx = self.fields
         header = _EHDR.pack(
             self.ident, e_type, machine, version, entry, self.phoff, self.shoff, flags, ehsize,
@@ -253,7 +333,7 @@ class _Image:
         self.data[self.phoff : self.phoff + len(table)] = table
         table = b"".join(s.pack() for s in self.shdrs)
         self.data[self.shoff : self.shoff + len(table)] = table
-        return bytes(self.data)
+        return self.data
 
 
 @dataclass(frozen=True)
@@ -280,13 +360,22 @@ class SplitResult:
         return frozenset(group.replace("@GFXARCH@", c.target) for c in self.code_objects)
 
 
-@dataclass
 class _Archive:
-    group: str
-    target: str
-    scheme: str
-    toc: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    pieces: list[bytes] = field(default_factory=list)  # by ordinal: frames, or code objects
+    """One archive being written: its code objects go to a temporary file as they come (so a
+    gigabyte of device code is never held in memory), its table of contents is kept and written
+    last, with the header, by :meth:`close`."""
+
+    def __init__(self, path: Path, group: str, target: str, scheme: str) -> None:
+        if path.exists():
+            raise ValueError(f"{path} exists: one KpackWriter writes a group's archives")
+        self.path, self.group, self.target, self.scheme = path, group, target, scheme
+        self.toc: dict[str, dict[str, dict[str, Any]]] = {}
+        self.blobs: list[dict[str, int]] = []  # scheme "none": each code object's place
+        self.count = 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = path.with_name(f".{path.name}.tmp")
+        self.fh = self.tmp.open("wb")
+        self.fh.write(bytes(ARCHIVE_DATA_OFFSET + (0 if scheme == "none" else 4)))
 
     def add(self, key: str, data: bytes, metadata: dict[str, str]) -> None:
         entries = self.toc.setdefault(key, {})
@@ -294,32 +383,27 @@ class _Archive:
             raise ValueError(f"{key} has two code objects for {self.target}")
         entries[self.target] = {
             "type": "hsaco",
-            "ordinal": len(self.pieces),
+            "ordinal": self.count,
             "original_size": len(data),
             "metadata": metadata,
         }
+        self.count += 1
         if self.scheme == "none":
-            self.pieces.append(data)
+            self.blobs.append({"offset": self.fh.tell(), "size": len(data)})
+            self.fh.write(data)
         else:
-            self.pieces.append(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data))
+            frame = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+            self.fh.write(struct.pack("<I", len(frame)))
+            self.fh.write(frame)
 
-    def encode(self) -> bytes:
-        start = ARCHIVE_DATA_OFFSET
+    def close(self) -> Path:
+        """Write the table of contents and the header; put the archive in place."""
+        start, end = ARCHIVE_DATA_OFFSET, self.fh.tell()
         meta: dict[str, Any] = {"compression_scheme": self.scheme}
         if self.scheme == "none":
-            blob = b"".join(self.pieces)
-            offsets = [
-                start + sum(len(p) for p in self.pieces[:i]) for i in range(len(self.pieces))
-            ]
-            meta["blobs"] = [
-                {"offset": o, "size": len(p)} for o, p in zip(offsets, self.pieces, strict=True)
-            ]
+            meta["blobs"] = self.blobs
         else:
-            parts = [struct.pack("<I", len(self.pieces))]
-            for frame in self.pieces:
-                parts += [struct.pack("<I", len(frame)), frame]
-            blob = b"".join(parts)
-            meta |= {"zstd_offset": start, "zstd_size": len(blob)}
+            meta |= {"zstd_offset": start, "zstd_size": end - start}
         toc = {
             "format_version": ARCHIVE_VERSION,
             "group_name": self.group,
@@ -328,9 +412,20 @@ class _Archive:
             "toc": self.toc,
             **meta,
         }
-        head = struct.pack("<4sIQ", ARCHIVE_MAGIC, ARCHIVE_VERSION, start + len(blob))
-        packed: bytes = msgpack.packb(toc, use_bin_type=True)
-        return head + bytes(start - len(head)) + blob + packed
+        self.fh.write(msgpack.packb(toc, use_bin_type=True))
+        self.fh.seek(0)
+        self.fh.write(struct.pack("<4sIQ", ARCHIVE_MAGIC, ARCHIVE_VERSION, end))
+        if self.scheme != "none":
+            self.fh.seek(start)
+            self.fh.write(struct.pack("<I", self.count))
+        self.fh.close()
+        self.tmp.chmod(0o644)
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        self.fh.close()
+        self.tmp.unlink(missing_ok=True)
 
 
 def archive_name(group: str, target: str) -> str:
@@ -339,9 +434,14 @@ def archive_name(group: str, target: str) -> str:
 
 class KpackWriter:
     """Splits libraries into host libraries under ``dest_root`` and code objects gathered per
-    (group, target) into ``dest_root/.kpack/<group>_<target>.kpack``, written by :meth:`finish`
-    (libraries of one group share their archives). Archives that already exist are refused:
-    one writer makes a group's archives."""
+    (group, target) into ``dest_root/.kpack/<group>_<target>.kpack``, put in place by
+    :meth:`finish` (libraries of one group share their archives). Archives that already exist
+    are refused: one writer makes a group's archives.
+
+    Memory stays bounded whatever the libraries' size: a library's host part is read (never
+    the whole pages of its ``.hip_fatbin``), its code objects are read one bundle at a time
+    (a compressed bundle decompressed whole, as ROCm's tool does) and go straight to the
+    archives' files."""
 
     def __init__(self, dest_root: Path, *, scheme: str = "zstd-per-kernel") -> None:
         if scheme not in SCHEMES:
@@ -352,10 +452,16 @@ class KpackWriter:
         self._finished = False
 
     def add_library(
-        self, src: Path, *, rel_lib: str = "lib", group: str, source_prefix: str
+        self,
+        src: Path,
+        *,
+        rel_lib: str = "lib",
+        group: str,
+        source_prefix: str,
+        bundles: tuple[elf.OffloadBundle, ...] | None = None,
     ) -> SplitResult:
-        """Write ``src``'s host library to ``dest_root/rel_lib/<name>`` and keep its code
-        objects for the archives."""
+        """Write ``src``'s host library to ``dest_root/rel_lib/<name>`` and its code objects
+        to the archives (``bundles``: its offload bundles, if already read)."""
         if self._finished:
             raise ValueError("this KpackWriter has written its archives")
         rel_lib = rel_lib.strip("/")
@@ -365,40 +471,40 @@ class KpackWriter:
             "kpack_search_paths": [f"{kpack_dir}/{group}_@GFXARCH@.kpack"],
             "kernel_name": kernel_name,
         }
-        data = src.read_bytes()
-        bundles = elf.offload_bundles(src)
+        if bundles is None:
+            bundles = elf.offload_bundles(src)
         host, marker_vaddr = split_elf(
-            data, msgpack.packb(marker, use_bin_type=True), bundles, str(src)
+            src, msgpack.packb(marker, use_bin_type=True), bundles, str(src)
         )
-        objects: list[CodeObject] = []
-        for index, bundle in enumerate(bundles):
-            payload = _bundle_bytes(data, bundle)
-            for entry in bundle.entries:
-                target = elf.target_id_of_bundle_id(entry.bundle_id)
-                if target is None or entry.size == 0:
-                    continue  # the host entry
-                code = payload[entry.offset : entry.offset + entry.size]
-                archive = self._archives.setdefault(
-                    (group, target), _Archive(group, target, self.scheme)
-                )
-                meta = {"target": entry.bundle_id, "source_prefix": source_prefix}
-                archive.add(f"{kernel_name}#{index}", code, meta)
-                objects.append(CodeObject(index, target, entry.bundle_id, len(code)))
         out = self.dest_root / rel_lib / src.name
         _write(out, host, src.stat().st_mode & 0o7777)
+        del host
+        objects: list[CodeObject] = []
+        with src.open("rb") as fh:
+            for index, bundle in enumerate(bundles):
+                for entry, code in code_objects(fh, bundle, str(src)):
+                    target = elf.target_id_of_bundle_id(entry.bundle_id)
+                    assert target is not None
+                    archive = self._archives.get((group, target))
+                    if archive is None:
+                        path = self.dest_root / ".kpack" / archive_name(group, target)
+                        archive = _Archive(path, group, target, self.scheme)
+                        self._archives[group, target] = archive
+                    meta = {"target": entry.bundle_id, "source_prefix": source_prefix}
+                    archive.add(f"{kernel_name}#{index}", code, meta)
+                    objects.append(CodeObject(index, target, entry.bundle_id, len(code)))
         return SplitResult(out, kernel_name, marker, marker_vaddr, tuple(objects))
 
     def finish(self) -> list[Path]:
-        """Write the archives; their paths."""
+        """Put the archives in place; their paths."""
         self._finished = True
-        written = []
-        for (group, target), archive in sorted(self._archives.items()):
-            path = self.dest_root / ".kpack" / archive_name(group, target)
-            if path.exists():
-                raise ValueError(f"{path} exists: one KpackWriter writes a group's archives")
-            _write(path, archive.encode(), 0o644)
-            written.append(path)
-        return written
+        return [archive.close() for _key, archive in sorted(self._archives.items())]
+
+    def abort(self) -> None:
+        """Remove the archives' temporary files (after a failure)."""
+        self._finished = True
+        for archive in self._archives.values():
+            archive.abort()
 
 
 def split_library(
@@ -412,7 +518,11 @@ def split_library(
 ) -> SplitResult:
     """Split one library: its host library and its own archives under ``dest_root``."""
     writer = KpackWriter(dest_root, scheme=scheme)
-    result = writer.add_library(src, rel_lib=rel_lib, group=group, source_prefix=source_prefix)
+    try:
+        result = writer.add_library(src, rel_lib=rel_lib, group=group, source_prefix=source_prefix)
+    except BaseException:
+        writer.abort()
+        raise
     writer.finish()
     return result
 
@@ -433,42 +543,51 @@ def split_tree(
     dest.mkdir(parents=True)
     writer = KpackWriter(dest, scheme=scheme)
     results = []
-    for path in _walk(tree):
-        rel = path.relative_to(tree)
-        out = dest / rel
-        if path.is_symlink():
-            out.symlink_to(path.readlink())
-        elif path.is_dir():
-            out.mkdir()
-        elif rel == MANIFEST:
-            continue
-        elif _has_device_code(path):
-            stem = path.name.split(".so", 1)[0]
-            if stem not in groups:
-                raise ValueError(f"{rel} has device code but no group (groups: {dict(groups)})")
-            group = groups[stem]
-            prefix = prefixes.get(stem, f"{group}/stage")
-            results.append(
-                writer.add_library(
-                    path, rel_lib=rel.parent.as_posix(), group=group, source_prefix=prefix
+    try:
+        for path in _walk(tree):
+            rel = path.relative_to(tree)
+            out = dest / rel
+            if path.is_symlink():
+                out.symlink_to(path.readlink())
+            elif path.is_dir():
+                out.mkdir()
+            elif rel == MANIFEST:
+                continue
+            elif bundles := _device_code(path):
+                stem = path.name.split(".so", 1)[0]
+                if stem not in groups:
+                    raise ValueError(f"{rel} has device code but no group (groups: {dict(groups)})")
+                group = groups[stem]
+                prefix = prefixes.get(stem, f"{group}/stage")
+                results.append(
+                    writer.add_library(
+                        path,
+                        rel_lib=rel.parent.as_posix(),
+                        group=group,
+                        source_prefix=prefix,
+                        bundles=bundles,
+                    )
                 )
-            )
-        else:
-            try:
-                os.link(path, out)
-            except OSError:
-                shutil.copy2(path, out)
+            else:
+                try:
+                    os.link(path, out)
+                except OSError:
+                    shutil.copy2(path, out)
+    except BaseException:
+        writer.abort()
+        raise
     writer.finish()
     _write_manifest(tree, dest)
     return results
 
 
 def split_elf(
-    data: bytes, marker: bytes, bundles: tuple[elf.OffloadBundle, ...], shown: str
-) -> tuple[bytes, int]:
-    """The host library of the ELF file ``data`` (whose offload bundles are ``bundles``) with
-    the kpack marker ``marker``, and the marker's address."""
-    image = _Image.parse(data, shown)
+    src: Path, marker: bytes, bundles: tuple[elf.OffloadBundle, ...], shown: str
+) -> tuple[bytearray, int]:
+    """The host library of the ELF file ``src`` (whose offload bundles are ``bundles``) with
+    the kpack marker ``marker``, and the marker's address. The whole pages of ``.hip_fatbin``
+    are never read."""
+    image = _Image.parse(src, shown)
     fatbin_at = image.section(elf.FATBIN_SECTION)
     wrappers_at = image.section(WRAPPER_SECTION)
     if fatbin_at is None or fatbin_at[1].type != SHT_PROGBITS:
@@ -485,7 +604,7 @@ def split_elf(
         )
     relocs = _wrapper_relocations(image, wrappers, shown)
     for index, bundle in enumerate(bundles):
-        (magic,) = struct.unpack_from("<I", data, wrappers.offset + index * WRAPPER_SIZE)
+        (magic,) = struct.unpack_from("<I", image.read(wrappers.offset + index * WRAPPER_SIZE, 4))
         points_at = fatbin.addr + bundle.file_offset - fatbin.offset
         if magic != HIPF:
             raise ValueError(f"{shown}: wrapper {index} has magic {magic:#x}, not HIPF")
@@ -500,7 +619,7 @@ def split_elf(
     content_at = image.append(marker)
     shstrndx = image.fields[-1]
     strtab = image.shdrs[shstrndx]
-    names = bytes(image.data[strtab.offset : strtab.offset + strtab.size])
+    names = image.read(strtab.offset, strtab.size)
     strtab.offset = image.append(names + MARKER_SECTION.encode() + b"\0")
     strtab.size = len(names) + len(MARKER_SECTION) + 1
     section = _Shdr(len(names), SHT_PROGBITS, 0, 0, content_at, len(marker), 0, 0, 1, 0)
@@ -511,7 +630,7 @@ def split_elf(
     # 2. map it: a PT_LOAD of its own at the first page above all others
     vaddr = image.top_of_memory()
     if content_at % PAGE != vaddr % PAGE:
-        image.pad_to(_congruent_at_or_after(len(image.data), vaddr))
+        image.pad_to(_congruent_at_or_after(image.size(), vaddr))
         content_at = image.append(marker)
     image.phdrs.append(
         _Phdr(PT_LOAD, PF_R, content_at, vaddr, vaddr, len(marker), len(marker), PAGE)
@@ -522,11 +641,12 @@ def split_elf(
 
     # 3. the wrappers: HIPK, pointing at the marker, reserved1 = their code object's index
     for index, (rela_at, _addend) in enumerate(relocs):
-        at = wrappers.offset + index * WRAPPER_SIZE
+        at = image.at(wrappers.offset + index * WRAPPER_SIZE, WRAPPER_SIZE)
         version = struct.unpack_from("<I", image.data, at + 4)[0]
         struct.pack_into("<IIQQ", image.data, at, HIPK, version, 0, index)
-        offset, info, _old = _RELA.unpack_from(image.data, rela_at)
-        _RELA.pack_into(image.data, rela_at, offset, info, vaddr)
+        at = image.at(rela_at, _RELA.size)
+        offset, info, _old = _RELA.unpack_from(image.data, at)
+        _RELA.pack_into(image.data, at, offset, info, vaddr)
 
     # 4. cut the whole pages of .hip_fatbin out of the file
     _cut_fatbin(image, fatbin)
@@ -543,7 +663,7 @@ def _wrapper_relocations(image: _Image, wrappers: _Shdr, shown: str) -> list[tup
             continue
         step = shdr.entsize or _RELA.size
         for at in range(shdr.offset, shdr.offset + shdr.size, step):
-            offset, info, addend = _RELA.unpack_from(image.data, at)
+            offset, info, addend = _RELA.unpack_from(image.data, image.at(at, _RELA.size))
             if offset in wanted:
                 if info & 0xFFFFFFFF != R_X86_64_RELATIVE:
                     raise ValueError(
@@ -576,7 +696,7 @@ def _cut_fatbin(image: _Image, fatbin: _Shdr) -> None:
         return  # no whole page: the tool leaves the section as it is
     cut_at = fatbin.offset + start - fatbin.addr
     cut = end - start
-    del image.data[cut_at : cut_at + cut]
+    image.cut(cut_at, cut)
     fat_end = fatbin.addr + fatbin.size
     new: list[_Phdr] = []
     for p in image.phdrs:
@@ -613,33 +733,70 @@ def _cut_fatbin(image: _Image, fatbin: _Shdr) -> None:
             s.offset -= cut
 
 
-def _bundle_bytes(data: bytes, bundle: elf.OffloadBundle) -> bytes:
-    """The uncompressed bundle: its entries' offsets count from its start."""
-    raw = data[bundle.file_offset : bundle.file_offset + bundle.size]
+def code_objects(
+    fh: BinaryIO, bundle: elf.OffloadBundle, shown: str
+) -> Iterator[tuple[elf.OffloadEntry, bytes]]:
+    """The device entries of ``bundle`` (in the file ``fh``) and their code objects, as ROCm's
+    tool takes them: an uncompressed bundle's entries as they lie in the file; a compressed
+    bundle (``CCOB``) decompressed whole, no further than its total size says, and its entries
+    cut from the result (the tool's ``ccob_parser``; it takes only zstd, method 1, where this
+    also takes zlib). The host entry (no target, or empty) is left out."""
+    device = [e for e in bundle.entries if elf.target_id_of_bundle_id(e.bundle_id) and e.size > 0]
     if not bundle.compressed:
-        return raw
+        for entry in device:
+            code = os.pread(fh.fileno(), entry.size, bundle.file_offset + entry.offset)
+            if len(code) != entry.size:
+                raise ValueError(
+                    f"{shown}: {entry.bundle_id} of the bundle at "
+                    f"{bundle.file_offset} lies past the end of the file"
+                )
+            yield entry, code
+        return
+    inner = decompress_bundle(fh, bundle, shown)
+    for entry in device:
+        if entry.offset + entry.size > len(inner):
+            raise ValueError(
+                f"{shown}: {entry.bundle_id} lies past the end of the compressed bundle at "
+                f"{bundle.file_offset} ({len(inner)} bytes decompressed)"
+            )
+        yield entry, bytes(inner[entry.offset : entry.offset + entry.size])
+
+
+def decompress_bundle(fh: BinaryIO, bundle: elf.OffloadBundle, shown: str) -> bytearray:
+    """The uncompressed bundle a compressed one (``CCOB``) holds, read in steps."""
     head = bundle.ccob
     assert head is not None
-    payload = raw[head.payload :]
     if head.method == 1:
-        out: bytes = zstandard.ZstdDecompressor().decompressobj().decompress(payload)
+        dobj: Any = zstandard.ZstdDecompressor().decompressobj()
     else:
-        import zlib
-
-        out = zlib.decompressobj().decompress(payload)
+        dobj = zlib.decompressobj()
+    out = bytearray()
+    pos, end = bundle.file_offset + head.payload, bundle.file_offset + bundle.size
+    while pos < end and not dobj.eof:
+        block = os.pread(fh.fileno(), min(_READ_STEP, end - pos), pos)
+        if not block:
+            break
+        pos += len(block)
+        out += dobj.decompress(block)
+        if len(out) > head.raw_size:
+            break
     if len(out) != head.raw_size:
-        raise ValueError(f"compressed bundle at {bundle.file_offset} did not decompress whole")
+        raise ValueError(
+            f"{shown}: the compressed bundle at {bundle.file_offset} decompressed to "
+            f"{len(out)} bytes, its header says {head.raw_size}"
+        )
     return out
 
 
-def _has_device_code(path: Path) -> bool:
+def _device_code(path: Path) -> tuple[elf.OffloadBundle, ...]:
+    """The offload bundles of an ELF file (none: not ELF, or no device code)."""
     with path.open("rb") as fh:
         if fh.read(4) != elf.ELF_MAGIC:
-            return False
+            return ()
     try:
-        return bool(elf.offload_bundles(path))
+        return elf.offload_bundles(path)
     except elf.NotElfError:
-        return False
+        return ()
 
 
 def _walk(tree: Path) -> Iterator[Path]:
@@ -650,7 +807,7 @@ def _walk(tree: Path) -> Iterator[Path]:
             yield Path(top, name)
 
 
-def _write(path: Path, data: bytes, mode: int) -> None:
+def _write(path: Path, data: bytes | bytearray, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)

@@ -443,3 +443,119 @@ def test_two_bundles_two_wrappers_and_a_pt_phdr(
             start = bundle.file_offset + entry.offset
             assert code(index) == data[start : start + entry.size]
     assert call(result.library, rocm_tree) == call(two_units, rocm_tree) == [100, 0, 7]
+
+
+# -- compressed bundles (clang 19 --offload-compress) ------------------------------------------
+
+# Kernels for clang 19 without ROCm's headers or device libraries (debtree.assemble_clang19).
+BARE = """
+#define __global__ __attribute__((global))
+typedef struct {{ unsigned x, y, z; }} dim3;
+typedef struct ihipStream_t *hipStream_t;
+extern "C" int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **a, unsigned long s,
+                               hipStream_t st);
+__global__ void kern{n}(float *x) {{ x[__builtin_amdgcn_workitem_id_x()] *= {n}.0f; }}
+extern "C" int answer{n}(void) {{ return 40 + {n}; }}
+"""
+PACKED_TARGETS = ("gfx90a:xnack-", "gfx942", "gfx1100")
+
+ANSWER = r"""
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+print(json.dumps([lib.answer1(), lib.answer2(), lib.answer3()]))
+"""
+
+
+@pytest.fixture(scope="module")
+def packed(rocm_tree: Path, clang19_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three translation units, each a compressed (CCOB, zstd) bundle in one .hip_fatbin."""
+    work = tmp_path_factory.mktemp("packed")
+    sources = []
+    for n in range(1, 4):
+        src = work / f"tu{n}.hip"
+        src.write_text(BARE.format(n=n))
+        sources.append(str(src))
+    out = work / "libpacked.so"
+    cmd = [
+        str(clang19_bin / "clang++"), "-x", "hip", "-nogpulib", "-nogpuinc", "--offload-compress",
+        *(f"--offload-arch={t}" for t in PACKED_TARGETS), "-fPIC", "-shared", "-O1", *sources,
+        f"-L{rocm_tree}/lib", "-lamdhip64", "-o", str(out),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, env={"PATH": "/usr/bin:/bin", "HIP_PLATFORM": "amd"})
+    return out
+
+
+def decompressed(src: Path, bundle: elf.OffloadBundle) -> bytes:
+    """The uncompressed bundle a compressed one holds, decompressed in one call (not as the
+    writer does it, in steps)."""
+    with src.open("rb") as fh:
+        fh.seek(bundle.file_offset)
+        blob = fh.read(bundle.size)
+    head = elf.ccob_header(blob, 0)
+    assert head.method == 1  # zstd
+    out: bytes = zstandard.ZstdDecompressor().decompress(
+        blob[head.payload : head.total], max_output_size=head.raw_size
+    )
+    assert len(out) == head.raw_size
+    return out
+
+
+def check_archived(src: Path, root: Path, kernel_name: str, group: str) -> int:
+    """Every device entry of every bundle of ``src`` is in its target's archive under ``root``
+    as the bytes of the (decompressed) original entry; how many."""
+    found = archives(root)
+    seen = 0
+    for index, bundle in enumerate(elf.offload_bundles(src)):
+        inner = decompressed(src, bundle) if bundle.compressed else None
+        for entry in bundle.entries:
+            target = elf.target_id_of_bundle_id(entry.bundle_id)
+            if target is None or not entry.size:
+                continue
+            if inner is None:
+                with src.open("rb") as fh:
+                    fh.seek(bundle.file_offset + entry.offset)
+                    original = fh.read(entry.size)
+            else:
+                original = inner[entry.offset : entry.offset + entry.size]
+            assert original[:4] == elf.ELF_MAGIC, entry.bundle_id  # an AMDGPU code object
+            toc, code = found[f"{group}_{target}.kpack"]
+            item = toc["toc"][f"{kernel_name}#{index}"][target]
+            assert code(item["ordinal"]) == original, (index, entry.bundle_id)
+            assert item["original_size"] == entry.size
+            seen += 1
+    assert seen == sum(len(t["toc"]) for t, _ in found.values())
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", kpackwriter.SCHEMES)
+def test_compressed_bundles_are_archived_decompressed(
+    packed: Path, rocm_tree: Path, tmp_path: Path, scheme: str
+) -> None:
+    """A library whose bundles are compressed: each archived code object is the decompressed
+    entry (what ROCm's tool stores), and the host library still loads and runs its host code."""
+    bundles = elf.offload_bundles(packed)
+    assert len(bundles) == 3
+    assert all(b.compressed and b.ccob is not None and b.ccob.method == 1 for b in bundles)
+    result = kpackwriter.split_library(
+        packed, tmp_path, group="g", source_prefix="p", scheme=scheme
+    )
+    assert result.archive_names == {f"g_{t}.kpack" for t in PACKED_TARGETS}
+    assert check_archived(packed, tmp_path, result.kernel_name, "g") == 3 * len(PACKED_TARGETS)
+    lib = Elf(result.library)
+    assert mapping_problems(lib) == []
+    assert [(w[0], w[3]) for w in lib.wrappers()] == [(kpackwriter.HIPK, i) for i in range(3)]
+    assert not elf.offload_bundles(result.library)  # .hip_fatbin is NOBITS now
+    answers = []
+    for path in (packed, result.library):
+        res = subprocess.run(
+            [sys.executable, "-c", ANSWER, str(path)],
+            env={"LD_LIBRARY_PATH": str(rocm_tree / "lib"), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert res.returncode == 0, res.stderr
+        answers.append(json.loads(res.stdout.splitlines()[-1]))
+    assert answers == [[41, 42, 43]] * 2
