@@ -437,7 +437,14 @@ def lines(result: SplitResult) -> Iterator[str]:
         files, size = result.moved.get(target, (0, 0))
         note = f"  ({files} data files, {size} bytes)" if result.status == "split" else ""
         yield f"  {target}: {path}{note}"
-    if result.devices:
+    kpacked = ((result.bundle or {}).get("plan") or {}).get("kpack", {}).get("archives")
+    if result.devices and kpacked:
+        yield (
+            f"  the ROCm libraries' device code ({len(kpacked)} kpack archives) went to the "
+            "device wheels; code inside the project's own libraries stays in the host wheel "
+            "(rocm-build does not kpack-split them)"
+        )
+    elif result.devices:
         # device code lives inside the host libraries: it cannot move to the device wheels
         yield (
             "  the host wheel's libraries keep the device code of every requested target "

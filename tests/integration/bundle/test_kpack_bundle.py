@@ -170,6 +170,7 @@ def test_split_arch_puts_each_targets_archives_in_its_device_wheel(
     out = tmp_path / "out"
     res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a;gfx1030", "--split-arch")
     assert res.returncode == 0, res.stderr
+    assert "device code (3 kpack archives) went to the device wheels" in res.stdout
     wheels = {p.name.split("-")[0]: p for p in out.glob("*.whl")}
     host = wheels["hipext"]
     assert not [m for m in _members(host) if m.endswith(".kpack")]  # host-only libraries
