@@ -11,22 +11,31 @@ from rocm_build.cli.render import State, out_console, pass_state
 
 
 @o.command("inspect")
-@click.argument("wheel", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.argument(
+    "wheels", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False)
+)
 @click.option(
     "--require-arch",
     metavar="TARGETS",
-    help="Exit 11 unless every listed gfx target has device code.",
+    help="Exit 11 unless every listed gfx target has device code (in every wheel given).",
 )
 @pass_state
-def command(state: State, wheel: Path, require_arch: str | None) -> None:
-    """Show what a wheel carries: libraries, search paths, gfx targets, sizes, platform tag."""
+def command(state: State, wheels: tuple[Path, ...], require_arch: str | None) -> None:
+    """Show what wheels carry: libraries, search paths, gfx targets, sizes, platform tag.
+
+    With several WHEELS each is shown in turn (--json: a list of their reports; one wheel:
+    its report); the exit code is the first wheel's that fails a check."""
     from rocm_build.bundle import report
 
     ctx = state.context()
-    result = report.inspect_wheel(wheel, ctx, require_arch=require_arch)
+    results = [report.inspect_wheel(w, ctx, require_arch=require_arch) for w in wheels]
     if state.json:
-        state.emit(result.data)
+        state.emit(results[0].data if len(results) == 1 else [r.data for r in results])
     else:
-        for line in report.render(result.data):
-            out_console.print(line, markup=False, soft_wrap=True)
-    result.check()
+        for i, result in enumerate(results):
+            if i:
+                out_console.print("", markup=False)
+            for line in report.render(result.data):
+                out_console.print(line, markup=False, soft_wrap=True)
+    for result in results:
+        result.check()

@@ -306,3 +306,21 @@ def test_the_dry_run_names_the_archives(
     assert "kpack archives: 2 (" in res.stdout
     assert "hipext/.kpack/rand_lib_gfx90a:xnack-.kpack: gfx90a:xnack-," in res.stdout
     assert not out.exists() or not list(out.glob("*.whl"))
+
+
+def test_inspect_takes_several_wheels(
+    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """``inspect wheels/*.whl`` (the README's own example): each wheel reported, --json a list,
+    the exit code the first failing check's."""
+    out = tmp_path / "out"
+    assert bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a").returncode == 0
+    (fat,) = out.glob("*.whl")
+    both = [str(rand_wheel), str(fat)]
+    res = run_cli(["inspect", *both], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("platform tag satisfied") == 2
+    data = json.loads(run_cli(["--json", "inspect", *both], cwd=tmp_path).stdout)
+    assert [d["wheel"] for d in data] == [rand_wheel.name, fat.name]
+    gap = run_cli(["inspect", *both, "--require-arch", "gfx940"], cwd=tmp_path)
+    assert gap.returncode == 11, gap.stderr
