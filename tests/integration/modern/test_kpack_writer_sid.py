@@ -46,7 +46,10 @@ def call_in_root(
     for path, name in calls:
         cmd += [str(path), name]
     env = {**os.environ, "LD_LIBRARY_PATH": str(tree.resolve() / "lib")}
-    assert sysroot.run(root, cmd, binds=[tree.resolve()], cwd=work, env=env) == 0
+    # each library's folder too: the unsplit ones may lie outside ``work``
+    folders = {path.parent.resolve() for path, _ in calls} - {work.resolve()}
+    binds = [tree.resolve(), *sorted(f for f in folders if work.resolve() not in f.parents)]
+    assert sysroot.run(root, cmd, binds=binds, cwd=work, env=env) == 0
     answers: list[list[int]] = json.loads((work / "called.json").read_text())
     return answers
 
