@@ -36,7 +36,7 @@ from rocm_build.building.buildplan import (
     project_version,
     read_build_requirements,
 )
-from rocm_build.building.buildvenv import ensure_venv
+from rocm_build.building.buildvenv import ensure_venv, held
 from rocm_build.errors import BuildFailed, ConfigError, ToolMissing
 from rocm_build.masking import mask_values
 from rocm_build.progress import NO_PROGRESS, Progress
@@ -417,8 +417,14 @@ def execute(plan: BuildPlan, progress: Progress = NO_PROGRESS) -> BuildResult:
 
     Per project built, ``progress`` gets "<project>: build steps" (``BUILD_STEPS``, one
     advance each) and "<project>: log lines" (no total: the lines its build log grows by,
-    a sign of life during a long compile)."""
-    ensure_venv(plan)
+    a sign of life during a long compile). The build folder and the venv are locked
+    (``buildvenv.held``) from before the venv is looked at to the end."""
+    with held(plan):
+        ensure_venv(plan)
+        return _build_all(plan, progress)
+
+
+def _build_all(plan: BuildPlan, progress: Progress) -> BuildResult:
     built: dict[str, str] = {}  # project -> version just built
     wheels: dict[str, str] = {}  # project -> sha256 of the wheel built (or kept) in this run
     results: list[ProjectResult] = []
