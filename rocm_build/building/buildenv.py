@@ -12,7 +12,7 @@ from pathlib import Path
 
 from packaging.utils import NormalizedName, canonicalize_name
 
-from rocm_build import proc
+from rocm_build import proc, statefile
 from rocm_build.building.buildplan import BuildPlan, ProjectStep, req_name
 from rocm_build.errors import CommandFailed
 from rocm_build.repo import checkoutfile
@@ -98,8 +98,9 @@ def install_requirements(
     if not lines:
         return
     req_file = plan.work_dir / "logs" / f"requirements-{step.name}.txt"
-    req_file.parent.mkdir(parents=True, exist_ok=True)
-    req_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    statefile.own_folder(req_file.parent, "log folder")
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    statefile.write_bytes(req_file, data, "build requirements file")  # never through a link
     pip(
         plan,
         step,

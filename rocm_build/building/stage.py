@@ -481,8 +481,7 @@ def _compile(
     plan: BuildPlan, step: ProjectStep, progress: Progress
 ) -> tuple[ProjectStep, int | None, Path, WheelFacts]:
     """Requirements, the project's build and the wheel check, reported to ``progress``."""
-    step.log.parent.mkdir(parents=True, exist_ok=True)
-    step.log.write_text("", encoding="utf-8")
+    _own_outputs(step)
     log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
     steps_task, lines_task = f"{step.name}: build steps", f"{step.name}: log lines"
     progress.start(steps_task, len(BUILD_STEPS))
@@ -494,7 +493,8 @@ def _compile(
     try:
         install_requirements(plan, step, line)
         progress.advance(steps_task)
-        shutil.rmtree(step.wheel_dir, ignore_errors=True)
+        if statefile.check_folder(step.wheel_dir, _OUTPUTS) is not None:
+            shutil.rmtree(step.wheel_dir, ignore_errors=True)  # a real folder: links not followed
         step, retried = run_build(step, line)
         progress.advance(steps_task)
         wheel = _one_wheel(step)
@@ -504,6 +504,19 @@ def _compile(
         progress.done(lines_task)
         progress.done(steps_task)
     return step, retried, wheel, facts
+
+
+_OUTPUTS = "build's output folder"
+
+
+def _own_outputs(step: ProjectStep) -> None:
+    """The work folder's places a build writes and empties (``dist/``, ``dist/<project>``,
+    ``logs/``) are folders of this user's, and its log a file of theirs, emptied: a link, a file,
+    a FIFO or another user's thing planted there is refused (exit 14), never emptied, written
+    through or waited on."""
+    statefile.own_folder(step.wheel_dir.parent, _OUTPUTS)
+    statefile.check_folder(step.wheel_dir, _OUTPUTS)
+    proc.open_log(step.log, empty=True).close()
 
 
 def _require_triton(plan: BuildPlan, step: ProjectStep, built: Mapping[str, str]) -> ProjectStep:
