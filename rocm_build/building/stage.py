@@ -40,6 +40,7 @@ from rocm_build.building.buildvenv import ensure_venv, held
 from rocm_build.errors import BuildFailed, ConfigError, ToolMissing
 from rocm_build.masking import mask_values
 from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.repo import git
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
@@ -482,6 +483,7 @@ def _compile(
 ) -> tuple[ProjectStep, int | None, Path, WheelFacts]:
     """Requirements, the project's build and the wheel check, reported to ``progress``."""
     _own_outputs(step)
+    git.exclude_build_outputs(step.source)  # what the build writes there is no one's work
     log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
     steps_task, lines_task = f"{step.name}: build steps", f"{step.name}: log lines"
     progress.start(steps_task, len(BUILD_STEPS))
