@@ -35,6 +35,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -44,9 +45,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
-from rocm_build.errors import CommandFailed, ToolMissing
+from rocm_build import statefile
+from rocm_build.errors import CommandFailed, FileAccessError, ToolMissing
 from rocm_build.masking import mask_url
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "ignore_signals",
     "interrupted_by",
     "kill_children",
+    "open_log",
     "parse_cfs",
     "parse_cpu_max",
     "popen_options",
@@ -307,6 +310,43 @@ def run(
     return result
 
 
+_LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_log(path: Path, *, empty: bool = False) -> TextIO:
+    """The log file ``path`` open for appending (emptied first with ``empty``), in a log
+    folder that is this user's (made when missing). A folder at the log folder's name that is a
+    link, a file, another user's or writable by anyone, and anything at the file's name but
+    a regular file of this user's alone (a link, a FIFO, a folder, a hard link to another file)
+    is refused in one line (``FileAccessError``, exit 14): never written through, truncated or
+    waited on."""
+    what = "log file"
+    statefile.own_folder(path.parent, "log folder")
+    statefile.check(path, what)
+    try:
+        fd = os.open(path, _LOG_FLAGS, 0o644)
+    except OSError as exc:
+        statefile.check(path, what)  # put there since: the one-line refusal
+        msg = f"cannot open the {what} {path} ({exc.strerror}): fix the permissions of its folder"
+        raise FileAccessError(msg) from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            statefile.check(path, what)
+            msg = (
+                f"the {what} {path} is a hard link to another file or was swapped while it was "
+                "opened, not a file rocm-build wrote; nothing was written to it: move it away "
+                "and run again"
+            )
+            raise FileAccessError(msg)
+        if empty:
+            os.ftruncate(fd, 0)
+        return os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _run_logged(
     argv: Sequence[str],
     shown: str,
@@ -320,8 +360,7 @@ def _run_logged(
     on_line: Callable[[str], None] | None,
 ) -> tuple[int, str]:
     """``run`` with stdout and stderr appended to ``log_file`` (masked), line by line."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with log_file.open("a", encoding="utf-8", errors="replace") as fh:
+    with open_log(log_file) as fh:
         fh.write(f"+ {shown}\n")
         fh.flush()
         child = _popen(

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from packaging.utils import NormalizedName, canonicalize_name
 
-from rocm_build import proc
+from rocm_build import proc, statefile
 from rocm_build.building.buildplan import BuildPlan, ProjectStep, req_name
 from rocm_build.errors import CommandFailed
+from rocm_build.repo import checkoutfile
 
 __all__ = [
     "OOM",
@@ -61,21 +62,25 @@ def pip(
     )
 
 
-def filtered_requirements(path: Path, skip: set[NormalizedName], seen: set[Path]) -> list[str]:
+def filtered_requirements(
+    source: Path, path: Path, skip: set[NormalizedName], seen: set[Path]
+) -> list[str]:
     """A requirement file's lines without the projects we build ourselves (their fresh wheels
-    are installed instead), following ``-r`` includes."""
-    path = path.resolve()
-    if path in seen:
+    are installed instead), following ``-r`` includes; each file is read as a file of the
+    checkout ``source`` (``checkoutfile``: a regular file inside it)."""
+    key = path.resolve()
+    if key in seen:
         return []
-    seen.add(path)
+    seen.add(key)
     out: list[str] = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    text = checkoutfile.read_text(source, path, f"the requirements file {path.name}")
+    for raw in (text or "").splitlines():
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
         match = re.match(r"^(?:-r|--requirement)[=\s]+(\S+)$", line)
         if match:
-            out += filtered_requirements(path.parent / match.group(1), skip, seen)
+            out += filtered_requirements(source, path.parent / match.group(1), skip, seen)
             continue
         if not line.startswith("-") and req_name(line) in skip:
             continue
@@ -89,12 +94,13 @@ def install_requirements(
     skip = {canonicalize_name(n) for n in (step.name, *step.depends)}
     lines = list(step.requires)
     for path in step.requirement_files:
-        lines += filtered_requirements(path, skip, set())
+        lines += filtered_requirements(step.source, path, skip, set())
     if not lines:
         return
     req_file = plan.work_dir / "logs" / f"requirements-{step.name}.txt"
-    req_file.parent.mkdir(parents=True, exist_ok=True)
-    req_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    statefile.own_folder(req_file.parent, "log folder")
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    statefile.write_bytes(req_file, data, "build requirements file")  # never through a link
     pip(
         plan,
         step,

@@ -28,6 +28,7 @@ from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BuildFailed, ConfigError, RocmTreeError
+from rocm_build.repo import checkoutfile
 from rocm_build.rocm import dist
 
 __all__ = [
@@ -80,9 +81,10 @@ def project_version(
     if not spec.version_file or not spec.version_env:
         return ""
     path = source / spec.version_file
-    if not path.is_file():
+    text = checkoutfile.read_text(source, spec.version_file, f"{spec.name}'s version file")
+    if text is None:
         return ""
-    base = path.read_text(encoding="utf-8").strip()
+    base = text.strip()
     if spec.version_from_tag and revision is not None and revision.commit:
         tagged = release_version(revision.tag)
         dev = f"git{revision.commit[:8]}"
@@ -114,9 +116,10 @@ def read_build_requirements(source: Path, spec: ProjectSpec) -> tuple[str, ...]:
     setuptools 65), so it is added here whenever setuptools builds the wheel."""
     pyproject = source / "pyproject.toml"
     data: dict[str, Any] = {}
-    if pyproject.is_file():
+    text = checkoutfile.read_text(source, "pyproject.toml", f"{spec.name}'s pyproject.toml")
+    if text is not None:
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             msg = f"{pyproject}: not valid TOML ({exc})"
             raise BuildFailed(msg) from None

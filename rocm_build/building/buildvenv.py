@@ -11,17 +11,19 @@ place (``<work-dir>/venv``, rocm-build's own) one without a working pip is made 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
-from rocm_build import faults, proc, statefile
+from rocm_build import faults, locks, proc, statefile
 from rocm_build.building.buildplan import BuildPlan
 from rocm_build.errors import ConfigError, FileAccessError
 
-__all__ = ["STATE_FILE", "ensure_venv"]
+__all__ = ["STATE_FILE", "ensure_venv", "held"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,23 @@ def _remove(venv: Path) -> None:
         )
         raise FileAccessError(msg)
     shutil.rmtree(venv)
+
+
+@contextlib.contextmanager
+def held(plan: BuildPlan) -> Iterator[None]:
+    """The locks a build holds while it runs: its work folder's build outputs (``dist/``,
+    ``logs/``), then its venv (made, checked, installed into): a second build in the same work
+    folder, or with the same ``build.venv``, waits, or with ``--no-wait`` stops (exit 13)
+    before it looks at the venv. Always taken in this order, so two builds never deadlock."""
+    with contextlib.ExitStack() as stack:
+        outputs = plan.work_dir / "dist"
+        stack.enter_context(
+            locks.hold(outputs, f"the build folder {plan.work_dir}", no_wait=plan.no_wait)
+        )
+        if plan.venv is not None:
+            what = f"the build venv {plan.venv}"
+            stack.enter_context(locks.hold(plan.venv, what, no_wait=plan.no_wait))
+        yield
 
 
 def ensure_venv(plan: BuildPlan) -> None:

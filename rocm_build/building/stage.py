@@ -36,10 +36,11 @@ from rocm_build.building.buildplan import (
     project_version,
     read_build_requirements,
 )
-from rocm_build.building.buildvenv import ensure_venv
+from rocm_build.building.buildvenv import ensure_venv, held
 from rocm_build.errors import BuildFailed, ConfigError, ToolMissing
 from rocm_build.masking import mask_values
 from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.repo import git
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
@@ -417,8 +418,14 @@ def execute(plan: BuildPlan, progress: Progress = NO_PROGRESS) -> BuildResult:
 
     Per project built, ``progress`` gets "<project>: build steps" (``BUILD_STEPS``, one
     advance each) and "<project>: log lines" (no total: the lines its build log grows by,
-    a sign of life during a long compile)."""
-    ensure_venv(plan)
+    a sign of life during a long compile). The build folder and the venv are locked
+    (``buildvenv.held``) from before the venv is looked at to the end."""
+    with held(plan):
+        ensure_venv(plan)
+        return _build_all(plan, progress)
+
+
+def _build_all(plan: BuildPlan, progress: Progress) -> BuildResult:
     built: dict[str, str] = {}  # project -> version just built
     wheels: dict[str, str] = {}  # project -> sha256 of the wheel built (or kept) in this run
     results: list[ProjectResult] = []
@@ -475,8 +482,8 @@ def _compile(
     plan: BuildPlan, step: ProjectStep, progress: Progress
 ) -> tuple[ProjectStep, int | None, Path, WheelFacts]:
     """Requirements, the project's build and the wheel check, reported to ``progress``."""
-    step.log.parent.mkdir(parents=True, exist_ok=True)
-    step.log.write_text("", encoding="utf-8")
+    _own_outputs(step)
+    git.exclude_build_outputs(step.source)  # what the build writes there is no one's work
     log.info("building %s (%d jobs); log: %s", step.name, step.jobs, step.log)
     steps_task, lines_task = f"{step.name}: build steps", f"{step.name}: log lines"
     progress.start(steps_task, len(BUILD_STEPS))
@@ -488,7 +495,8 @@ def _compile(
     try:
         install_requirements(plan, step, line)
         progress.advance(steps_task)
-        shutil.rmtree(step.wheel_dir, ignore_errors=True)
+        if statefile.check_folder(step.wheel_dir, _OUTPUTS) is not None:
+            shutil.rmtree(step.wheel_dir, ignore_errors=True)  # a real folder: links not followed
         step, retried = run_build(step, line)
         progress.advance(steps_task)
         wheel = _one_wheel(step)
@@ -498,6 +506,19 @@ def _compile(
         progress.done(lines_task)
         progress.done(steps_task)
     return step, retried, wheel, facts
+
+
+_OUTPUTS = "build's output folder"
+
+
+def _own_outputs(step: ProjectStep) -> None:
+    """The work folder's places a build writes and empties (``dist/``, ``dist/<project>``,
+    ``logs/``) are folders of this user's, and its log a file of theirs, emptied: a link, a file,
+    a FIFO or another user's thing planted there is refused (exit 14), never emptied, written
+    through or waited on."""
+    statefile.own_folder(step.wheel_dir.parent, _OUTPUTS)
+    statefile.check_folder(step.wheel_dir, _OUTPUTS)
+    proc.open_log(step.log, empty=True).close()
 
 
 def _require_triton(plan: BuildPlan, step: ProjectStep, built: Mapping[str, str]) -> ProjectStep:

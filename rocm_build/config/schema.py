@@ -9,10 +9,14 @@ A new setting is a field in one of these sections (with its default in ``default
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from packaging.markers import InvalidMarker, Marker
+from packaging.requirements import InvalidRequirement, Requirement
 
 from rocm_build.errors import ConfigError
 from rocm_build.wheel import rawdeflate
@@ -30,6 +34,8 @@ class Setting:
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] = ()
+    #: A check of the value's shape beyond its type: what is wrong with it, "" when nothing.
+    shape: Callable[[Any], str] | None = None
 
     def allowed(self) -> str:
         """What the setting accepts, as the error message and ``--help`` say it."""
@@ -60,9 +66,38 @@ def _setting(
     min: float | None = None,
     max: float | None = None,
     choices: tuple[str, ...] = (),
+    shape: Callable[[Any], str] | None = None,
 ) -> Any:
     """A section field: its value comes from ``load``; its type, range and help live here."""
-    return field(metadata={"setting": Setting(kind, help, min, max, choices)})
+    return field(metadata={"setting": Setting(kind, help, min, max, choices, shape)})
+
+
+#: A distribution name (PEP 508): what a ``Requires-Dist`` line and a wheel's name may hold.
+_DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+def distribution_name(value: str) -> str:
+    """What makes ``value`` no distribution name (PEP 508), or ""."""
+    if _DIST_NAME.fullmatch(value) and len(value) <= 100:
+        return ""
+    return "must be a distribution name (letters, digits, '.', '_' and '-', at most 100)"
+
+
+def requirement_marker(value: str) -> str:
+    """What makes ``value`` no environment marker for one requirement line of a wheel's
+    METADATA (and one ``|``-separated entry of ``PYTORCH_EXTRA_INSTALL_REQUIREMENTS``), or ""
+    (an empty marker is none)."""
+    if not value:
+        return ""
+    if "|" in value or not value.isprintable():
+        return "must be one environment marker, without '|' or control characters"
+    try:
+        marker = Marker(value)
+        Requirement(f"triton==1.0; {marker}")
+    except (InvalidMarker, InvalidRequirement) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "not a marker"
+        return f"must be a PEP 508 environment marker ({first})"
+    return ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,8 +234,12 @@ class TritonSettings:
     fork_url: str = _setting(str, "git URL of ROCm's Triton fork")
     upstream_url: str = _setting(str, "git URL of upstream Triton")
     release: bool = _setting(bool, "check out release/X.Y.x of torch's Triton version")
-    wheel_name: str = _setting(str, "distribution name torch's wheel requires")
-    marker: str = _setting(str, "environment marker of torch's Triton requirement")
+    wheel_name: str = _setting(
+        str, "distribution name torch's wheel requires", shape=distribution_name
+    )
+    marker: str = _setting(
+        str, "environment marker of torch's Triton requirement", shape=requirement_marker
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,7 +314,14 @@ def check(key: str, raw: Any, origin: str, spec: Setting | None = None) -> Any:
     if bad:
         msg = f"{origin}: '{key}' must be {spec.allowed()}, got {raw!r}"
         raise ConfigError(msg)
+    if spec.shape is not None and (problem := spec.shape(value)):
+        raise ConfigError(f"{origin}: '{key}' {problem}, got {_shown(value)}")
     return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 _INVALID: Any = object()

@@ -17,8 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build import faults, proc
-from rocm_build.errors import CommandFailed, PatchConflict, ToolMissing, UnsafeInput
+from rocm_build import faults, proc, statefile
+from rocm_build.errors import (
+    CommandFailed,
+    FileAccessError,
+    PatchConflict,
+    ToolMissing,
+    UnsafeInput,
+)
 from rocm_build.masking import mask_url
 from rocm_build.repo.cmdargs import credentials, positional
 
@@ -32,6 +38,7 @@ __all__ = [
     "changed_paths",
     "checkout_detached",
     "commit_all",
+    "exclude_build_outputs",
     "format_patch",
     "git_dir",
     "head",
@@ -521,3 +528,42 @@ def conflict(patch: Path, where: str, failure: AmFailure) -> PatchConflict:
         "(check out with --no-patches, apply by hand, commit, save-patches)"
     )
     return PatchConflict(msg)
+
+
+#: What a project's own build writes into its source tree (setuptools, pip, CMake under
+#: setup.py): never the user's work. ``exclude_build_outputs`` lists them in the checkout's
+#: ``info/exclude``, so git (``status``, so the checkout's "uncommitted changes") ignores them.
+BUILD_OUTPUTS = ("/build/", "/dist/", "/.eggs/", "/*.egg-info/", "__pycache__/")
+_EXCLUDE_HEADER = "# rocm-build: what the project's build writes (rocm-build build)"
+
+
+def exclude_build_outputs(repo: Path) -> None:
+    """Add ``BUILD_OUTPUTS`` to ``repo``'s ``info/exclude`` (once). An exclude file that is no
+    regular file of this user's (a link, a FIFO) is left alone, with a warning: the build does
+    not need it, only a later checkout's dirty check does."""
+    if not (repo / ".git").exists():
+        return
+    path = repo / ".git" / "info" / "exclude"
+    what = "git exclude file"
+    try:
+        # --git-path: a linked worktree's exclude file is its main repository's.
+        path = repo / run(repo, "rev-parse", "--git-path", "info/exclude").stdout.strip()
+        try:
+            old = statefile.read_bytes(path, what, limit=1 << 20).decode("utf-8", "replace")
+        except FileNotFoundError:
+            old = ""
+        have = {line.strip() for line in old.splitlines()}
+        missing = [p for p in BUILD_OUTPUTS if p not in have]
+        if not missing:
+            return
+        head = "" if _EXCLUDE_HEADER in have else _EXCLUDE_HEADER + "\n"
+        sep = "" if not old or old.endswith("\n") else "\n"
+        text = old + sep + head + "".join(p + "\n" for p in missing)
+        statefile.write_bytes(path, text.encode("utf-8"), what)
+    except (FileAccessError, ValueError, CommandFailed, ToolMissing) as exc:
+        log.warning(
+            "not listing the build's outputs in %s (%s): a later checkout may call them "
+            "uncommitted changes",
+            path,
+            exc,
+        )

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rocm_build.config.schema import TritonSettings
 from rocm_build.errors import ConfigError
+from rocm_build.repo import checkoutfile
 
 __all__ = [
     "PIN_FILE",
@@ -91,14 +92,7 @@ def read_pin(torch_src: Path, *, release: bool, pinner: str = "torch") -> Triton
 
 
 def _read(torch_src: Path, rel: str, pinner: str) -> str:
-    path = torch_src / rel
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-    except FileNotFoundError:
-        text = ""
-    except OSError as exc:
-        msg = f"cannot read {path}: {exc.strerror}; check the {pinner} checkout"
-        raise ConfigError(msg) from None
+    text = (checkoutfile.read_text(torch_src, rel, f"{pinner}'s Triton pin file") or "").strip()
     if not text:
         msg = (
             f"the {pinner} checkout at {torch_src} has no Triton pin ({rel} is missing or "

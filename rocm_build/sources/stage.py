@@ -24,7 +24,7 @@ from rocm_build import faults, locks, tempfiles
 from rocm_build.errors import ConfigError, DirtyCheckout, RocmBuildError, ToolMissing
 from rocm_build.masking import mask_url
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.repo import git, tritonpin
+from rocm_build.repo import checkoutfile, git, tritonpin
 from rocm_build.repo.manifest import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -188,10 +188,8 @@ def _checkout_pinned(
 
 
 def _related(src: Path) -> dict[str, RelatedCommit]:
-    path = src / RELATED_COMMITS
-    if not path.is_file():
-        return {}
-    return parse_related_commits(path.read_text(encoding="utf-8", errors="replace"))
+    text = checkoutfile.read_text(src, RELATED_COMMITS, f"{src.name}'s {RELATED_COMMITS}")
+    return parse_related_commits(text) if text is not None else {}
 
 
 def _checkout_project(

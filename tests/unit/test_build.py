@@ -155,7 +155,8 @@ def test_missing_checkout_and_bad_settings_are_errors(tmp_path: Path) -> None:
 
 def test_requirement_files_drop_the_projects_we_build(tmp_path: Path) -> None:
     _cfg, src = _projects(tmp_path)
-    lines = buildenv.filtered_requirements(src / "torch" / "requirements.txt", {"torch"}, set())  # type: ignore[arg-type]
+    torch = src / "torch"
+    lines = buildenv.filtered_requirements(torch, torch / "requirements.txt", {"torch"}, set())  # type: ignore[arg-type]
     assert lines == ["cmake", "numpy"]
 
 
