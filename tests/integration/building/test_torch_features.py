@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from typing import Any
 
 from .conftest import Workspace, read_member
 
@@ -31,8 +32,8 @@ def test_the_default_torch_has_the_trains_own_features(workspace: Workspace) -> 
     }
     seen = json.loads(read_member(workspace.wheel("torch"), "torch/_build_env.json"))
     assert not [k for k in SWITCHES if k in seen]
-    (torch,) = [p for p in workspace.report()["projects"] if p["name"] == "torch"]  # type: ignore[index, union-attr]
-    features = {f["name"]: f for f in torch["features"]}
+    projects: dict[str, dict[str, Any]] = workspace.report()["projects"]  # type: ignore[assignment]
+    features = {f["name"]: f for f in projects["torch"]["features"]}
     assert features["ck_sdpa"]["on"] is True
     assert features["ck_sdpa"]["why"] == "the train's default for these targets"
     assert features["mslk"]["on"] is False
