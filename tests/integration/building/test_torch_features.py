@@ -55,6 +55,20 @@ def test_a_false_setting_turns_a_feature_off(workspace: Workspace) -> None:
     }
 
 
+def test_the_dry_run_says_each_feature_and_why(workspace: Workspace) -> None:
+    res = workspace.build("torch", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "  features:\n" in res.stdout, res.stdout
+    for line in (
+        "ck_sdpa: on (the train's default for these targets)",
+        "ck_gemm: on (the train's default for these targets)",
+        "mslk: off (not supported on these targets)",
+        "flash_attention: off (no aotriton at hand: the build would download it mid-build",
+        "gpu_asserts: off (the train's default for these targets)",
+    ):
+        assert f"    {line}" in res.stdout, res.stdout
+
+
 def test_ck_without_torchs_submodule_stops_before_building(workspace: Workspace) -> None:
     shutil.rmtree(workspace.root / "src" / "torch" / "third_party")
     res = workspace.build("torch")
