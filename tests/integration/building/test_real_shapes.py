@@ -149,9 +149,15 @@ def test_tree_openblas_and_a_prefetched_aotriton_are_used(
     assert seen["OpenBLAS_HOME"] == str(tree / "lib" / "host-math")
     assert seen["OpenBLAS_LIB_NAME"] == "rocm-openblas"
     assert seen["AOTRITON_INSTALLED_PREFIX"] == str(prefix)
-    # features.flash_attention = auto: off without Triton built in the same run (TheRock's rule);
-    # the pre-fetched aotriton is still what the build would use
-    assert seen["USE_FLASH_ATTENTION"] == "0"
+    # features.flash_attention = auto writes nothing: torch's default (on) builds attention with
+    # the pre-fetched aotriton, Triton in the run or not
+    assert "USE_FLASH_ATTENTION" not in seen
+    flash = next(
+        f
+        for f in workspace.report()["projects"]["torch"]["features"]
+        if f["name"] == "flash_attention"
+    )  # type: ignore[index]
+    assert (flash["on"], flash["why"]) == (True, "the train's default for these targets")
 
 
 def test_a_build_that_would_download_aotriton_is_announced_and_fails_loudly(
