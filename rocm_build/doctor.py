@@ -132,7 +132,7 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
         report["rocm"] = _check_tree(cfg, tree, specs, targets, blockers)
     names = [s.name for s in specs]
     if tree is not None and "torch" in names:
-        features = featurecheck.needs(cfg, tree, targets, names, ctx.work_dir)
+        features = featurecheck.needs(cfg, tree, targets, ctx.work_dir, ctx.src_dir / "torch")
         report["features"] = [
             {"name": f.name, "setting": f.setting, "state": f.state, "needs": f.needs}
             for f in features

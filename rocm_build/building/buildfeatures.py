@@ -1,9 +1,17 @@
 """torch's ROCm build features (``[features]``), decided before anything is built.
 
+A feature the user left to its default writes no variable: the train's own CMake decides, as
+TheRock's ``build_prod_wheels.py`` and PyTorch's CI leave it (the composable-kernel SDPA and GEMM
+backends on for Linux, built from torch's own ``third_party/composable_kernel``; MSLK, the former
+FBGEMM GenAI, on for gfx942 and gfx950; flash and memory-efficient attention on). A setting of
+true or false (``on``/``off``) writes the switch, so ``false`` still turns a feature off. Each
+feature says why it is on or off (``Feature.why``): the user's setting, the train's default for
+these targets, or that the targets have no kernels for it.
+
 Flash attention on ROCm is aotriton, switched by ``USE_FLASH_ATTENTION`` and
-``USE_MEM_EFF_ATTENTION`` together. ``auto`` follows TheRock's rule: on when Triton is built in the
-same run and a requested target has aotriton kernels (a name starting with one of
-``FLASH_PREFIXES``); an explicit ``on`` without Triton, or with no such target, is an error.
+``USE_MEM_EFF_ATTENTION`` together; a target has aotriton kernels when its name starts with one
+of ``FLASH_PREFIXES``. Whether aotriton is at hand without the network is the tree switch's
+business (``buildswitches``); the plan folds its answer in.
 
 GPU kernel asserts: torch's CMake keeps them off on ROCm unless ``ROCM_FORCE_ENABLE_GPU_ASSERTS`` is
 set, a CMake variable its ``setup.py`` does not forward from the environment (only ``BUILD_*``,
@@ -14,60 +22,125 @@ the shipped ``gpu_asserts.cmake``, which sets it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from rocm_build.arch import FLASH_PREFIXES, flash_targets
 from rocm_build.config.schema import FeatureSettings
 from rocm_build.errors import ConfigError
 
-__all__ = ["ATTENTION", "FLASH_PREFIXES", "GPU_ASSERTS_CMAKE", "flash_attention", "torch_env"]
+__all__ = [
+    "ATTENTION",
+    "CK_HEADER",
+    "FLASH_PREFIXES",
+    "GPU_ASSERTS_CMAKE",
+    "MSLK_TARGETS",
+    "Feature",
+    "decide",
+    "flash_attention",
+    "given_wins",
+    "torch_env",
+]
 
 #: The two switches of aotriton's attention kernels, always set together.
 ATTENTION = ("USE_FLASH_ATTENTION", "USE_MEM_EFF_ATTENTION")
 #: Sets ROCM_FORCE_ENABLE_GPU_ASSERTS before each project() of torch's CMake run.
 GPU_ASSERTS_CMAKE = Path(__file__).resolve().with_name("gpu_asserts.cmake")
+#: composable_kernel's main header in torch's checkout: torch builds CK from this submodule.
+CK_HEADER = Path("third_party") / "composable_kernel" / "include" / "ck" / "ck.hpp"
+#: Targets torch's default builds MSLK for (its FP8 grouped GEMM kernels).
+MSLK_TARGETS = ("gfx942", "gfx950")
 _INCLUDE = "CMAKE_PROJECT_INCLUDE_BEFORE"
 
+USER = "user setting"
+DEFAULT = "the train's default for these targets"
+UNSUPPORTED = "not supported on these targets"
 
-def flash_attention(setting: str, *, triton: bool, targets: Sequence[str]) -> bool:
-    """Whether torch is built with flash attention."""
-    supported = flash_targets(targets)
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature of torch's build: on or off, why, and the variables written for it (none
+    when the train's default decides)."""
+
+    name: str
+    on: bool
+    why: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "on": self.on, "why": self.why, "env": dict(self.env)}
+
+    def describe(self) -> str:
+        return f"{self.name}: {'on' if self.on else 'off'} ({self.why})"
+
+
+def flash_attention(setting: str, *, targets: Sequence[str]) -> bool:
+    """Whether torch is built with flash attention, as far as the setting and targets say."""
     if setting == "off":
         return False
-    if setting == "on":
-        if not triton:
-            msg = (
-                "features.flash_attention = on needs Triton built in the same run; add triton "
-                "to the projects (rocm-build build triton torch) or set it to auto or off"
-            )
-            raise ConfigError(msg)
-        if not supported:
-            msg = (
-                f"features.flash_attention = on, but no target has aotriton kernels "
-                f"({', '.join(targets) or 'none'}; they start with {', '.join(FLASH_PREFIXES)}); "
-                "set it to auto or off"
-            )
-            raise ConfigError(msg)
-        return True
-    return triton and bool(supported)
+    if setting == "on" and not flash_targets(targets):
+        msg = (
+            f"features.flash_attention = on, but no target has aotriton kernels "
+            f"({', '.join(targets) or 'none'}; they start with {', '.join(FLASH_PREFIXES)}); "
+            "set it to auto or off"
+        )
+        raise ConfigError(msg)
+    return bool(flash_targets(targets))
+
+
+def _flash(setting: str, targets: Sequence[str]) -> Feature:
+    on = flash_attention(setting, targets=targets)
+    if setting in ("on", "off"):
+        return Feature("flash_attention", on, USER, dict.fromkeys(ATTENTION, "1" if on else "0"))
+    return Feature("flash_attention", on, DEFAULT if on else f"{UNSUPPORTED} (no aotriton kernels)")
+
+
+def _switch(name: str, setting: bool | None, default: bool, *names: str) -> Feature:
+    if setting is None:
+        return Feature(name, default, DEFAULT if default else UNSUPPORTED)
+    return Feature(name, setting, USER, dict.fromkeys(names, "1" if setting else "0"))
+
+
+def decide(features: FeatureSettings, *, targets: Sequence[str]) -> tuple[Feature, ...]:
+    """Each feature of torch's build for ``targets``: on or off, why, and what is written."""
+    mslk = any(t in MSLK_TARGETS for t in targets)
+    asserts = features.gpu_asserts
+    return (
+        _flash(features.flash_attention, targets),
+        _switch("ck_sdpa", features.ck_sdpa, True, "USE_ROCM_CK_SDPA"),
+        _switch("ck_gemm", features.ck_gemm, True, "USE_ROCM_CK_GEMM"),
+        _switch("mslk", features.mslk, mslk, "USE_MSLK", "USE_FBGEMM_GENAI"),
+        Feature("gpu_asserts", asserts, USER if asserts else DEFAULT),
+    )
+
+
+def given_wins(feature: Feature, given: Mapping[str, str]) -> Feature:
+    """``feature`` as the user's own variables (``build_env``, the environment) set it."""
+    names = {
+        "flash_attention": ATTENTION,
+        "ck_sdpa": ("USE_ROCM_CK_SDPA",),
+        "ck_gemm": ("USE_ROCM_CK_GEMM",),
+        "mslk": ("USE_MSLK", "USE_FBGEMM_GENAI"),
+    }.get(feature.name, ())
+    set_by_user = [n for n in names if n in given]
+    if not set_by_user:
+        return feature
+    on = given[set_by_user[0]].strip().lower() not in ("0", "off", "false", "no", "n", "")
+    why = f"{USER} ({', '.join(f'{n}={given[n]}' for n in set_by_user)})"
+    return replace(feature, on=on, why=why, env={})
 
 
 def torch_env(
     features: FeatureSettings,
     *,
-    triton: bool,
     targets: Sequence[str],
     given: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The variables torch's build gets for the features (``given``: its environment so far)."""
-    flash = flash_attention(features.flash_attention, triton=triton, targets=targets)
-    on = "1" if flash else "0"
-    env = {
-        "USE_FLASH_ATTENTION": on,
-        "USE_MEM_EFF_ATTENTION": on,
-        "USE_ROCM_CK_SDPA": "1" if features.ck_sdpa else "0",
-        "USE_ROCM_CK_GEMM": "1" if features.ck_gemm else "0",
-    }
+    env: dict[str, str] = {}
+    for feature in decide(features, targets=targets):
+        env.update(feature.env)
     if features.gpu_asserts:
         if (given or {}).get(_INCLUDE):
             msg = (

@@ -163,6 +163,8 @@ class ProjectStep:
     install_after: bool  # a later project builds against this one
     device_code: bool = True  # the wheel must carry HIP code objects (see ProjectSpec)
     notes: tuple[str, ...] = ()  # what the plan decided for the user (buildswitches)
+    #: torch's build features: on or off and why (buildfeatures); () for the other projects.
+    features: tuple[buildfeatures.Feature, ...] = ()
     #: Where the checkout came from: upstream, fork or other (the source manifest).
     checkout: buildsource.Source | None = None
 
@@ -211,6 +213,7 @@ class BuildPlan:
                     "checkout": s.checkout.as_json() if s.checkout else None,
                     "device_code": s.device_code,
                     "notes": list(s.notes),
+                    "features": [f.as_json() for f in s.features],
                     "log": str(s.log),
                     "requires": list(s.requires),
                     "requirement_files": [str(p) for p in s.requirement_files],
@@ -298,41 +301,51 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
 
 
 def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
-    """torch's build features (flash attention follows Triton being built in this run)."""
-    names = [s.name for s in made.steps]
-    if "torch" not in names:
+    """torch's build features: the variables written (only for what the user set) and, per
+    feature, on or off and why (``buildfeatures``)."""
+    if "torch" not in [s.name for s in made.steps]:
         return made
-    features = ctx.settings.features
-    # the tree only where CK is asked for: nothing else here needs it resolved
-    if (features.ck_sdpa or features.ck_gemm) and (
-        problem := featurecheck.ck_problem(ctx.settings, ctx.tree)
-    ):
-        raise RocmTreeError(problem)
-    setting = ctx.settings.features.flash_attention
-    add = buildfeatures.torch_env(
-        ctx.settings.features,
-        triton=tritonbuild.TRITON in names,
-        targets=made.targets,
-        given=next(s.env for s in made.steps if s.name == "torch"),
-    )
+    cfg = ctx.settings
     torch = next(s for s in made.steps if s.name == "torch")
-    spec = next(s for s in ctx.settings.selected_projects(["torch"]))
-    given = {**ctx.settings.env, **pairs(spec.build_env, "build_env", "torch")}
-    if any(k in given for k in buildfeatures.ATTENTION):
-        # the user's own USE_FLASH_ATTENTION / USE_MEM_EFF_ATTENTION win over the feature
-        add = {k: v for k, v in add.items() if k not in buildfeatures.ATTENTION}
-    elif add["USE_FLASH_ATTENTION"] == "1" and torch.env.get("USE_FLASH_ATTENTION") == "0":
-        # the aotriton switch turned attention off: no aotriton to be had without the network
-        if setting == "on":
-            msg = (
-                "features.flash_attention = on needs aotriton, and there is none pre-fetched "
-                "(see the plan's aotriton note): unpack an aotriton release for this ROCm and "
-                "set build.aotriton to its folder, or set features.flash_attention to auto or off"
-            )
-            raise ConfigError(msg)
-        add = {k: v for k, v in add.items() if k not in buildfeatures.ATTENTION}
-    steps = tuple(add_env(s, add) if s.name == "torch" else s for s in made.steps)
+    spec = next(iter(cfg.selected_projects(["torch"])))
+    given = {**cfg.env, **pairs(spec.build_env, "build_env", "torch")}
+    decided = [
+        _aotriton_state(buildfeatures.given_wins(f, given), torch.env, cfg.features.flash_attention)
+        for f in buildfeatures.decide(cfg.features, targets=made.targets)
+    ]
+    if problem := featurecheck.ck_problem(decided, torch.source):
+        raise RocmTreeError(problem)
+    add = buildfeatures.torch_env(cfg.features, targets=made.targets, given=torch.env)
+    add = {k: v for k, v in add.items() if k not in given}  # the user's own variables win
+    steps = tuple(
+        replace(add_env(s, add), features=tuple(decided)) if s.name == "torch" else s
+        for s in made.steps
+    )
     return replace(made, steps=steps)
+
+
+def _aotriton_state(
+    feature: buildfeatures.Feature, env: Mapping[str, str], setting: str
+) -> buildfeatures.Feature:
+    """Flash attention as the aotriton switch left it: off when no aotriton is at hand (the
+    build would download it mid-build), an error when the user asked for it on."""
+    if (
+        feature.name != "flash_attention"
+        or not feature.on
+        or feature.why.startswith(f"{buildfeatures.USER} (")
+    ):
+        return feature
+    if env.get("USE_FLASH_ATTENTION") != "0":
+        return feature
+    if setting == "on":
+        msg = (
+            "features.flash_attention = on needs aotriton, and there is none pre-fetched "
+            "(see the plan's aotriton note): unpack an aotriton release for this ROCm and "
+            "set build.aotriton to its folder, or set features.flash_attention to auto or off"
+        )
+        raise ConfigError(msg)
+    why = "no aotriton at hand: the build would download it mid-build (see the note)"
+    return replace(feature, on=False, why=why, env={})
 
 
 def _with_triton(made: BuildPlan, ctx: RunContext, label: str) -> BuildPlan:

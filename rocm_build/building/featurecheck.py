@@ -1,8 +1,9 @@
 """What each of torch's build features (``[features]``) needs, and whether this run has it.
 
-``doctor`` shows one line per feature: flash attention needs Triton built in the same run, a
-target with aotriton kernels and an aotriton install (``build.aotriton``); the composable-kernel
-backends need the tree's composable_kernel headers; GPU asserts need nothing but cost speed.
+``doctor`` shows one line per feature: flash attention needs a target with aotriton kernels and an
+aotriton install at hand (``build.aotriton``); the composable-kernel backends need torch's own
+``third_party/composable_kernel`` submodule in the checkout (torch builds CK from it, not from the
+ROCm tree); MSLK has kernels for gfx942 and gfx950; GPU asserts need nothing but cost speed.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_build.building import buildfeatures, buildswitches
+from rocm_build.building.buildfeatures import CK_HEADER, Feature
 from rocm_build.config.loader import Config
 from rocm_build.errors import ConfigError, RocmBuildError, RocmTreeError
 from rocm_build.rocm.dist import RocmTree
 
 __all__ = ["CK_HEADER", "FeatureNeed", "ck_problem", "needs"]
 
-#: composable_kernel's main header, installed with its headers under the tree's include/ck/.
-CK_HEADER = Path("include") / "ck" / "ck.hpp"
+_CK = ("ck_sdpa", "ck_gemm")
 
 
 @dataclass(frozen=True)
@@ -35,33 +36,36 @@ class FeatureNeed:
     error: type[RocmBuildError] | None = None
 
 
-def ck_problem(cfg: Config, tree: RocmTree) -> str:
-    """Why the tree cannot serve the composable-kernel features asked for ("" when it can)."""
-    asked = [n for n in ("ck_sdpa", "ck_gemm") if getattr(cfg.features, n)]
-    if not asked or (tree.root / CK_HEADER).is_file():
+def ck_problem(features: Sequence[Feature], torch_source: Path) -> str:
+    """Why torch's checkout cannot build the composable-kernel backends that are on ("" when it
+    can, or when both are off)."""
+    on = [f for f in features if f.name in _CK and f.on]
+    if not on or (torch_source / CK_HEADER).is_file():
         return ""
     return (
-        f"features.{' and features.'.join(asked)} need composable_kernel's headers "
-        f"({CK_HEADER} in the tree {tree.root}); use a tree with composable_kernel or turn "
-        f"{'them' if len(asked) > 1 else 'it'} off"
+        f"{' and '.join(f'{f.name} ({f.why})' for f in on)} build composable_kernel from torch's "
+        f"own submodule, and {torch_source / CK_HEADER} is missing: check torch out with its "
+        "submodules (rocm-build checkout torch), or set "
+        f"{' and '.join(f'features.{f.name}' for f in on)} to false"
     )
 
 
-def _flash(
-    cfg: Config, tree: RocmTree, targets: Sequence[str], triton: bool, cache: Path
-) -> FeatureNeed:
+def _setting(value: object) -> str:
+    return "default" if value is None else str(value).lower()
+
+
+def _flash(cfg: Config, tree: RocmTree, targets: Sequence[str], cache: Path) -> FeatureNeed:
     setting = cfg.features.flash_attention
     needs = (
-        "Triton built in the same run, a target starting with "
-        f"{', '.join(buildfeatures.FLASH_PREFIXES)}, and aotriton (build.aotriton)"
+        f"a target starting with {', '.join(buildfeatures.FLASH_PREFIXES)}, and aotriton "
+        "at hand (build.aotriton)"
     )
     try:
-        on = buildfeatures.flash_attention(setting, triton=triton, targets=targets)
+        on = buildfeatures.flash_attention(setting, targets=targets)
     except ConfigError as err:
         return FeatureNeed("flash_attention", setting, needs, str(err), False, ConfigError)
     if not on:
-        why = "no Triton in this run" if not triton else "no target with aotriton kernels"
-        state = "off" if setting == "off" else f"off ({why})"
+        state = "off" if setting == "off" else "off (no target with aotriton kernels)"
         return FeatureNeed("flash_attention", setting, needs, state, None)
     found = buildswitches.find_aotriton(tree, cfg.build.aotriton, cache)
     if found is not None:
@@ -76,23 +80,43 @@ def _flash(
     return FeatureNeed("flash_attention", setting, needs, state, False, ConfigError)
 
 
+def _ck(feature: Feature, setting: object, torch_source: Path) -> FeatureNeed:
+    var = "USE_ROCM_CK_SDPA" if feature.name == "ck_sdpa" else "USE_ROCM_CK_GEMM"
+    need = f"torch's {CK_HEADER.parents[2]} submodule ({CK_HEADER} in its checkout); {var}"
+    state = f"{'on' if feature.on else 'off'} ({feature.why})"
+    if not feature.on:
+        return FeatureNeed(feature.name, _setting(setting), need, state, None)
+    if not torch_source.is_dir():
+        return FeatureNeed(feature.name, _setting(setting), need, f"{state}; not checked out", None)
+    if (torch_source / CK_HEADER).is_file():
+        return FeatureNeed(feature.name, _setting(setting), need, state, True)
+    state = f"{state}, but torch's checkout has no {CK_HEADER}"
+    return FeatureNeed(feature.name, _setting(setting), need, state, False, RocmTreeError)
+
+
 def needs(
-    cfg: Config, tree: RocmTree, targets: Sequence[str], projects: Sequence[str], work_dir: Path
+    cfg: Config,
+    tree: RocmTree,
+    targets: Sequence[str],
+    work_dir: Path,
+    torch_source: Path,
 ) -> list[FeatureNeed]:
-    """Each feature and whether a build of ``projects`` for ``targets`` with ``tree`` has it."""
+    """Each feature and whether a build of torch for ``targets`` with ``tree`` and the checkout
+    at ``torch_source`` has it."""
     cache = buildswitches.aotriton_cache_dir(cfg.env, work_dir)
-    out = [_flash(cfg, tree, targets, "triton" in projects, cache)]
-    has_ck = (tree.root / CK_HEADER).is_file()
-    for name, var in (("ck_sdpa", "USE_ROCM_CK_SDPA"), ("ck_gemm", "USE_ROCM_CK_GEMM")):
-        on = bool(getattr(cfg.features, name))
-        need = f"composable_kernel's headers ({CK_HEADER} in the tree); {var}=1"
-        if not on:
-            out.append(FeatureNeed(name, "false", need, "off", None))
-        elif has_ck:
-            out.append(FeatureNeed(name, "true", need, "on", True))
-        else:
-            state = f"asked for, but the tree has no {CK_HEADER}"
-            out.append(FeatureNeed(name, "true", need, state, False, RocmTreeError))
+    decided = {f.name: f for f in buildfeatures.decide(cfg.features, targets=targets)}
+    out = [_flash(cfg, tree, targets, cache)]
+    out += [_ck(decided[n], getattr(cfg.features, n), torch_source) for n in _CK]
+    mslk = decided["mslk"]
+    out.append(
+        FeatureNeed(
+            "mslk",
+            _setting(cfg.features.mslk),
+            f"a target among {', '.join(buildfeatures.MSLK_TARGETS)}; USE_MSLK",
+            f"{'on' if mslk.on else 'off'} ({mslk.why})",
+            True if mslk.on else None,
+        )
+    )
     asserts = cfg.features.gpu_asserts
     out.append(
         FeatureNeed(

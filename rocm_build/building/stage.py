@@ -26,6 +26,7 @@ from packaging.version import Version
 from rocm_build import arch, locks, proc, statefile, tempfiles
 from rocm_build.building import tritonbuild
 from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
+from rocm_build.building.buildfeatures import Feature
 from rocm_build.building.buildplan import (
     GIB,
     BuildPlan,
@@ -213,6 +214,7 @@ class ProjectResult:
     #: What rocm-build set for the build (masked) and what the plan decided for the user.
     environment: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    features: tuple[Feature, ...] = ()  # torch's: on or off and why
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
@@ -231,6 +233,7 @@ class ProjectResult:
             "version_from": self.version_from,
             "environment": mask_values(self.environment),
             "notes": list(self.notes),
+            "features": [f.as_json() for f in self.features],
         }
 
 
@@ -406,6 +409,7 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
         version_from=step.version_from,
         environment={k: step.env.get(k, "") for k in step.changed},
         notes=step.notes,
+        features=step.features,
     )
 
 
@@ -592,4 +596,5 @@ def _build_one(
         version_from=step.version_from,
         environment={k: step.env.get(k, "") for k in step.changed},
         notes=step.notes,
+        features=step.features,
     )

@@ -157,5 +157,8 @@ def show_plan(plan: Any) -> None:
         if step.removed:
             lines.append(f"  removed from the environment: {' '.join(step.removed)}")
         lines += [f"  note: {note}" for note in step.notes]
+        if step.features:
+            lines.append("  features:")
+            lines += [f"    {f.describe()}" for f in step.features]
         for text in lines:
             out_console.print(text, markup=False, soft_wrap=True)

@@ -32,6 +32,7 @@ from rocm_build.config.schema import (
     MatrixSettings,
     Setting,
     SmokeSettings,
+    Switch,
     TritonSettings,
     check,
     dotted,
@@ -56,6 +57,7 @@ __all__ = [
     "Setting",
     "SmokeSettings",
     "Source",
+    "Switch",
     "TritonSettings",
     "check",
     "dotted",
@@ -395,6 +397,9 @@ def load(
     (``checkout.depth``); ``projects.NAME.KEY`` keys override one project's field."""
     defaults = load_defaults()
     values = _flatten_scalars(defaults)
+    for key, spec in SETTINGS.items():  # a switch's "" reads as unset (None)
+        if spec.kind is Switch and key in values:
+            values[key] = check(key, values[key], "defaults.toml")
     sources = dict.fromkeys(values, Source.DEFAULT)
     allowed = list(values)
 

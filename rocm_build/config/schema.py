@@ -41,6 +41,8 @@ class Setting:
         """What the setting accepts, as the error message and ``--help`` say it."""
         if self.choices:
             return "one of " + ", ".join(self.choices)
+        if self.kind is Switch:
+            return 'true, false or "" (the default)'
         name = "list of str" if self.kind is list else self.kind.__name__
         if self.min is not None and self.max is not None:
             return f"{name} ({_num(self.min)} to {_num(self.max)})"
@@ -57,6 +59,11 @@ class Setting:
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+class Switch:
+    """The kind of a switch that may be left unset: ``True``, ``False`` or ``None`` (not set:
+    the project's own default applies). ``""`` and ``default`` read as unset."""
 
 
 def _setting(
@@ -249,8 +256,15 @@ class FeatureSettings:
     flash_attention: str = _setting(
         str, "aotriton flash attention: auto, on or off", choices=("auto", "on", "off")
     )
-    ck_sdpa: bool = _setting(bool, "composable-kernel SDPA backend (USE_ROCM_CK_SDPA)")
-    ck_gemm: bool = _setting(bool, "composable-kernel GEMM backend (USE_ROCM_CK_GEMM)")
+    ck_sdpa: bool | None = _setting(
+        Switch, "composable-kernel SDPA backend (USE_ROCM_CK_SDPA); unset: torch's default"
+    )
+    ck_gemm: bool | None = _setting(
+        Switch, "composable-kernel GEMM backend (USE_ROCM_CK_GEMM); unset: torch's default"
+    )
+    mslk: bool | None = _setting(
+        Switch, "MSLK, formerly FBGEMM GenAI (USE_MSLK, USE_FBGEMM_GENAI); unset: torch's default"
+    )
     gpu_asserts: bool = _setting(bool, "HIP kernel asserts (ROCM_FORCE_ENABLE_GPU_ASSERTS)")
 
 
@@ -330,6 +344,13 @@ _INVALID: Any = object()
 def _coerce(raw: Any, kind: type) -> Any:
     """``raw`` as ``kind``; strings (the environment, flags) are parsed. ``_INVALID`` if it is
     not one: a float where an int is wanted is refused, not truncated."""
+    if kind is Switch:
+        if raw is None or isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("", "default"):
+            return None
+        return _coerce(text, bool)
     if kind is bool:
         if isinstance(raw, bool):
             return raw

@@ -185,11 +185,19 @@ def test_readme_lists_every_ranged_setting_with_what_it_allows() -> None:
 
 def test_each_section_field_is_typed_as_its_setting() -> None:
     """The dataclass fields (what mypy sees) and the table (what values are checked against)
-    say the same type: a list setting is a tuple of str, the rest their own type."""
+    say the same type: a list setting is a tuple of str, a switch a bool or None, the rest their
+    own type."""
     import dataclasses
     import typing
 
-    expected = {str: str, int: int, float: float, bool: bool, list: tuple[str, ...]}
+    expected = {
+        str: str,
+        int: int,
+        float: float,
+        bool: bool,
+        list: tuple[str, ...],
+        config.Switch: bool | None,  # unset: the project's own default
+    }
     for section, cls in config.SECTIONS.items():
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):

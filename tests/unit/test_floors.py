@@ -3,6 +3,7 @@ reason, and a malformed table is a one-line configuration error."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ import pytest
 from rocm_build import config
 from rocm_build.building import floors
 from rocm_build.errors import ConfigError
+from rocm_build.rocm import dist
+
+from .test_dist import make_tree
 
 
 def test_every_train_has_a_floor_or_says_why_not(tmp_path: Path) -> None:
@@ -27,6 +31,31 @@ def test_2_14_requires_hipfile_from_rocm_7_14_and_records_no_rocm_floor(tmp_path
     floor = floors.floor_of("2.14", config.load(cwd=tmp_path, env={}).floors)
     assert (floor.rocm, dict(floor.packages)) == ("", {"torch": ("hipfile>=7.14",)})
     assert floor.describe() == "2.14: ROCm floor not recorded; torch needs hipfile (from ROCm 7.14)"
+
+
+@pytest.mark.parametrize(("train", "pr"), [("2.11", 3529), ("2.12", 3530), ("2.13", 3531)])
+def test_rocm_10_needs_libhipcxx_for_2_11_to_2_13(tmp_path: Path, train: str, pr: int) -> None:
+    # ROCm/pytorch#3529-3531: LoadHIP.cmake requires libhipcxx from ROCm 10.0 on.
+    floor = floors.floor_of(train, config.load(cwd=tmp_path, env={}).floors)
+    assert (floor.rocm, dict(floor.packages)) == ("", {"torch": ("libhipcxx>=10.0",)}), pr
+    root = make_tree(tmp_path / "rocm")
+    (root / ".info" / "version").write_text("10.0.0\n")
+    ten = dist.open_tree(root)
+    assert floors.unmet(floor, ten, ["torch"]) == [
+        f"release train {train}'s torch needs CMake packages missing from lib/cmake: "
+        f'libhipcxx (from ROCm 10.0) ([floors."{train}"])'
+    ]
+    (root / "lib" / "cmake" / "libhipcxx").mkdir(parents=True)
+    (root / "lib" / "cmake" / "libhipcxx" / "libhipcxx-config.cmake").write_bytes(b"")
+    assert floors.unmet(floor, dist.open_tree(root), ["torch"]) == []
+    shutil.rmtree(root / "lib" / "cmake" / "libhipcxx")
+    (root / ".info" / "version").write_text("7.14.0\n")  # below ROCm 10: not required
+    assert floors.unmet(floor, dist.open_tree(root), ["torch"]) == []
+
+
+def test_nightly_records_no_floor(tmp_path: Path) -> None:
+    floor = floors.floor_of("nightly", config.load(cwd=tmp_path, env={}).floors)
+    assert "moves daily" in floor.unknown
 
 
 def test_a_floor_of_your_own_replaces_the_trains(tmp_path: Path) -> None:

@@ -189,12 +189,12 @@ def test_each_job_builds_its_trains_projects_and_triton(tmp_path: Path) -> None:
     by_train = {j.train: j.projects for j in matrix.plan_matrix(cfg)}
     assert by_train == {
         "2.11": "torch,torchvision,torchaudio,triton",
-        "2.12": "torch,torchvision,triton",  # torchaudio's releases end at 2.11
+        "2.12": "torch,torchvision,torchaudio,triton",  # torchaudio v2.11.0, as TheRock pairs it
     }
     # what a job's ROCM_BUILD_DEFAULT_PROJECTS makes of it: triton built before torch
     env = {"ROCM_BUILD_TRAIN": "2.12", "ROCM_BUILD_DEFAULT_PROJECTS": by_train["2.12"]}
     chosen = [s.name for s in config.load(cwd=tmp_path, env=env).selected_projects()]
-    assert chosen == ["triton", "torch", "torchvision"]
+    assert chosen == ["triton", "torch", "torchvision", "torchaudio"]
 
 
 def test_extra_projects_can_be_none_or_must_be_known(tmp_path: Path) -> None:
@@ -208,5 +208,5 @@ def test_extra_projects_can_be_none_or_must_be_known(tmp_path: Path) -> None:
     )
     assert {j.projects for j in matrix.plan_matrix(own)} == {"torch,triton"}
     bad = load(tmp_path, pythons=["3.12"], arch_groups=["gfx94X"], extra_projects=["tritn"])
-    with pytest.raises(ConfigError, match=r"matrix jobs of train 2\.11: unknown project 'tritn'"):
+    with pytest.raises(ConfigError, match=r"matrix jobs of train 2\.14: unknown project 'tritn'"):
         matrix.plan_matrix(bad)

@@ -87,8 +87,8 @@ def test_plan_flags_and_user_refs(tmp_path: Path) -> None:
 
 
 def test_plan_with_no_ref_anywhere_is_allowed_until_execution(tmp_path: Path) -> None:
-    # Train 2.12 has no torchaudio: related_commits may still pin it at run time.
-    cfg = _cfg(tmp_path, train="2.12")
+    # A train without torchaudio: related_commits may still pin it at run time.
+    cfg = _cfg(tmp_path, '[trains."mine"]\ntorch = "v2.12.1"\n', train="mine")
     plan = sources.plan(context.resolve(cfg), ["torchaudio"])
     assert plan.projects[-1].ref == ""
 

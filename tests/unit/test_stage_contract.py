@@ -57,6 +57,10 @@ def _checkout(src: Path, name: str, version: str) -> None:
     (src / name / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (src / name / "version.txt").write_text(version + "\n")
     (src / name / "requirements.txt").write_text("numpy\n")
+    # torch builds composable_kernel from its own submodule (on by default)
+    ck = src / name / "third_party" / "composable_kernel" / "include" / "ck"
+    ck.mkdir(parents=True)
+    (ck / "ck.hpp").write_text("#pragma once\n")
 
 
 def _tree(root: Path) -> Path:

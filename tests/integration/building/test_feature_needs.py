@@ -1,6 +1,7 @@
-"""What each build feature needs, against the real ROCm 5.2.3 tree (no composable_kernel headers
-in it, no aotriton): doctor says it per feature and blocks on a feature the run cannot serve, and
-a build asked for the composable-kernel backends stops before anything is built."""
+"""What each build feature needs, against the real ROCm 5.2.3 tree (no aotriton in it): doctor
+says it per feature and blocks on a feature the run cannot serve (composable_kernel is torch's own
+submodule, not the tree's), and a build whose torch checkout lacks that submodule stops before
+anything is built."""
 
 from __future__ import annotations
 
@@ -27,9 +28,13 @@ def test_doctor_says_what_each_feature_needs(
     res = _doctor(rocm_tree, tmp_path, run_cli, {}, "--json", "torch")
     assert res.returncode == 0, res.stderr
     features = {f["name"]: f for f in json.loads(res.stdout)["features"]}
-    assert features["flash_attention"]["state"] == "off (no Triton in this run)"
+    state = "off: no pre-fetched aotriton (build.aotriton = auto finds none)"
+    assert features["flash_attention"]["state"] == state
     assert "aotriton" in features["flash_attention"]["needs"]
-    assert "include/ck/ck.hpp" in features["ck_sdpa"]["needs"]
+    assert "third_party/composable_kernel/include/ck/ck.hpp" in features["ck_sdpa"]["needs"]
+    default = "the train's default for these targets"
+    assert features["ck_sdpa"]["state"] == f"on ({default}); not checked out"
+    assert features["mslk"]["state"] == "off (not supported on these targets)"
     assert features["gpu_asserts"]["state"] == "off"
     text = _doctor(rocm_tree, tmp_path, run_cli, {}, "torch").stdout
     assert "flash_attention" in text
@@ -39,32 +44,35 @@ def test_doctor_says_what_each_feature_needs(
 def test_doctor_blocks_a_feature_the_tree_cannot_serve(
     rocm_tree: Path, tmp_path: Path, run_cli: CliRunner
 ) -> None:
+    (tmp_path / "src" / "torch").mkdir(parents=True)  # a checkout without its submodules
     res = _doctor(rocm_tree, tmp_path, run_cli, {"ROCM_BUILD_FEATURES_CK_GEMM": "1"}, "torch")
     assert res.returncode == 8, res.stderr
-    assert "features.ck_gemm: asked for, but the tree has no include/ck/ck.hpp" in res.stderr
+    header = "third_party/composable_kernel/include/ck/ck.hpp"
+    assert f"features.ck_gemm: on (user setting), but torch's checkout has no {header}" in (
+        res.stderr
+    )
     res = _doctor(
-        rocm_tree, tmp_path, run_cli, {"ROCM_BUILD_FEATURES_FLASH_ATTENTION": "on"}, "torch"
+        rocm_tree,
+        tmp_path,
+        run_cli,
+        {"ROCM_BUILD_FEATURES_FLASH_ATTENTION": "on", "ROCM_BUILD_FEATURES_CK_GEMM": "0"},
+        "torch",
     )
     assert res.returncode == 2, res.stderr
-    assert "needs Triton built in the same run" in res.stderr
+    assert "on needs aotriton" in res.stderr
 
 
-def test_a_ck_build_without_ck_headers_stops_before_building(
-    workspace: Workspace, tmp_path: Path
-) -> None:
+def test_a_ck_build_without_torchs_submodule_stops_before_building(workspace: Workspace) -> None:
     env = {"ROCM_BUILD_FEATURES_CK_SDPA": "1"}
-    res = workspace.build("torch", env=env)
-    assert res.returncode == 8, res.stderr
-    assert "Traceback" not in res.stderr
-    assert "features.ck_sdpa need composable_kernel's headers" in res.stderr, res.stderr
-    assert not (workspace.root / ".rocm-build" / "logs" / "build-torch.log").exists()
-    # With the headers in (a copy of) the tree, the plan takes it.
-    tree = tmp_path / "tree-with-ck"
-    shutil.copytree(workspace.tree, tree, symlinks=True)
-    (tree / "include" / "ck").mkdir(parents=True)
-    (tree / "include" / "ck" / "ck.hpp").write_text("#pragma once\n")
-    workspace.tree = tree
+    # With the submodule in the checkout, the plan writes the switch the user asked for.
     dry = workspace.build("torch", "--dry-run", as_json=True, env=env)
     assert dry.returncode == 0, dry.stderr
     (step,) = json.loads(dry.stdout)["projects"]
     assert step["env"]["USE_ROCM_CK_SDPA"] == "1"
+    assert "USE_ROCM_CK_GEMM" not in step["env"]  # left to the train's default
+    shutil.rmtree(workspace.root / "src" / "torch" / "third_party")
+    res = workspace.build("torch", env=env)
+    assert res.returncode == 8, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "ck_sdpa (user setting) and ck_gemm (the train's default" in res.stderr, res.stderr
+    assert not (workspace.root / ".rocm-build" / "logs" / "build-torch.log").exists()

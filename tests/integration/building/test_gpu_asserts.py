@@ -88,7 +88,7 @@ def test_inspect_shows_what_the_fixture_torch_was_built_with(workspace: Workspac
     assert features["rocm"] is True
     assert features["hip"] == features["rocm_version"]
     assert features["hip"].startswith("5.2"), features  # the Debian tree's ROCm
-    assert features["flash_attention"] is False  # auto, and no Triton in this run
+    assert features["flash_attention"] is False  # auto, and no aotriton at hand
     text = workspace.run_cli(["inspect", str(wheel)], cwd=workspace.root)
     assert "GPU kernel asserts: on" in text.stdout, text.stdout
     assert "flash attention (aotriton): off" in text.stdout, text.stdout

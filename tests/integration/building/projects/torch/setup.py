@@ -7,7 +7,8 @@ FIXTURE_CPU_ONLY=1 (the build silently falls back to CPU), FIXTURE_DROP_ARCH=gfx
 build ignores one target), FIXTURE_EXTRA_ARCH=gfxN (a part builds for a target of its own),
 FIXTURE_IGNORE_EXTRA_REQUIREMENTS=1 (PYTORCH_EXTRA_INSTALL_REQUIREMENTS is not honoured),
 FIXTURE_KILL_WHEN_PARALLEL=1 (a compile job is SIGKILLed while more than one job runs, as the OOM
-killer does), FIXTURE_FAIL=1 (a compile error).
+killer does), FIXTURE_FAIL=1 (a compile error), FIXTURE_USER_SWITCHES="USE_X USE_Y" (the feature
+switches the test's user asked for: only those may be set, see FEATURES).
 
 Like the real torch's CMake, it reads the switches a build leaves to chance unless told: Kineto's
 ROCM_SOURCE_DIR (PyTorch defaults it to /opt/rocm), the CPU BLAS (TheRock's tree ships OpenBLAS in
@@ -15,6 +16,13 @@ lib/host-math), USE_NUMA (LoadHIP: NUMA's link folder can pull a distro libhsa-r
 with flash or memory-efficient attention on and no AOTRITON_INSTALLED_PREFIX, it downloads
 aotriton (from AOTRITON_URL below: a refused local port stands for the network, denied in tests).
 Each fails the build when wrong, as the real build would go wrong.
+
+Its feature options (FEATURES) take torch's own defaults: the composable-kernel SDPA and GEMM
+backends on (Linux), built from the checkout's third_party/composable_kernel submodule (a
+configure error when its include/ck/ck.hpp is missing), MSLK (FBGEMM GenAI before) on when a target
+is gfx942 or gfx950. Neither reference build sets these, so a value the user did not ask for
+(FIXTURE_USER_SWITCHES) is a configure error: a build that forces them has left the reference.
+The options as decided are recorded in torch/_features.json.
 """
 
 import json
@@ -35,6 +43,36 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 AOTRITON_URL = "http://127.0.0.1:9/aotriton-runtime.tar.gz"
 OFF = ("0", "OFF", "off", "false", "FALSE", "no", "NO")
+CK_HEADER = Path("third_party") / "composable_kernel" / "include" / "ck" / "ck.hpp"
+#: torch's ROCm feature options and their default for the targets (CMake option() defaults).
+FEATURES = {
+    "USE_ROCM_CK_SDPA": lambda targets: True,
+    "USE_ROCM_CK_GEMM": lambda targets: True,
+    "USE_MSLK": lambda targets: any(t in ("gfx942", "gfx950") for t in targets),
+    "USE_FBGEMM_GENAI": lambda targets: any(t in ("gfx942", "gfx950") for t in targets),
+}
+
+
+def check_features(env, targets):
+    """The feature options as torch's CMake decides them; a configure error on a value nobody
+    asked for, or on CK without the composable_kernel submodule."""
+    asked = set(env.get("FIXTURE_USER_SWITCHES", "").replace(",", " ").split())
+    forced = [f"{k}={env[k]}" for k in FEATURES if k in env and k not in asked]
+    if forced:
+        sys.exit(
+            f"CMake Error: {', '.join(forced)} set by the build, though the user did not ask "
+            "for it: the reference builds leave it to torch's default"
+        )
+    on = {
+        k: (env[k] not in OFF) if k in env else default(targets) for k, default in FEATURES.items()
+    }
+    ck = [k for k in ("USE_ROCM_CK_SDPA", "USE_ROCM_CK_GEMM") if on[k]]
+    if ck and not (HERE / CK_HEADER).is_file():
+        sys.exit(
+            f"CMake Error: {', '.join(ck)} on, but {CK_HEADER} is missing: "
+            "the composable_kernel submodule is not checked out"
+        )
+    return on
 
 
 def check_switches(env):
@@ -52,6 +90,8 @@ def check_switches(env):
         env.get("BLAS") != "OpenBLAS" or env.get("OpenBLAS_HOME") != str(host_math)
     ):
         sys.exit(f"BLAS: the tree's OpenBLAS ({host_math}) is not used: BLAS={env.get('BLAS')}")
+    targets = [t for t in env.get("PYTORCH_ROCM_ARCH", "").split(";") if t]
+    features = check_features(env, targets)
     wants = [
         k for k in ("USE_FLASH_ATTENTION", "USE_MEM_EFF_ATTENTION") if env.get(k, "1") not in OFF
     ]
@@ -65,6 +105,7 @@ def check_switches(env):
             urllib.request.urlopen(AOTRITON_URL, timeout=10)
         except OSError as exc:
             sys.exit(f"aotriton: download of {AOTRITON_URL} failed (network denied?): {exc}")
+    return features
 
 
 def version():
@@ -83,7 +124,8 @@ def run(cmd):
 
 def compile_library(out_dir):
     env = os.environ
-    check_switches(env)
+    features = check_switches(env)
+    (out_dir.parent / "_features.json").write_text(json.dumps(features, sort_keys=True))
     rocm = env["ROCM_PATH"]
     clang = str(Path(env["HIP_CLANG_PATH"]) / "clang++")
     jobs = int(env.get("MAX_JOBS") or 1)

@@ -1,0 +1,2 @@
+#pragma once
+// stands for torch's composable_kernel submodule
