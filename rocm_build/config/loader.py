@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rocm_build import arch
 from rocm_build.config.schema import (
     PROJECT_SETTINGS,
     SECTIONS,
@@ -414,7 +415,9 @@ def load(
     targets = defaults["targets"]
     user_targets = file_data.get("targets", {})
     _check_keys(f"{where} [targets]", user_targets, list(targets))
-    known = tuple(dict.fromkeys([*targets["known"], *user_targets.get("known", [])]))
+    known = tuple(
+        dict.fromkeys([*arch.BOOTSTRAP_TARGETS, *targets["known"], *user_targets.get("known", [])])
+    )
     families = {k: tuple(v) for k, v in targets["families"].items()}
     families.update({k: tuple(v) for k, v in user_targets.get("families", {}).items()})
 
