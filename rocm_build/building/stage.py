@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from rocm_build import arch, locks, proc, statefile, tempfiles
-from rocm_build.building import tritonbuild
+from rocm_build.building import gitversion, tritonbuild
 from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
 from rocm_build.building.buildplan import (
     GIB,
@@ -522,6 +522,20 @@ def _check(plan: BuildPlan, step: ProjectStep, wheel: Path) -> WheelFacts:
     return facts
 
 
+def _upstream_git_version(step: ProjectStep, wheel: Path) -> list[str]:
+    """Name the upstream commit in the wheel's ``git_version`` (gitversion.py); what to note."""
+    member = gitversion.VERSION_MEMBERS.get(step.name)
+    upstream = gitversion.upstream_commit(step.source) if member else None
+    if member is None or upstream is None:
+        return []
+    was = gitversion.name_upstream(wheel, member, upstream)
+    if not was:
+        return []
+    note = f"git_version: {upstream}, the upstream commit (the build saw {was}, the hipify commit)"
+    log.info("%s: %s", step.name, note)
+    return [note]
+
+
 def _build_one(
     plan: BuildPlan,
     step: ProjectStep,
@@ -546,6 +560,7 @@ def _build_one(
         if change:
             log.warning("%s: its build did not pin %s; set %s", step.name, dep, change)
             pinned.append(change)
+    notes = [*step.notes, *_upstream_git_version(step, wheel)]
     dest = _place(wheel, plan.output_dir, no_wait=plan.no_wait)
     if step.install_after:
         pip(
@@ -570,5 +585,5 @@ def _build_one(
         device_code=step.device_code,
         version_from=step.version_from,
         environment={k: step.env.get(k, "") for k in step.changed},
-        notes=step.notes,
+        notes=tuple(notes),
     )

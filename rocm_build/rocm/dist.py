@@ -48,6 +48,7 @@ __all__ = [
     "open_tree",
     "read_tree_version",
     "require_valid",
+    "rocm_label_version",
     "validate",
 ]
 
@@ -353,13 +354,23 @@ def require_valid(check: TreeCheck) -> None:
     raise RocmTreeError(msg)
 
 
+def rocm_label_version(tree_version: str) -> str:
+    """The ROCm version as PyTorch's wheels name it in their label: major.minor (``7.14.0`` and
+    ``7.14.0a20260801`` -> ``7.14``; PyTorch's CI sets ``DESIRED_CUDA=rocm7.14``, and its wheels
+    are ``torch-2.14.0+rocm7.14``); a version without a minor number as it is."""
+    match = re.match(r"(\d+)\.(\d+)", tree_version)
+    return f"{match.group(1)}.{match.group(2)}" if match else tree_version
+
+
 def local_version_label(tree_version: str, suffix: str) -> str:
-    """The ``+...`` part added to project versions: ``suffix`` if given (``{rocm}`` in it: the
-    tree's ROCm version), else ``+rocm<ver>``."""
+    """The ``+...`` part added to project versions: ``suffix`` if given, the user's as written
+    (``{rocm}`` in it: the tree's ROCm version as :func:`rocm_label_version` gives it), else
+    ``+rocm<major.minor>`` as PyTorch writes it."""
+    short = rocm_label_version(tree_version)
     if suffix:
-        suffix = suffix.replace("{rocm}", tree_version)
+        suffix = suffix.replace("{rocm}", short)
         return suffix if suffix.startswith("+") else "+" + suffix
-    return f"+rocm{tree_version}" if tree_version else "+rocm"
+    return f"+rocm{short}" if short else "+rocm"
 
 
 def join_values(*parts: str | None, sep: str = os.pathsep) -> str:

@@ -170,11 +170,17 @@ def test_environment_is_composed_and_extends_the_users(tmp_path: Path) -> None:
 
 
 def test_local_version_label() -> None:
-    assert dist.local_version_label("6.4.1", "") == "+rocm6.4.1"
+    # PyTorch's form: major.minor (torch-2.14.0+rocm7.14), a nightly tree's version too
+    assert dist.local_version_label("7.14.0", "") == "+rocm7.14"
+    assert dist.local_version_label("7.14.0a20260801", "") == "+rocm7.14"
+    assert dist.local_version_label("6.4.1", "") == "+rocm6.4"
+    assert dist.local_version_label("10.0.0", "") == "+rocm10.0"
+    assert dist.local_version_label("", "") == "+rocm"
+    # the user's suffix stays theirs
     assert dist.local_version_label("6.4.1", "rocm6.4.1.custom") == "+rocm6.4.1.custom"
     assert dist.local_version_label("6.4.1", "+mine") == "+mine"
-    # the matrix's default suffix: the tree's version filled in by build
-    assert dist.local_version_label("6.4.1", "+rocm{rocm}.gfx94X") == "+rocm6.4.1.gfx94X"
+    # the matrix's default suffix: the tree's version filled in by build, as the label has it
+    assert dist.local_version_label("6.4.1", "+rocm{rocm}.gfx94X") == "+rocm6.4.gfx94X"
 
 
 def test_url_sha256_fragment() -> None:
