@@ -53,7 +53,7 @@ def pip(
 ) -> None:
     proc.run(
         [str(plan.python), "-m", "pip", *args],
-        cwd=step.source,
+        cwd=step.cwd,
         env=step.env,
         log_file=step.log,
         what=what,
@@ -122,7 +122,7 @@ def run_build(
     try:
         proc.run(
             step.command,
-            cwd=step.source,
+            cwd=step.cwd,
             env=step.env,
             log_file=step.log,
             what=f"{step.name} build",
@@ -145,7 +145,7 @@ def run_build(
         try:
             proc.run(
                 retry.command,
-                cwd=step.source,
+                cwd=step.cwd,
                 env=env,
                 log_file=step.log,
                 what=f"{step.name} build",
