@@ -48,6 +48,7 @@ __all__ = [
     "detect_gpus",
     "expand",
     "gfx_tokens",
+    "is_known",
     "keeps",
     "members",
     "overlaps",
@@ -57,6 +58,7 @@ __all__ = [
     "serves",
     "serves_id",
     "split_arch",
+    "suggest",
     "target_from_version",
 ]
 
@@ -188,6 +190,19 @@ def package_key(target: str) -> str:
     return str(rocm_bootstrap.bundle_names(bundle).dist_name)
 
 
+def is_known(name: str, *, known: Sequence[str], families: Mapping[str, Sequence[str]]) -> bool:
+    """Whether ``name`` (no features) is a target or a family :func:`expand` takes."""
+    return name.lower() in set(known) or _family(name, families) is not None
+
+
+def suggest(name: str, *, known: Sequence[str], families: Mapping[str, Sequence[str]]) -> list[str]:
+    """The targets, then the families, closest to an unknown name (targets first: a near-miss
+    of gfx90a is not a group's name)."""
+    close = difflib.get_close_matches(name.lower(), known, n=4, cutoff=0.6)
+    groups = [*families, *BOOTSTRAP_GROUPS]
+    return close + difflib.get_close_matches(name.lower(), groups, n=2, cutoff=0.6)
+
+
 def _sample(families: Mapping[str, Sequence[str]]) -> str:
     """A few family names, TheRock's CI strings first, for an error message."""
     names = sorted(families, key=lambda k: ("-" not in k, k.lower()))
@@ -231,10 +246,7 @@ def expand(
         else:
             lowered = base.lower()
             if lowered not in known_set:
-                # targets first, then families: a near-miss of gfx90a is not a group's name
-                close = difflib.get_close_matches(lowered, known, n=4, cutoff=0.6)
-                groups = [*families, *BOOTSTRAP_GROUPS]
-                close += difflib.get_close_matches(lowered, groups, n=2, cutoff=0.6)
+                close = suggest(lowered, known=known, families=families)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 what = "not a gfx target name" if not _NAME.match(lowered) else "not a known target"
                 msg = (

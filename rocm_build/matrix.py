@@ -81,9 +81,20 @@ def split_list(value: str | Sequence[str]) -> list[str]:
 def _expand(member: str, cfg: Config) -> tuple[str, ...]:
     """A group member as ``--arch`` reads it (a target, TheRock's family strings, rocm-bootstrap's
     groups)."""
+    known, families = cfg.known_targets, cfg.target_families
+    base = member.split(":", 1)[0]
+    if not arch.is_known(base, known=known, families=families):
+        close = arch.suggest(base, known=known, families=families)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        msg = (
+            f"unknown gfx target or family '{member}' in --arch-groups{hint} (families: "
+            "TheRock's strings such as gfx94X-dcgpu, rocm-bootstrap's groups such as gfx110x, "
+            "targets.families in the config; `rocm-build config --json` lists them)"
+        )
+        raise ConfigError(msg)
     try:
-        return arch.expand([member], known=cfg.known_targets, families=cfg.target_families)
-    except ConfigError as err:
+        return arch.expand([member], known=known, families=families)
+    except ConfigError as err:  # a target's features
         raise ConfigError(f"--arch-groups: {err}") from None
 
 

@@ -99,6 +99,10 @@ class ProjectSpec:
     #: "PACKAGE | feature that needs it | setting that turns the feature off": used when present.
     #: PACKAGE is a CMake package, or lib:NAME for a library found by name (libNAME.so).
     optional_cmake_packages: tuple[str, ...] = ()
+    #: "PATH | what the build links when PATH is in the tree | setting that leaves it out": the
+    #: project's build turns a dependency on by itself when the tree has it (doctor and the
+    #: build plan say so).
+    tree_links: tuple[str, ...] = ()
     # build (rocm_build/build.py)
     build_tool: str = "pip"  # "pip" (PEP 517, pip wheel) | "setup.py" (setup.py bdist_wheel)
     requirements: tuple[str, ...] = ()  # requirement files in the checkout, for the build venv
@@ -362,6 +366,7 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
             "version_env",
             "cmake_packages",
             "optional_cmake_packages",
+            "tree_links",
             "requirements",
             "build_env",
             "pin_env",

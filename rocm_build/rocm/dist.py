@@ -287,9 +287,24 @@ def _has_cmake_package(root: Path, package: str) -> bool:
 
 
 def _has_optional(root: Path, package: str) -> bool:
+    """A CMake package, ``lib:NAME`` (``lib/libNAME.so*``), or several joined by `` or ``
+    (any one will do: Kineto traces through rocprofiler-sdk on ROCm 7, roctracer before)."""
+    if " or " in package:
+        return any(_has_optional(root, p.strip()) for p in package.split(" or "))
     if package.startswith("lib:"):
         return any((root / "lib").glob(f"lib{package[4:]}.so*"))
     return _has_cmake_package(root, package)
+
+
+def _tree_links(root: Path, spec: ProjectSpec) -> list[str]:
+    """What the project's build links because the tree has it (``tree_links``)."""
+    out = []
+    for entry in spec.tree_links:
+        path, what, setting = (*(p.strip() for p in entry.split("|")), "", "")[:3]
+        if path and (root / path).exists():
+            text = f"{spec.name}: {path} is in the tree, so the build links {what or path}"
+            out.append(text + (f" ({setting} leaves it out)" if setting else ""))
+    return out
 
 
 def validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence[str]) -> TreeCheck:
@@ -331,6 +346,8 @@ def _validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence
                 text = f"{spec.name}: {package} is missing, so the build leaves out "
                 text += feature or "a feature"
                 warnings.append(text + (f"; turn it off with {setting}" if setting else ""))
+    for spec in projects:
+        warnings += _tree_links(tree.root, spec)
     unsupported = [t for t in targets if not tree.supports(t)]
     if unsupported:
         have = tree.declared_targets if tree.declared_targets is not None else tree.bitcode_targets

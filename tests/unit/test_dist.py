@@ -192,3 +192,40 @@ def test_url_sha256_fragment() -> None:
         dist._split_url("https://x/t.tar.gz", "xyz")
     assert dist.is_url("https://x/t.tar.gz")
     assert not dist.is_url("/opt/rocm")
+
+
+def _warnings(root: Path, project: str) -> str:
+    return "\n".join(dist.validate(dist.open_tree(root), [CFG.project(project)], []).warnings)
+
+
+def test_kineto_probe_takes_rocprofiler_sdk_or_roctracer(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "t")
+    assert "Kineto" in _warnings(root, "torch")  # neither: tracing is left out
+    sdk = root / "lib" / "librocprofiler-sdk.so.1"
+    sdk.write_bytes(b"")
+    assert "Kineto" not in _warnings(root, "torch")  # ROCm 7: rocprofiler-sdk
+    sdk.unlink()
+    (root / "lib" / "libroctracer64.so.4").write_bytes(b"")
+    assert "Kineto" not in _warnings(root, "torch")  # ROCm 6: roctracer
+
+
+def test_hipdnn_is_reported(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "t")
+    assert "USE_HIPDNN=0" in _warnings(root, "torch")
+    (root / "lib" / "cmake" / "hipdnn_frontend").mkdir(parents=True)
+    assert "hipDNN" not in _warnings(root, "torch")
+
+
+def test_torchvision_says_it_links_rocjpeg_when_the_tree_has_it(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "t")
+    assert "rocjpeg" not in _warnings(root, "torchvision")
+    header = root / "include" / "rocjpeg" / "rocjpeg.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("")
+    text = _warnings(root, "torchvision")
+    assert "include/rocjpeg/rocjpeg.h is in the tree, so the build links librocjpeg" in text
+    assert "TORCHVISION_USE_ROCJPEG=0 leaves it out" in text
+
+
+def test_torchaudio_gets_therocks_switches() -> None:
+    assert CFG.project("torchaudio").reference_env == ("USE_FFMPEG=1", "USE_OPENMP=1")

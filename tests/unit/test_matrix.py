@@ -115,7 +115,7 @@ def test_duplicates_collapse_and_order_is_stable(tmp_path: Path) -> None:
     [
         ({"pythons": ["python3.12"]}, "not MAJOR.MINOR"),
         ({"trains": ["2.99"]}, "unknown release train '2.99'"),
-        ({"arch_groups": ["gfx9422"]}, "--arch-groups: .*did you mean gfx942"),
+        ({"arch_groups": ["gfx9422"]}, "did you mean 'gfx942'"),
         ({"arch_groups": ["gfx94X", "gfx94X"]}, "given twice"),
         ({"arch_groups": ["x=;"]}, "is empty"),
         ({"arch_groups": ["bad/name=gfx942"]}, "may only use"),
