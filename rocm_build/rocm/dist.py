@@ -373,8 +373,8 @@ def require_valid(check: TreeCheck) -> None:
 
 def rocm_label_version(tree_version: str) -> str:
     """The ROCm version as PyTorch's wheels name it in their label: major.minor (``7.14.0`` and
-    ``7.14.0a20260801`` -> ``7.14``; PyTorch's CI sets ``DESIRED_CUDA=rocm7.14``, and its wheels
-    are ``torch-2.14.0+rocm7.14``); a version without a minor number as it is."""
+    ``7.14.0a20260801`` -> ``7.14``, as in ``torch-2.7.1+rocm6.3`` and
+    ``torch-2.13.0.dev+rocm7.2``); a version without a minor number as it is."""
     match = re.match(r"(\d+)\.(\d+)", tree_version)
     return f"{match.group(1)}.{match.group(2)}" if match else tree_version
 
