@@ -8,6 +8,21 @@ same ISA with or without features.
 LLVM's generic processors (``gfx9-4-generic`` and the like) name code that runs on each of a list
 of processors; :data:`GENERIC` holds those lists, and :func:`serves` / :func:`overlaps` are the
 one place that decides whether code or data for one name is of use on another.
+
+AMD's target hierarchy comes from the ``rocm-bootstrap`` package (a dependency): the targets it
+knows, its groups (``gfx110x``, ``gfx12_5``, ``gfx11``) as families, the decoding of a GPU's KFD
+``gfx_target_version`` and its two detection variables, and the package name of a target's device
+wheel. What rocm-build keeps of its own, and why:
+
+- TheRock's family strings (``gfx110X-dgpu``, ``dcgpu-all``, ...; ``[targets.families]`` in
+  defaults.toml): rocm-bootstrap's groups are LLVM's major/minor split, not TheRock's product
+  classes, and rocm-bootstrap 0.3.0 carries none of TheRock's names.
+- :data:`GENERIC`: rocm-bootstrap names a group's LLVM generic processor but lists the group's
+  members, not the processors the generic's code runs on (``gfx9-4-generic`` also runs on
+  gfx950, ``gfx9-generic`` not on gfx908/gfx90a; LLVM's AMDGPUUsage is the reference).
+- ``HSA_OVERRIDE_GFX_VERSION``, the topology folder as an argument and the settings' own
+  environment: rocm-bootstrap's ``detect_gfx_targets`` reads ``os.environ`` and the fixed sysfs
+  path, and knows nothing of the override the ROCm runtime obeys.
 """
 
 from __future__ import annotations
@@ -18,9 +33,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import rocm_bootstrap
+from rocm_bootstrap import PackagingLevel
+
 from rocm_build.errors import ConfigError
 
 __all__ = [
+    "BOOTSTRAP_TARGETS",
     "FEATURES",
     "GENERIC",
     "KFD_TOPOLOGY",
@@ -29,14 +48,17 @@ __all__ = [
     "detect_gpus",
     "expand",
     "gfx_tokens",
+    "is_known",
     "keeps",
     "members",
     "overlaps",
+    "package_key",
     "parse_topology_properties",
     "resolve_targets",
     "serves",
     "serves_id",
     "split_arch",
+    "suggest",
     "target_from_version",
 ]
 
@@ -45,9 +67,19 @@ log = logging.getLogger(__name__)
 KFD_TOPOLOGY = Path("/sys/class/kfd/kfd/topology/nodes")
 #: Target features clang accepts after the ISA name, each with + or -.
 FEATURES = ("xnack", "sramecc")
-# TheRock names packages of a family with a variant suffix (gfx110X-all, gfx94X-dcgpu).
-_FAMILY_VARIANTS = ("-all", "-dcgpu", "-dgpu", "-igpu")
 _NAME = re.compile(r"^gfx[0-9a-f]{3,4}$")
+#: rocm-bootstrap's targets that a target list can name (gfx + hex digits; its gfx1250-strict is
+#: a TheRock build variant that shares gfx1250's package and ISA version).
+BOOTSTRAP_TARGETS: tuple[str, ...] = tuple(
+    t.name for t in rocm_bootstrap.ALL_TARGETS if _NAME.match(t.name)
+)
+_GROUP_LEVELS = (PackagingLevel.SUB_FAMILY, PackagingLevel.FAMILY)
+#: rocm-bootstrap's groups (key -> members): ``gfx110x``, ``gfx9_4``, ``gfx12``, ...
+BOOTSTRAP_GROUPS: Mapping[str, tuple[str, ...]] = {
+    b.key: tuple(t.name for t in b.members if _NAME.match(t.name))
+    for b in rocm_bootstrap.all_bundles()
+    if b.level in _GROUP_LEVELS
+}
 
 #: LLVM's generic processors and the processors each one's code runs on (LLVM's AMDGPUUsage,
 #: "AMDGPU Generic Processors"; code objects name them since LLVM 19, e.g. ROCm 6.4's rocSOLVER).
@@ -132,14 +164,49 @@ def base_name(target: str) -> str:
 
 
 def _family(name: str, families: Mapping[str, Sequence[str]]) -> tuple[str, ...] | None:
+    """The members of a family named exactly so (any case): the configuration's (TheRock's
+    strings, rocm-build's short names, the user's) first, then rocm-bootstrap's groups."""
     lowered = {k.lower(): tuple(v) for k, v in families.items()}
     key = name.lower()
     if key in lowered:
         return lowered[key]
-    for variant in _FAMILY_VARIANTS:
-        if key.endswith(variant) and key[: -len(variant)] in lowered:
-            return lowered[key[: -len(variant)]]
-    return None
+    try:
+        bundle = rocm_bootstrap.lookup_bundle(key)
+    except ValueError:
+        return None
+    if bundle.level not in _GROUP_LEVELS:
+        return None
+    return tuple(t.name for t in bundle.members if _NAME.match(t.name))
+
+
+def package_key(target: str) -> str:
+    """The name a target's device package carries (rocm-bootstrap's dist-safe name of the
+    target's own bundle: ``gfx942``); the target's base name where rocm-bootstrap lacks it."""
+    name = base_name(target).lower()
+    try:
+        bundle = rocm_bootstrap.packaging_chain(name)[0]
+    except (ValueError, KeyError):
+        return name
+    return str(rocm_bootstrap.bundle_names(bundle).dist_name)
+
+
+def is_known(name: str, *, known: Sequence[str], families: Mapping[str, Sequence[str]]) -> bool:
+    """Whether ``name`` (no features) is a target or a family :func:`expand` takes."""
+    return name.lower() in set(known) or _family(name, families) is not None
+
+
+def suggest(name: str, *, known: Sequence[str], families: Mapping[str, Sequence[str]]) -> list[str]:
+    """The targets, then the families, closest to an unknown name (targets first: a near-miss
+    of gfx90a is not a group's name)."""
+    close = difflib.get_close_matches(name.lower(), known, n=4, cutoff=0.6)
+    groups = [*families, *BOOTSTRAP_GROUPS]
+    return close + difflib.get_close_matches(name.lower(), groups, n=2, cutoff=0.6)
+
+
+def _sample(families: Mapping[str, Sequence[str]]) -> str:
+    """A few family names, TheRock's CI strings first, for an error message."""
+    names = sorted(families, key=lambda k: ("-" not in k, k.lower()))
+    return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
 
 
 def _check_features(item: str, features: Sequence[str]) -> None:
@@ -179,13 +246,14 @@ def expand(
         else:
             lowered = base.lower()
             if lowered not in known_set:
-                choices = [*known, *families]
-                close = difflib.get_close_matches(lowered, choices, n=4, cutoff=0.6)
+                close = suggest(lowered, known=known, families=families)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 what = "not a gfx target name" if not _NAME.match(lowered) else "not a known target"
                 msg = (
-                    f"'{base}' is {what}{hint} (families: {', '.join(sorted(families))}; "
-                    "add a new target under [targets] known in rocm-build.toml)"
+                    f"'{base}' is {what}{hint} (families: TheRock's strings as its CI writes "
+                    f"them, {_sample(families)}; rocm-bootstrap's groups, "
+                    f"{', '.join(sorted(BOOTSTRAP_GROUPS))}; add a new target under [targets] "
+                    "known in rocm-build.toml)"
                 )
                 raise ConfigError(msg)
             _check_features(item, features)
@@ -197,9 +265,14 @@ def expand(
 
 
 def target_from_version(version: int) -> str | None:
-    """KFD's ``gfx_target_version`` (major*10000 + minor*100 + stepping) -> ``gfx90a``."""
+    """KFD's ``gfx_target_version`` (major*10000 + minor*100 + stepping) -> ``gfx90a``: as
+    rocm-bootstrap decodes it, else (a target it does not know yet) by the same encoding."""
     if version <= 0:
         return None
+    try:
+        return str(rocm_bootstrap.parse_gfx_target_version(version).name)
+    except ValueError:
+        pass
     major, rest = divmod(version, 10000)
     minor, stepping = divmod(rest, 100)
     if minor > 15 or stepping > 15:
@@ -233,9 +306,20 @@ def _override(env: Mapping[str, str]) -> str | None:
     return target_from_version(major * 10000 + minor * 100 + stepping)
 
 
+#: rocm-bootstrap's detection variables: 1 = no detection; a ``,``-separated list of targets.
+DISABLE_DETECTION = "ROCM_BOOTSTRAP_DISABLE_DETECTION"
+FORCE_GFX_ARCH = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH"
+
+
 def detect_gpus(env: Mapping[str, str], topology: Path = KFD_TOPOLOGY) -> tuple[str, ...]:
     """The gfx targets of this machine's GPUs (from the amdgpu driver's KFD topology), in node
-    order without duplicates; empty when there is no driver or no GPU."""
+    order without duplicates; empty when there is no driver or no GPU. rocm-bootstrap's
+    variables apply as in its ``detect_gfx_targets``."""
+    if env.get(DISABLE_DETECTION, "").strip() == "1":
+        return ()
+    forced = [n.strip() for n in env.get(FORCE_GFX_ARCH, "").split(",") if n.strip()]
+    if forced:
+        return tuple(dict.fromkeys(forced))
     found: list[str] = []
     try:
         nodes = sorted(topology.iterdir(), key=lambda p: (len(p.name), p.name))

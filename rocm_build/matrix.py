@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rocm_build import arch
 from rocm_build.config.loader import Config, natural_key
 from rocm_build.errors import ConfigError
 
@@ -78,19 +79,23 @@ def split_list(value: str | Sequence[str]) -> list[str]:
 
 
 def _expand(member: str, cfg: Config) -> tuple[str, ...]:
-    families = {k.lower(): v for k, v in cfg.target_families.items()}
-    if member.lower() in families:
-        return tuple(families[member.lower()])
-    if member in cfg.known_targets:
-        return (member,)
-    names = [*cfg.known_targets, *cfg.target_families]
-    close = difflib.get_close_matches(member, names, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    msg = (
-        f"unknown gfx target or family '{member}' in --arch-groups{hint} "
-        "(families: targets.families in the config; `rocm-build config --json` lists them)"
-    )
-    raise ConfigError(msg)
+    """A group member as ``--arch`` reads it (a target, TheRock's family strings, rocm-bootstrap's
+    groups)."""
+    known, families = cfg.known_targets, cfg.target_families
+    base = member.split(":", 1)[0]
+    if not arch.is_known(base, known=known, families=families):
+        close = arch.suggest(base, known=known, families=families)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        msg = (
+            f"unknown gfx target or family '{member}' in --arch-groups{hint} (families: "
+            "TheRock's strings such as gfx94X-dcgpu, rocm-bootstrap's groups such as gfx110x, "
+            "targets.families in the config; `rocm-build config --json` lists them)"
+        )
+        raise ConfigError(msg)
+    try:
+        return arch.expand([member], known=known, families=families)
+    except ConfigError as err:  # a target's features
+        raise ConfigError(f"--arch-groups: {err}") from None
 
 
 def parse_arch_group(spec: str, cfg: Config) -> ArchGroup:

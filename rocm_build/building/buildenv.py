@@ -54,7 +54,7 @@ def pip(
 ) -> None:
     proc.run(
         [str(plan.python), "-m", "pip", *args],
-        cwd=step.source,
+        cwd=step.cwd,
         env=step.env,
         log_file=step.log,
         what=what,
@@ -128,7 +128,7 @@ def run_build(
     try:
         proc.run(
             step.command,
-            cwd=step.source,
+            cwd=step.cwd,
             env=step.env,
             log_file=step.log,
             what=f"{step.name} build",
@@ -151,7 +151,7 @@ def run_build(
         try:
             proc.run(
                 retry.command,
-                cwd=step.source,
+                cwd=step.cwd,
                 env=env,
                 log_file=step.log,
                 what=f"{step.name} build",

@@ -167,6 +167,12 @@ class ProjectStep:
     features: tuple[buildfeatures.Feature, ...] = ()
     #: Where the checkout came from: upstream, fork or other (the source manifest).
     checkout: buildsource.Source | None = None
+    #: The folder the build runs in, when not the checkout's root (:func:`build_dir`).
+    build_dir: Path | None = None
+
+    @property
+    def cwd(self) -> Path:
+        return self.build_dir or self.source
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,7 @@ class BuildPlan:
                 {
                     "name": s.name,
                     "folder": str(s.source),
+                    "build_dir": str(s.cwd),
                     "command": list(s.command),
                     "env": mask_values(s.changed),
                     "removed_env": list(s.removed),
@@ -478,6 +485,16 @@ def _source(shared: _Shared, spec: ProjectSpec) -> Path:
     return source
 
 
+def build_dir(source: Path, spec: ProjectSpec) -> Path | None:
+    """Where a setup.py build runs when not at the checkout's root: ``python/`` of a checkout
+    whose ``setup.py`` is only there (ROCm's older Triton branches, before Triton moved it to
+    the root; TheRock's build_prod_wheels.py looks in both places)."""
+    if spec.build_tool != "setup.py" or (source / "setup.py").is_file():
+        return None
+    nested = source / "python"
+    return nested if (nested / "setup.py").is_file() else None
+
+
 def _command(python: Path, spec: ProjectSpec, wheel_dir: Path) -> tuple[str, ...]:
     if spec.build_tool == "pip":
         return (
@@ -530,6 +547,7 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         # The real value is known once the dependency is built; shown as a placeholder.
         run_env[var] = changed[var] = f"<version of {project}>"
     wheel_dir = shared.work_dir / "dist" / spec.name
+    cwd = build_dir(source, spec)
     skip = {canonicalize_name(n) for n in (spec.name, *spec.depends)}
     names = [s.name for s in shared.specs]
     later = names[names.index(spec.name) + 1 :]
@@ -546,10 +564,13 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         version_from=version_from,
         depends=spec.depends,
         pin_env=pin_env,
-        requires=tuple(r for r in read_build_requirements(source, spec) if req_name(r) not in skip),
+        requires=tuple(
+            r for r in read_build_requirements(cwd or source, spec) if req_name(r) not in skip
+        ),
         requirement_files=tuple(source / f for f in spec.requirements if (source / f).is_file()),
         wheel_dir=wheel_dir,
         install_after=any(spec.name in s.depends for s in shared.specs if s.name in later),
         device_code=spec.device_code,
         notes=chosen.notes,
+        build_dir=cwd,
     )

@@ -2,10 +2,9 @@
 
 ``plan`` (in ``buildplan``) makes a frozen ``BuildPlan`` from the run context (per project:
 folder, environment, command, log, jobs). ``execute`` walks it: one build virtual environment,
-each project's own build requirements, the project's own build system (``buildenv``), then a
-check of the wheel (HIP code objects for exactly the requested targets, a HIP runtime
-dependency, dependencies pinned to the versions just built) before it is put in the output
-folder. A project whose inputs did not change since the last build keeps its wheel.
+each project's own build requirements and build system (``buildenv``), then a check of the
+wheel (HIP code objects for exactly the requested targets, a HIP runtime dependency, pins to
+the versions just built) before it goes to the output folder. Unchanged inputs: kept wheel.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from rocm_build import arch, locks, proc, statefile, tempfiles
-from rocm_build.building import tritonbuild
+from rocm_build.building import gitversion, tritonbuild
 from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
 from rocm_build.building.buildfeatures import Feature
 from rocm_build.building.buildplan import (
@@ -571,6 +570,7 @@ def _build_one(
         if change:
             log.warning("%s: its build did not pin %s; set %s", step.name, dep, change)
             pinned.append(change)
+    notes = [*step.notes, *gitversion.note_upstream(step.name, step.source, wheel)]
     dest = _place(wheel, plan.output_dir, no_wait=plan.no_wait)
     if step.install_after:
         pip(
@@ -595,6 +595,6 @@ def _build_one(
         device_code=step.device_code,
         version_from=step.version_from,
         environment={k: step.env.get(k, "") for k in step.changed},
-        notes=step.notes,
+        notes=tuple(notes),
         features=step.features,
     )

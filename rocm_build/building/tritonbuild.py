@@ -1,11 +1,21 @@
 """Building Triton beside torch: Triton first, then torch told to require exactly that wheel.
 
-Triton versions itself: ``+git<sha>`` off release branches, then whatever
-``TRITON_WHEEL_VERSION_SUFFIX`` holds appended as it is. A second ``+`` would make an invalid
-version, so a checkout at torch's CI pin gets an empty suffix and only a release branch gets the
-build's local label (``+rocm7.1``). Its version is read back from the wheel it made, never
-recomputed. Torch's build gets the requirement through ``PYTORCH_EXTRA_INSTALL_REQUIREMENTS``
-(``|``-separated, after the user's own), and its wheel must carry it.
+Triton versions itself: ``+git<sha>`` off release branches, then ``TRITON_WHEEL_VERSION_SUFFIX``
+appended. Triton 3.6 and later turn the suffix's ``+`` into ``-`` when there is a ``+git`` part
+(``get_triton_version_suffix``: TheRock's nightly wheels are ``3.4.0+git1234abcd-rocm7.0.0...``);
+older Triton appends it as it is, and a second ``+`` makes an invalid version. So a release
+branch gets the build's local label (``+rocm7.14``) and a checkout at torch's CI pin gets it as
+one more local segment, ``.rocm7.14``, which every Triton appends to its ``+git<sha>``
+(``3.5.0+git1234abcd.rocm7.14``): builds against two ROCm versions make wheels of two names, as
+TheRock's do. Its version is read back from the wheel it made, never recomputed.
+
+Where the branch has them, ``python/requirements.txt`` is installed first and ``python/setup.py``
+builds the wheel (ROCm's older Triton branches keep both there; ``[projects.triton]
+requirements`` and ``buildplan.build_dir``).
+
+Torch's build gets the requirement through ``PYTORCH_EXTRA_INSTALL_REQUIREMENTS`` (``|``-separated,
+after the user's own), and its wheel must carry it: the name, the exact version built and the
+marker.
 
 Triton's wheel holds no HIP code objects and does not link the HIP runtime (it ``dlopen``s
 ``libamdhip64.so`` at run time), so the ROCm code-object check of other projects does not apply;
@@ -38,6 +48,7 @@ __all__ = [
     "check_requires",
     "check_triton_wheel",
     "configure",
+    "pin_suffix",
     "requirement",
     "requirement_env",
 ]
@@ -90,9 +101,15 @@ def configure(
         wheel_name=settings.wheel_name,
         marker=settings.marker,
     )
-    suffix = label if _release_checkout(src_dir, TRITON) else ""
+    suffix = label if _release_checkout(src_dir, TRITON) else pin_suffix(label)
     adds = {TRITON: {SUFFIX_ENV: suffix, TRITON_WHEEL_NAME_ENV: settings.wheel_name}}
     return adds, build
+
+
+def pin_suffix(label: str) -> str:
+    """The local label as a segment after Triton's ``+git<sha>``: ``+rocm7.14`` -> ``.rocm7.14``."""
+    body = label.lstrip("+")
+    return f".{body}" if body else ""
 
 
 def requirement_env(env: Mapping[str, str], build: TritonBuild, version: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from rocm_build import arch
 from rocm_build.binary import elf, pe
-from rocm_build.bundle import kpacked
+from rocm_build.bundle import kpacked, rocmlabel
 from rocm_build.bundle import split as splitarch
 from rocm_build.bundle.data import gfx_tokens
 from rocm_build.bundle.plan import inside
@@ -111,13 +111,18 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         "record_problems": record_problems,
         "build_features": features,
     }
+    warnings: list[str] = []
     if any(r.get("kpack") for r in rows) and not any(
         posixpath.basename(m).startswith("librocm_kpack.so") for m in analysis.members
     ):
-        data["warnings"] = [
+        warnings.append(
             "kpack-split libraries and no kpack loader (librocm_kpack.so) in the wheel: the "
             "HIP runtime they load must find their archives itself (TheRock's does)"
-        ]
+        )
+    if ordering := rocmlabel.ordering_warning(str(name.version)):
+        warnings.append(ordering)
+    if warnings:
+        data["warnings"] = warnings
     gaps = {row["target"] for row in coverage if row["missing_in"] or not row["code"]}
     missing = tuple(t for t in requested if t in gaps)
     return InspectResult(data, missing)

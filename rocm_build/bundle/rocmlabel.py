@@ -22,7 +22,14 @@ from rocm_build.bundle.model import Library
 from rocm_build.errors import RocmTreeError
 from rocm_build.rocm import dist
 
-__all__ = ["built_with", "checked_version", "other_rocm", "relabel", "same_release"]
+__all__ = [
+    "built_with",
+    "checked_version",
+    "ordering_warning",
+    "other_rocm",
+    "relabel",
+    "same_release",
+]
 
 #: ``rocm5.2.3`` in a local label (after ``+`` or a ``.``); ``rocm-5.2`` and ``rocm_5.2`` too
 _LABEL = re.compile(r"(?<![A-Za-z0-9])rocm[-_.]?(\d+(?:\.\d+)*)", re.IGNORECASE)
@@ -39,6 +46,30 @@ def built_with(version: str, record: Mapping[str, Any]) -> str:
     return found.group(0) if found else ""
 
 
+def ordering_warning(version: str) -> str | None:
+    """What to say of a version whose local label names ROCm 10 or later in one segment
+    (``+rocm10.0``), None for any other. PEP 440 (``packaging``) splits a local label at ``.``,
+    ``-`` and ``_`` and compares it segment by segment: a segment of digits as a number, any
+    other as lower-case text, a number above any text. ``rocm10`` and ``rocm7`` are text, and
+    ``"1" < "7"``: ``2.14.0+rocm10.0`` sorts below ``2.14.0+rocm7.14`` (ROCm/TheRock#7183).
+    pip looks at the label only between wheels of the same public version, and there it takes
+    the older ROCm's."""
+    _, plus, local = version.partition("+")
+    if not plus:
+        return None
+    for segment in re.split(r"[._-]", local):
+        match = re.fullmatch(r"rocm(\d+)", segment, re.IGNORECASE)
+        if match and int(match.group(1)) >= 10:
+            return (
+                f"{version}: PEP 440 compares the label's '{segment}' with 'rocm7' as text, so "
+                f"this wheel sorts below a +rocm7/8/9 wheel of the same version and `pip install "
+                "--upgrade` (or an index or --find-links folder holding both) takes the older "
+                f"ROCm's; install it by its exact version (=={version}) or from an index that "
+                f"holds only {segment} wheels"
+            )
+    return None
+
+
 def same_release(a: str, b: str) -> bool:
     """Whether two ROCm versions agree as far as both go (``5.2`` and ``5.2.3`` do)."""
     pa, pb = a.split("."), b.split(".")
@@ -47,15 +78,16 @@ def same_release(a: str, b: str) -> bool:
 
 
 def relabel(version: str, tree_version: str) -> str:
-    """``version`` with the ROCm of its local label replaced by ``tree_version`` (added when
-    the label names none)."""
+    """``version`` with the ROCm of its local label replaced by ``tree_version`` in the label's
+    form (``rocm6.4``, as ``build`` writes it; added when the label names none)."""
+    short = dist.rocm_label_version(tree_version)
     base, plus, local = version.partition("+")
     if plus and _LABEL.search(local):
-        local = _LABEL.sub(f"rocm{tree_version}", local, count=1)
+        local = _LABEL.sub(f"rocm{short}", local, count=1)
     elif plus:
-        local = f"{local}.rocm{tree_version}"
+        local = f"{local}.rocm{short}"
     else:
-        local = f"rocm{tree_version}"
+        local = f"rocm{short}"
     new = f"{base}+{local}"
     try:
         Version(new)
@@ -77,7 +109,8 @@ def checked_version(version: str, built: str, tree: Path, *, allow: bool, wheel:
         raise RocmTreeError(
             f"{wheel} was built with ROCm {built} but the tree {tree} is ROCm {tree_version}: "
             f"bundle it from a ROCm {built} tree (--rocm), rebuild it against this one, or "
-            f"pass --allow-rocm-mismatch to bundle it anyway as +rocm{tree_version}"
+            "pass --allow-rocm-mismatch to bundle it anyway as "
+            f"+rocm{dist.rocm_label_version(tree_version)}"
         )
     return relabel(version, tree_version)
 

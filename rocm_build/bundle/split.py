@@ -92,9 +92,10 @@ MAX_DEVICE_NAME = 100
 
 
 def device_name(pattern: str, project: str, target: str) -> str:
-    """The device wheel's distribution name: ``pattern`` with {project} and {target}."""
+    """The device wheel's distribution name: ``pattern`` with {project} and {target} (the
+    target's package name as rocm-bootstrap gives it: ``gfx942``)."""
     try:
-        name = pattern.format(project=canonicalize_name(project), target=target)
+        name = pattern.format(project=canonicalize_name(project), target=arch.package_key(target))
     except (KeyError, IndexError, ValueError):
         name = ""
     valid = re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name)

@@ -145,6 +145,7 @@ def show_plan(plan: Any) -> None:
             version = f"{step.version} ({step.version_from})"
         lines = [
             f"  folder:  {step.source}",
+            *([f"  runs in: {step.cwd}"] if step.build_dir else []),
             *([f"  source:  {step.checkout.text}"] if step.checkout else []),
             f"  command: {shlex.join(step.command)}",
             f"  jobs:    {step.jobs}",

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rocm_build import arch
 from rocm_build.config.schema import (
     PROJECT_SETTINGS,
     SECTIONS,
@@ -100,6 +101,10 @@ class ProjectSpec:
     #: "PACKAGE | feature that needs it | setting that turns the feature off": used when present.
     #: PACKAGE is a CMake package, or lib:NAME for a library found by name (libNAME.so).
     optional_cmake_packages: tuple[str, ...] = ()
+    #: "PATH | what the build links when PATH is in the tree | setting that leaves it out": the
+    #: project's build turns a dependency on by itself when the tree has it (doctor and the
+    #: build plan say so).
+    tree_links: tuple[str, ...] = ()
     # build (rocm_build/build.py)
     build_tool: str = "pip"  # "pip" (PEP 517, pip wheel) | "setup.py" (setup.py bdist_wheel)
     requirements: tuple[str, ...] = ()  # requirement files in the checkout, for the build venv
@@ -363,6 +368,7 @@ def _project(name: str, data: Mapping[str, Any], where: str) -> ProjectSpec:
             "version_env",
             "cmake_packages",
             "optional_cmake_packages",
+            "tree_links",
             "requirements",
             "build_env",
             "pin_env",
@@ -419,7 +425,9 @@ def load(
     targets = defaults["targets"]
     user_targets = file_data.get("targets", {})
     _check_keys(f"{where} [targets]", user_targets, list(targets))
-    known = tuple(dict.fromkeys([*targets["known"], *user_targets.get("known", [])]))
+    known = tuple(
+        dict.fromkeys([*arch.BOOTSTRAP_TARGETS, *targets["known"], *user_targets.get("known", [])])
+    )
     families = {k: tuple(v) for k, v in targets["families"].items()}
     families.update({k: tuple(v) for k, v in user_targets.get("families", {}).items()})
 

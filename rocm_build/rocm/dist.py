@@ -48,6 +48,7 @@ __all__ = [
     "open_tree",
     "read_tree_version",
     "require_valid",
+    "rocm_label_version",
     "validate",
 ]
 
@@ -286,9 +287,24 @@ def _has_cmake_package(root: Path, package: str) -> bool:
 
 
 def _has_optional(root: Path, package: str) -> bool:
+    """A CMake package, ``lib:NAME`` (``lib/libNAME.so*``), or several joined by `` or ``
+    (any one will do: Kineto traces through rocprofiler-sdk on ROCm 7, roctracer before)."""
+    if " or " in package:
+        return any(_has_optional(root, p.strip()) for p in package.split(" or "))
     if package.startswith("lib:"):
         return any((root / "lib").glob(f"lib{package[4:]}.so*"))
     return _has_cmake_package(root, package)
+
+
+def _tree_links(root: Path, spec: ProjectSpec) -> list[str]:
+    """What the project's build links because the tree has it (``tree_links``)."""
+    out = []
+    for entry in spec.tree_links:
+        path, what, setting = (*(p.strip() for p in entry.split("|")), "", "")[:3]
+        if path and (root / path).exists():
+            text = f"{spec.name}: {path} is in the tree, so the build links {what or path}"
+            out.append(text + (f" ({setting} leaves it out)" if setting else ""))
+    return out
 
 
 def validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence[str]) -> TreeCheck:
@@ -330,6 +346,8 @@ def _validate(tree: RocmTree, projects: Sequence[ProjectSpec], targets: Sequence
                 text = f"{spec.name}: {package} is missing, so the build leaves out "
                 text += feature or "a feature"
                 warnings.append(text + (f"; turn it off with {setting}" if setting else ""))
+    for spec in projects:
+        warnings += _tree_links(tree.root, spec)
     unsupported = [t for t in targets if not tree.supports(t)]
     if unsupported:
         have = tree.declared_targets if tree.declared_targets is not None else tree.bitcode_targets
@@ -353,13 +371,23 @@ def require_valid(check: TreeCheck) -> None:
     raise RocmTreeError(msg)
 
 
+def rocm_label_version(tree_version: str) -> str:
+    """The ROCm version as PyTorch's wheels name it in their label: major.minor (``7.14.0`` and
+    ``7.14.0a20260801`` -> ``7.14``, as in ``torch-2.7.1+rocm6.3`` and
+    ``torch-2.13.0.dev+rocm7.2``); a version without a minor number as it is."""
+    match = re.match(r"(\d+)\.(\d+)", tree_version)
+    return f"{match.group(1)}.{match.group(2)}" if match else tree_version
+
+
 def local_version_label(tree_version: str, suffix: str) -> str:
-    """The ``+...`` part added to project versions: ``suffix`` if given (``{rocm}`` in it: the
-    tree's ROCm version), else ``+rocm<ver>``."""
+    """The ``+...`` part added to project versions: ``suffix`` if given, the user's as written
+    (``{rocm}`` in it: the tree's ROCm version as :func:`rocm_label_version` gives it), else
+    ``+rocm<major.minor>`` as PyTorch writes it."""
+    short = rocm_label_version(tree_version)
     if suffix:
-        suffix = suffix.replace("{rocm}", tree_version)
+        suffix = suffix.replace("{rocm}", short)
         return suffix if suffix.startswith("+") else "+" + suffix
-    return f"+rocm{tree_version}" if tree_version else "+rocm"
+    return f"+rocm{short}" if short else "+rocm"
 
 
 def join_values(*parts: str | None, sep: str = os.pathsep) -> str:

@@ -166,3 +166,110 @@ def test_resolve_prefers_the_setting_then_gpus_then_asks(tmp_path: Path) -> None
     kwargs["topology"] = tmp_path / "none"
     with pytest.raises(ConfigError, match="pass --arch"):
         arch.resolve_targets("", **kwargs)  # type: ignore[arg-type]
+
+
+# TheRock's family strings and their members, as ROCm/TheRock's cmake/therock_amdgpu_targets.cmake
+# declares them (therock_add_amdgpu_target ... FAMILY ...), in its order.
+THEROCK_FAMILIES = {
+    "dcgpu-all": ("gfx908", "gfx90a", "gfx942", "gfx950", "gfx1250"),
+    "dgpu-all": (
+        "gfx900", "gfx906", "gfx1010", "gfx1011", "gfx1012", "gfx1030", "gfx1031", "gfx1032",
+        "gfx1034", "gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx1201",
+    ),
+    "igpu-all": (
+        "gfx90c", "gfx1033", "gfx1035", "gfx1036", "gfx1103", "gfx1150", "gfx1151", "gfx1152",
+        "gfx1153",
+    ),
+    "gfx900-dgpu": ("gfx900",),
+    "gfx90c-igpu": ("gfx90c",),
+    "gfx906-dgpu": ("gfx906",),
+    "gfx908-dcgpu": ("gfx908",),
+    "gfx90a-dcgpu": ("gfx90a",),
+    "gfx94X-all": ("gfx942",),
+    "gfx94X-dcgpu": ("gfx942",),
+    "gfx950-all": ("gfx950",),
+    "gfx950-dcgpu": ("gfx950",),
+    "gfx101X-all": ("gfx1010", "gfx1011", "gfx1012"),
+    "gfx101X-dgpu": ("gfx1010", "gfx1011", "gfx1012"),
+    "gfx103X-all": ("gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"),
+    "gfx103X-dgpu": ("gfx1030", "gfx1031", "gfx1032", "gfx1034"),
+    "gfx103X-igpu": ("gfx1033", "gfx1035", "gfx1036"),
+    "gfx110X-all": ("gfx1100", "gfx1101", "gfx1102", "gfx1103"),
+    "gfx110X-dgpu": ("gfx1100", "gfx1101", "gfx1102"),
+    "gfx110X-igpu": ("gfx1103",),
+    "gfx115X-all": ("gfx1150", "gfx1151", "gfx1152", "gfx1153"),
+    "gfx115X-igpu": ("gfx1150", "gfx1151", "gfx1152", "gfx1153"),
+    "gfx120X-all": ("gfx1200", "gfx1201"),
+    "gfx125X-all": ("gfx1250",),
+    "gfx125X-dcgpu": ("gfx1250",),
+    # before TheRock split gfx906/gfx908/gfx90a apart
+    "gfx90X-all": ("gfx906", "gfx908", "gfx90a"),
+    "gfx90X-dcgpu": ("gfx906", "gfx908", "gfx90a"),
+    "gfx90X-dgpu": ("gfx906",),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("family", "members"), sorted(THEROCK_FAMILIES.items()))
+def test_therock_family_strings_have_their_exact_members(
+    family: str, members: tuple[str, ...]
+) -> None:
+    assert expand(family) == members
+
+
+def test_therock_families_are_the_configured_ones() -> None:
+    ours = {k: v for k, v in FAMILIES.items() if "-" in k}
+    assert ours == THEROCK_FAMILIES
+
+
+def test_a_variant_suffix_no_longer_widens_a_family() -> None:
+    assert "gfx1103" not in expand("gfx110X-dgpu")
+    assert "gfx1251" not in expand("gfx125X-dcgpu")
+    with pytest.raises(ConfigError, match="did you mean"):
+        expand("gfx110X-dcgpu")
+
+
+def test_every_target_is_one_rocm_bootstrap_knows_or_listed_as_extra() -> None:
+    import rocm_bootstrap
+
+    bootstrap = {t.name for t in rocm_bootstrap.ALL_TARGETS}
+    assert set(arch.BOOTSTRAP_TARGETS) <= set(KNOWN)
+    assert set(KNOWN) - bootstrap == {"gfx803", "gfx940", "gfx941"}
+    for family, members in FAMILIES.items():
+        assert set(members) <= set(KNOWN), family
+
+
+@pytest.mark.parametrize(
+    ("group", "members"),
+    [
+        ("gfx110x", ("gfx1100", "gfx1101", "gfx1102", "gfx1103")),
+        ("gfx12_5", ("gfx1250", "gfx1251")),
+        ("gfx9_4", ("gfx942",)),
+        ("gfx11", ("gfx1100", "gfx1101", "gfx1102", "gfx1103",
+                   "gfx1150", "gfx1151", "gfx1152", "gfx1153")),
+    ],
+)  # fmt: skip
+def test_rocm_bootstrap_groups_are_families(group: str, members: tuple[str, ...]) -> None:
+    assert expand(group) == members
+
+
+def test_suggestions_include_rocm_bootstrap_groups() -> None:
+    with pytest.raises(ConfigError, match="gfx12_5"):
+        expand("gfx12_6")
+
+
+def test_kfd_versions_decode_through_rocm_bootstrap_and_beyond_it() -> None:
+    assert arch.target_from_version(120500) == "gfx1250"
+    assert arch.target_from_version(130000) == "gfx1300"  # not in rocm-bootstrap 0.3 yet
+
+
+def test_rocm_bootstrap_detection_variables(tmp_path: Path) -> None:
+    topo = _topology(tmp_path, [MI210_PROPERTIES])
+    assert arch.detect_gpus({"ROCM_BOOTSTRAP_DISABLE_DETECTION": "1"}, topo) == ()
+    forced = {"ROCM_BOOTSTRAP_FORCE_GFX_ARCH": "gfx942, gfx942,gfx1100"}
+    assert arch.detect_gpus(forced, topo) == ("gfx942", "gfx1100")
+
+
+def test_device_package_names_come_from_rocm_bootstrap() -> None:
+    assert arch.package_key("gfx942") == "gfx942"
+    assert arch.package_key("gfx90a:xnack-") == "gfx90a"
+    assert arch.package_key("gfx803") == "gfx803"  # not in rocm-bootstrap: its own name

@@ -94,10 +94,10 @@ def test_plan_orders_pins_and_composes(tmp_path: Path) -> None:
     assert torch.jobs == 3  # 16 GiB / 5 GB per job
     assert vision.jobs == 8
     assert torch.env["MAX_JOBS"] == "3"
-    assert torch.version == "2.9.0+rocm6.4.1"
-    assert torch.env["PYTORCH_BUILD_VERSION"] == "2.9.0+rocm6.4.1"
+    assert torch.version == "2.9.0+rocm6.4"
+    assert torch.env["PYTORCH_BUILD_VERSION"] == "2.9.0+rocm6.4"
     assert torch.env["PYTORCH_BUILD_NUMBER"] == "1"
-    assert vision.env["BUILD_VERSION"] == "0.24.0a0+rocm6.4.1"
+    assert vision.env["BUILD_VERSION"] == "0.24.0a0+rocm6.4"
     assert vision.pin_env == {"PYTORCH_VERSION": "torch"}
     assert vision.env["PATH"].startswith(str(tmp_path / "work" / "venv" / "bin") + ":")
     assert "CUDA_HOME" in vision.removed
@@ -262,10 +262,10 @@ def test_torch_version_from_release_tag_or_dev_commit(tmp_path: Path) -> None:
     sha = "0123456789abcdef" * 2 + "01234567"
     released = {"torch": Revision(commit=sha, tag="v2.9.1", ref="v2.9.1")}
     torch, vision = _plan(cfg, src, tmp_path / "a", revisions=released).steps
-    assert torch.version == torch.env["PYTORCH_BUILD_VERSION"] == "2.9.1+rocm6.4.1"
+    assert torch.version == torch.env["PYTORCH_BUILD_VERSION"] == "2.9.1+rocm6.4"
     assert torch.version_from == "release tag v2.9.1"
-    assert vision.version == "0.24.0a0+rocm6.4.1"  # vision's own version file
+    assert vision.version == "0.24.0a0+rocm6.4"  # vision's own version file
     dev = {"torch": Revision(commit=sha, ref="main")}
     torch, _ = _plan(cfg, src, tmp_path / "b", revisions=dev).steps
-    assert torch.version == "2.9.0a0+git01234567.rocm6.4.1"
+    assert torch.version == "2.9.0a0+git01234567.rocm6.4"
     assert torch.version_from == "development build of main at 01234567"

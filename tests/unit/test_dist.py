@@ -170,11 +170,17 @@ def test_environment_is_composed_and_extends_the_users(tmp_path: Path) -> None:
 
 
 def test_local_version_label() -> None:
-    assert dist.local_version_label("6.4.1", "") == "+rocm6.4.1"
+    # PyTorch's form: major.minor (torch-2.14.0+rocm7.14), a nightly tree's version too
+    assert dist.local_version_label("7.14.0", "") == "+rocm7.14"
+    assert dist.local_version_label("7.14.0a20260801", "") == "+rocm7.14"
+    assert dist.local_version_label("6.4.1", "") == "+rocm6.4"
+    assert dist.local_version_label("10.0.0", "") == "+rocm10.0"
+    assert dist.local_version_label("", "") == "+rocm"
+    # the user's suffix stays theirs
     assert dist.local_version_label("6.4.1", "rocm6.4.1.custom") == "+rocm6.4.1.custom"
     assert dist.local_version_label("6.4.1", "+mine") == "+mine"
-    # the matrix's default suffix: the tree's version filled in by build
-    assert dist.local_version_label("6.4.1", "+rocm{rocm}.gfx94X") == "+rocm6.4.1.gfx94X"
+    # the matrix's default suffix: the tree's version filled in by build, as the label has it
+    assert dist.local_version_label("6.4.1", "+rocm{rocm}.gfx94X") == "+rocm6.4.gfx94X"
 
 
 def test_url_sha256_fragment() -> None:
@@ -186,3 +192,40 @@ def test_url_sha256_fragment() -> None:
         dist._split_url("https://x/t.tar.gz", "xyz")
     assert dist.is_url("https://x/t.tar.gz")
     assert not dist.is_url("/opt/rocm")
+
+
+def _warnings(root: Path, project: str) -> str:
+    return "\n".join(dist.validate(dist.open_tree(root), [CFG.project(project)], []).warnings)
+
+
+def test_kineto_probe_takes_rocprofiler_sdk_or_roctracer(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "t")
+    assert "Kineto" in _warnings(root, "torch")  # neither: tracing is left out
+    sdk = root / "lib" / "librocprofiler-sdk.so.1"
+    sdk.write_bytes(b"")
+    assert "Kineto" not in _warnings(root, "torch")  # ROCm 7: rocprofiler-sdk
+    sdk.unlink()
+    (root / "lib" / "libroctracer64.so.4").write_bytes(b"")
+    assert "Kineto" not in _warnings(root, "torch")  # ROCm 6: roctracer
+
+
+def test_hipdnn_is_reported(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "t")
+    assert "USE_HIPDNN=0" in _warnings(root, "torch")
+    (root / "lib" / "cmake" / "hipdnn_frontend").mkdir(parents=True)
+    assert "hipDNN" not in _warnings(root, "torch")
+
+
+def test_torchvision_says_it_links_rocjpeg_when_the_tree_has_it(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "t")
+    assert "rocjpeg" not in _warnings(root, "torchvision")
+    header = root / "include" / "rocjpeg" / "rocjpeg.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("")
+    text = _warnings(root, "torchvision")
+    assert "include/rocjpeg/rocjpeg.h is in the tree, so the build links librocjpeg" in text
+    assert "TORCHVISION_USE_ROCJPEG=0 leaves it out" in text
+
+
+def test_torchaudio_gets_therocks_switches() -> None:
+    assert CFG.project("torchaudio").reference_env == ("USE_FFMPEG=1", "USE_OPENMP=1")

@@ -5,8 +5,9 @@ tests/integration/modern/test_rocm_mismatch.py)."""
 from __future__ import annotations
 
 import pytest
+from packaging.version import Version
 
-from rocm_build.bundle.rocmlabel import built_with, relabel, same_release
+from rocm_build.bundle.rocmlabel import built_with, ordering_warning, relabel, same_release
 
 
 @pytest.mark.parametrize(
@@ -36,11 +37,32 @@ def test_same_release_compares_as_far_as_both_go() -> None:
 @pytest.mark.parametrize(
     ("version", "new"),
     [
-        ("2.9.0+rocm5.2.3", "2.9.0+rocm6.4.3"),
-        ("2.9.0+rocm7.0.gfx942", "2.9.0+rocm6.4.3.gfx942"),
-        ("2.9.0+local", "2.9.0+local.rocm6.4.3"),
-        ("2.9.0", "2.9.0+rocm6.4.3"),
+        ("2.9.0+rocm5.2.3", "2.9.0+rocm6.4"),
+        ("2.9.0+rocm7.0.gfx942", "2.9.0+rocm6.4.gfx942"),
+        ("2.9.0+local", "2.9.0+local.rocm6.4"),
+        ("2.9.0", "2.9.0+rocm6.4"),
     ],
 )
 def test_relabel(version: str, new: str) -> None:
     assert relabel(version, "6.4.3") == new
+
+
+@pytest.mark.parametrize(
+    ("version", "warned"),
+    [
+        ("2.14.0+rocm10.0", True),
+        ("2.14.0+rocm10.0.gfx94x", True),
+        ("2.14.0+gfx942.rocm11.1", True),
+        ("2.14.0+rocm7.14", False),
+        ("2.14.0+rocm.10.0", False),  # "10" a segment of its own: compared as a number
+        ("2.14.0", False),
+    ],
+)
+def test_ordering_warning_for_rocm10_labels(version: str, warned: bool) -> None:
+    text = ordering_warning(version)
+    assert (text is not None) is warned
+    if warned:
+        assert "exact version" in str(text)
+    # the rule it warns about, as packaging applies it
+    assert Version("2.14.0+rocm10.0") < Version("2.14.0+rocm7.14")
+    assert Version("2.14.0+rocm7.14") > Version("2.14.0+rocm7.9")

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
+import pytest
+from packaging.version import Version
+
+from rocm_build import config
 from rocm_build.building import tritonbuild
 from rocm_build.errors import BuildFailed
 
@@ -54,3 +59,32 @@ def test_a_second_plus_is_an_invalid_triton_version() -> None:
     with pytest.raises(BuildFailed, match="not valid"):
         tritonbuild.check_triton_wheel("triton", "3.5.0+git2757cc23+rocm7.1", "triton")
     tritonbuild.check_triton_wheel("triton", V, "triton")
+
+
+# Triton's version suffix: the build's ROCm label at a release branch and at torch's CI pin.
+SETTINGS = config.load(cwd=Path("/nonexistent-cwd"), env={}).triton
+
+
+def _suffix(tmp_path: Path, ref: str, label: str) -> str:
+    manifest = {"format": 1, "projects": {"triton": {"ref": ref}}}
+    (tmp_path / "rocm-build-sources.json").write_text(json.dumps(manifest))
+    adds, build = tritonbuild.configure(["triton", "torch"], SETTINGS, tmp_path, label)
+    assert build is not None
+    assert build.requirers == ("torch",)
+    return adds["triton"]["TRITON_WHEEL_VERSION_SUFFIX"]
+
+
+@pytest.mark.parametrize("label", ["+rocm7.14", "+rocm10.0", "+rocm7.14.gfx94x"])
+def test_ci_pin_and_release_branch_both_carry_the_label(tmp_path: Path, label: str) -> None:
+    pin = _suffix(tmp_path, "0123456789abcdef0123456789abcdef01234567", label)
+    assert pin == "." + label[1:]
+    # what Triton makes of it: +git<sha> then the suffix, a valid version either way
+    assert Version(f"3.5.0+git01234567{pin}").local == f"git01234567{pin}"
+    assert _suffix(tmp_path, "release/3.5.x", label) == label
+
+
+def test_two_rocm_versions_make_two_triton_names(tmp_path: Path) -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    a = Version("3.5.0+git01234567" + _suffix(tmp_path, sha, "+rocm7.13"))
+    b = Version("3.5.0+git01234567" + _suffix(tmp_path, sha, "+rocm7.14"))
+    assert a != b

@@ -26,8 +26,10 @@ def _requires(wheel: Path) -> list[str]:
     return meta.get_all("Requires-Dist") or []
 
 
-def _add_triton(ws: Workspace, tmp_path: Path, *, release: bool = False) -> dict[str, str]:
-    commits = make_triton(tmp_path / "upstream" / "triton", "3.5.0", "fork")
+def _add_triton(
+    ws: Workspace, tmp_path: Path, *, release: bool = False, layout: str = "root"
+) -> dict[str, str]:
+    commits = make_triton(tmp_path / "upstream" / "triton", "3.5.0", "fork", layout=layout)
     src = ws.root / "src" / "triton"
     subprocess.run(
         ["git", "clone", "-q", str(tmp_path / "upstream" / "triton"), str(src)], check=True
@@ -57,7 +59,8 @@ def test_triton_first_then_torch_requires_exactly_that_wheel(
     assert dry.returncode == 0, dry.stderr
     steps = json.loads(dry.stdout)["projects"]
     assert [s["name"] for s in steps] == ["triton", "torch"]
-    assert steps[0]["env"]["TRITON_WHEEL_VERSION_SUFFIX"] == ""
+    # at torch's CI pin the ROCm label is one more segment after Triton's +git<sha>
+    assert steps[0]["env"]["TRITON_WHEEL_VERSION_SUFFIX"] == ".rocm5.2"
     assert steps[0]["env"]["TRITON_APPEND_CMAKE_ARGS"] == (
         "-DCMAKE_FIND_USE_CMAKE_ENVIRONMENT_PATH=FALSE"
     )
@@ -74,7 +77,7 @@ def test_triton_first_then_torch_requires_exactly_that_wheel(
     # The user's own extra requirement stays, before Triton's.
     res = workspace.build("torch", "triton", env=user)
     assert res.returncode == 0, res.stderr
-    version = f"3.5.0+git{commits['pin'][:8]}"  # Triton's own, read from its wheel
+    version = f"3.5.0+git{commits['pin'][:8]}.rocm5.2"  # Triton's own, read from its wheel
     triton_whl = workspace.wheel("triton")
     assert triton_whl.name.startswith(f"triton-{version}-")
     seen = read_member(triton_whl, "triton/_build_env.txt").decode()
@@ -106,7 +109,26 @@ def test_a_release_branch_gets_the_local_label_not_a_second_plus(
     _add_triton(workspace, tmp_path, release=True)
     res = workspace.build("triton")
     assert res.returncode == 0, res.stderr
-    assert workspace.wheel("triton").name.startswith("triton-3.5.0+rocm5.2.3-")
+    assert workspace.wheel("triton").name.startswith("triton-3.5.0+rocm5.2-")
+
+
+def test_an_older_branch_builds_from_its_python_folder(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """ROCm's older Triton branches keep setup.py and requirements.txt under python/."""
+    commits = _add_triton(workspace, tmp_path, layout="python")
+    dry = workspace.build("triton", "--dry-run", as_json=True)
+    assert dry.returncode == 0, dry.stderr
+    (step,) = json.loads(dry.stdout)["projects"]
+    src = workspace.root / "src" / "triton"
+    assert step["build_dir"] == str(src / "python")
+    assert step["requirement_files"] == [str(src / "python" / "requirements.txt")]
+    res = workspace.build("triton")
+    assert res.returncode == 0, res.stderr
+    version = f"3.5.0+git{commits['pin'][:8]}.rocm5.2"
+    assert workspace.wheel("triton").name.startswith(f"triton-{version}-")
+    logs = workspace.root / ".rocm-build" / "logs"
+    assert "pip>=1.0" in (logs / "requirements-triton.txt").read_text()
 
 
 def test_flash_attention_on_without_aotriton_stops_before_building(workspace: Workspace) -> None:

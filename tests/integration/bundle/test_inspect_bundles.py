@@ -110,3 +110,17 @@ def test_wheel_over_pypi_limit_is_noted(tmp_path: Path, monkeypatch: pytest.Monk
     data = report.inspect_wheel(wheel, context.resolve(cfg)).data
     assert data["over_pypi_limit"]
     assert any("per-file limit" in line for line in report.render(data))
+
+
+def test_a_rocm10_label_is_warned_about(tmp_path: Path) -> None:
+    """+rocm10.0 sorts below +rocm7.14 (PEP 440 compares 'rocm10' with 'rocm7' as text)."""
+    cfg = config.load(cwd=tmp_path, env={}, flags={})
+    ctx = context.resolve(cfg)
+    files = {"small/__init__.py": b"x = 1\n"}
+    old = make_wheel(tmp_path / "a", "small", "1.0+rocm7.14", files)
+    assert not report.inspect_wheel(old, ctx).data.get("warnings")
+    new = make_wheel(tmp_path / "b", "small", "1.0+rocm10.0", files)
+    data = report.inspect_wheel(new, ctx).data
+    (warning,) = data["warnings"]
+    assert "sorts below a +rocm7/8/9 wheel" in warning
+    assert any("warning: 1.0+rocm10.0: PEP 440" in line for line in report.render(data))

@@ -25,6 +25,7 @@ SETUP_PY = textwrap.dedent(
     from setuptools import Extension, find_packages, setup
 
     HERE = Path(__file__).resolve().parent
+    PKG = "python"  # the folder holding the triton package, relative to this file
 
 
     def git(*args):
@@ -33,7 +34,7 @@ SETUP_PY = textwrap.dedent(
 
 
     def version():
-        base = (HERE / "python" / "triton" / "VERSION").read_text().strip()
+        base = (HERE / PKG / "triton" / "VERSION").read_text().strip()
         branch = git("rev-parse", "--abbrev-ref", "HEAD")
         on_release = branch.startswith("release/") or bool(
             git("branch", "-r", "--contains", "HEAD", "--list", "*release/*")
@@ -44,14 +45,14 @@ SETUP_PY = textwrap.dedent(
 
 
     cmake_args = os.environ.get("TRITON_APPEND_CMAKE_ARGS", "")
-    (HERE / "python" / "triton" / "_build_env.txt").write_text(
+    (HERE / PKG / "triton" / "_build_env.txt").write_text(
         f"TRITON_APPEND_CMAKE_ARGS={cmake_args}\\n"
     )
     setup(
         name=os.environ.get("TRITON_WHEEL_NAME", "triton"),
         version=version(),
-        package_dir={"": "python"},
-        packages=find_packages("python"),
+        package_dir={"": PKG},
+        packages=find_packages(PKG),
         package_data={"triton": ["_build_env.txt", "VERSION"]},
         ext_modules=[Extension("triton._C.libtriton", ["csrc/triton.c"])],
     )
@@ -101,22 +102,37 @@ class TritonRepos:
     commits: dict[str, str] = field(default_factory=dict)
 
 
-def make_triton(repo: Path, base_version: str, label: str) -> dict[str, str]:
+#: ROCm's older Triton branches: setup.py, requirements.txt and the C sources under python/.
+PYTHON_SETUP_PY = SETUP_PY.replace('PKG = "python"', 'PKG = "."')
+#: What python/requirements.txt asks for: installed already, and named in rocm-build's log.
+PYTHON_REQUIREMENTS = "setuptools>=40.8.0\npip>=1.0\n"
+
+
+def make_triton(
+    repo: Path, base_version: str, label: str, *, layout: str = "root"
+) -> dict[str, str]:
+    """A Triton repository; ``layout="python"`` keeps setup.py and requirements.txt in python/
+    as ROCm's older Triton branches do."""
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
     out = {}
-    out["first"] = commit(
-        repo,
-        {
-            "setup.py": SETUP_PY,
-            "csrc/triton.c": EXT_C,
-            "python/triton/__init__.py": f'ORIGIN = "{label}"\n',
-            "python/triton/_C/__init__.py": "",
-            "python/triton/VERSION": base_version + "\n",
-            "python/triton/backends/amd/__init__.py": "",
-        },
-        f"{label}: first",
-    )
+    files = {
+        "python/triton/__init__.py": f'ORIGIN = "{label}"\n',
+        "python/triton/_C/__init__.py": "",
+        "python/triton/VERSION": base_version + "\n",
+        "python/triton/backends/amd/__init__.py": "",
+    }
+    if layout == "python":
+        files.update(
+            {
+                "python/setup.py": PYTHON_SETUP_PY,
+                "python/csrc/triton.c": EXT_C,
+                "python/requirements.txt": PYTHON_REQUIREMENTS,
+            }
+        )
+    else:
+        files.update({"setup.py": SETUP_PY, "csrc/triton.c": EXT_C})
+    out["first"] = commit(repo, files, f"{label}: first")
     git(repo, "branch", f"release/{'.'.join(base_version.split('.')[:2])}.x")
     out["pin"] = commit(repo, {"python/triton/later.py": "LATER = 1\n"}, f"{label}: pinned")
     out["main"] = commit(repo, {"NEWS": "after the pin\n"}, f"{label}: news")

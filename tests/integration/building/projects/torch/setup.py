@@ -117,6 +117,13 @@ def version():
     return (HERE / "version.txt").read_text().strip()
 
 
+def git_sha():
+    """Like PyTorch's tools/generate_torch_version.py (get_sha): git rev-parse HEAD in the
+    source folder, "Unknown" when that fails; no variable overrides it."""
+    res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True)
+    return res.stdout.strip() if res.returncode == 0 else "Unknown"
+
+
 def run(cmd):
     print("+", shlex.join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -260,7 +267,8 @@ class BuildWithHip(build_py):
         hip = rocm_version or None
         (pkg / "version.py").write_text(
             "from typing import Optional\n\n"
-            f"__version__ = {version()!r}\nhip: Optional[str] = {hip!r}\n"
+            f"__version__ = {version()!r}\ngit_version = {git_sha()!r}\n"
+            f"hip: Optional[str] = {hip!r}\n"
         )
         (pkg / "_build_env.json").write_text(json.dumps(dict(os.environ), indent=1, sort_keys=True))
 
