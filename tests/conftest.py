@@ -129,12 +129,16 @@ def kpack_tree(rocm_tree: Path) -> Path:
     """``rocm_tree`` kpack-split as TheRock's trees are since 2026 (``tests/kpackwriter.py``:
     host libraries with a ``.rocm_kpack_ref`` marker, device code in ``.kpack/<group>_<target>``
     archives, groups as TheRock's artifacts: ``rand_lib`` for rocRAND), cached beside it. The
-    cache key digests the writer's source and the tree's stamp, so a changed writer or tree
-    makes a new one; it is made under a temporary name and renamed into place."""
+    cache key digests the writer's source (``rocm_build.binary.kpacksplit`` and ``kpackwrite``
+    too) and the tree's stamp, so a changed writer or tree makes a new one; it is made under a
+    temporary name and renamed into place."""
+    from rocm_build.binary import kpacksplit, kpackwrite
     from rocm_build.rocm import debtree
     from tests import kpackwriter
 
-    digest = hashlib.sha256(Path(kpackwriter.__file__).read_bytes())
+    digest = hashlib.sha256()
+    for module in (kpackwriter, kpacksplit, kpackwrite):
+        digest.update(Path(module.__file__ or "").read_bytes())
     stamp = rocm_tree / debtree._STAMP
     digest.update(stamp.read_bytes() if stamp.is_file() else b"")
     dest = _test_cache() / f"rocm-debian-kpack-{digest.hexdigest()[:16]}"

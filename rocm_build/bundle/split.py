@@ -13,12 +13,13 @@ pass over it, copying members without recompressing them, writes
   <project>==<version>``. Tagged ``py3-none-<platform>``: one device wheel serves every Python
   version of the host, and installs into platlib beside it (``Root-Is-Purelib: false``).
 
-Device code inside shared libraries (HIP fat binaries) stays in the host wheel: the HIP runtime
-reads it from the library file it loaded, and nothing would put it back without help at run time.
-``inspect`` of the host wheel shows its bytes per target. The kpack archives of kpack-split
-libraries (TheRock's trees since 2026) are per target already: each goes into the device wheel
-of the targets it serves, at the path the library's marker resolves to, so host and device
-wheels installed side by side give the loader every archive (TheRock's own split).
+The kpack archives of kpack-split libraries (TheRock's trees since 2026) are per target already:
+each goes into the device wheel of the targets it serves, at the path the library's marker
+resolves to, so host and device wheels installed side by side give the loader every archive
+(TheRock's own split). Where the tree's runtime loads kpack (``librocm_kpack``), the project's
+own libraries with device code are kpack-split the same way (:mod:`.kpackown`). Elsewhere device
+code inside shared libraries (HIP fat binaries) stays in the host wheel: the HIP runtime reads it
+from the library file it loaded. ``inspect`` of the host wheel shows its bytes per target.
 
 ``pip install 'torch[device-gfx942]'`` then installs exactly the files of the fat gfx942 wheel.
 A file whose path names several requested targets goes into each of their device wheels (same
@@ -43,7 +44,7 @@ from packaging.utils import canonicalize_name
 
 from rocm_build import __version__, arch, faults, locks, statefile, tempfiles
 from rocm_build.binary import kpack
-from rocm_build.bundle import platforms, provenance
+from rocm_build.bundle import kpackown, platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
 from rocm_build.bundle.model import BundleResult
 from rocm_build.bundle.stage import BundlePlans
@@ -82,6 +83,8 @@ class SplitResult:
     #: per target: (data files, their bytes uncompressed) moved out of the host wheel
     moved: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     bundle: dict[str, Any] | None = None  # the fat bundle's result (as_json)
+    #: the project's own libraries kpack-split (:meth:`.kpackown.OwnSplit.summary`)
+    kpack_own: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -185,6 +188,7 @@ class _Cut:
     no_wait: bool
     progress: Progress
     task: str
+    own: kpackown.OwnSplit = kpackown.NO_SPLIT
 
     @contextlib.contextmanager
     def writer(self, out: Path, dist_info: str) -> Iterator[WheelWriter]:
@@ -207,6 +211,10 @@ def _write_device(cut: _Cut, device: _Device, project: str, version: str) -> tup
                 writer.copy_member(reader, m.name)
                 files, size = files + 1, size + m.file_size
                 cut.progress.advance(cut.task, m.compress_size)
+        for arcname, path in cut.own.archives.items():
+            if device.target in cut.owner.get(arcname, ()):
+                writer.add_file(arcname, path, 0o644, stored=True)
+                files, size = files + 1, size + path.stat().st_size
         summary = (
             f"{device.target} kernels and tuning data of {project} {version} (made by rocm-build "
             "bundle --split-arch)"
@@ -236,9 +244,14 @@ def _write_host(
                 writer.add_bytes(m.name, text.encode())
             elif m.name == f"{reader.dist_info}/METADATA":
                 writer.add_bytes(m.name, wheelmeta.add_extras(reader.metadata(), extras).encode())
+            elif m.name in cut.own.hosts:
+                writer.add_file(m.name, cut.own.hosts[m.name], m.mode or 0o755)
             else:
                 writer.copy_member(reader, m.name)
             cut.progress.advance(cut.task, m.compress_size)
+        for arcname, path in cut.own.archives.items():
+            if not cut.owner.get(arcname):  # serves no requested target: never lost
+                writer.add_file(arcname, path, 0o644, stored=True)
         writer.commit()
 
 
@@ -253,9 +266,13 @@ def split_wheel(
     level: int = 6,
     no_wait: bool = False,
     progress: Progress = NO_PROGRESS,
+    own: Sequence[str] = (),
+    scratch: Path | None = None,
 ) -> SplitResult:
     """Cut the fat wheel ``fat`` into the host wheel and the device wheels, in ``output_dir``:
-    the device wheels first, the host wheel (which names them) last."""
+    the device wheels first, the host wheel (which names them) last. ``own``: members to
+    kpack-split in ``scratch`` (:func:`.kpackown.split_own`), their archives going to the
+    device wheels; () when the tree's runtime cannot load kpack (``scratch`` None)."""
     start = time.monotonic()
     with WheelReader(fat) as reader:
         prov_name, prov = provenance.found_in(reader)
@@ -272,6 +289,11 @@ def split_wheel(
             for m in reader.members
             if not m.is_dir
         }
+        own_split = kpackown.NO_SPLIT
+        if scratch is not None:
+            group = re.sub(r"[-.]+", "_", project)
+            own_split = kpackown.split_own(reader, own, group, scratch)
+            owner |= {a: member_targets(a, prefixes, targets) for a in own_split.archives}
         if not any(owner.values()):  # no data of any target (torchvision): no device wheels
             targets = ()
         plat = reader.name.platform_tag
@@ -284,7 +306,7 @@ def split_wheel(
         host = output_dir / fat.name
         task = f"{host.name}: split"
         progress.start(task, sum(m.compress_size for m in reader.members))
-        cut = _Cut(reader, owner, level, no_wait, progress, task)
+        cut = _Cut(reader, owner, level, no_wait, progress, task, own_split)
         moved: dict[str, tuple[int, int]] = {}
         for device in devices:
             moved[device.target] = _write_device(cut, device, project, version)
@@ -293,6 +315,7 @@ def split_wheel(
             "bundle_fingerprint": prov.get("fingerprint", ""),
             "device_wheels": {d.target: d.path.name for d in devices},
             "moved": {t: {"files": n, "bytes": b} for t, (n, b) in moved.items()},
+            "kpack_own": own_split.summary(),
         }
         # a fat bundle of the same settings must not take the host wheel for its own output
         new_prov = {**prov, "fingerprint": fingerprint, "split": split}
@@ -303,12 +326,21 @@ def split_wheel(
     paths = {d.target: str(d.path) for d in devices}
     names = ", ".join(d.path.name for d in devices)
     log.info("split %s: host %s, device wheels %s", input_path.name, host.name, names)
-    return SplitResult(str(input_path), str(host), paths, "split", time.monotonic() - start, moved)
+    seconds = time.monotonic() - start
+    own_json = own_split.summary()
+    return SplitResult(
+        str(input_path), str(host), paths, "split", seconds, moved, kpack_own=own_json
+    )
 
 
 def _settings_fingerprint(
-    ctx: RunContext, wheel: Path, with_wheels: Sequence[Path], lib_dir: str | None, pattern: str
+    ctx: RunContext,
+    wheel: Path,
+    with_wheels: Sequence[Path],
+    lib_dir: str | None,
+    split: tuple[str, bool],
 ) -> str:
+    pattern, kpack_own = split
     cfg = ctx.settings
     return provenance.fingerprint(
         {
@@ -321,6 +353,7 @@ def _settings_fingerprint(
             "lib_dir": lib_dir,
             "with": [statefile.file_facts(w.resolve()) for w in with_wheels],
             "pattern": pattern,
+            "kpack_own": kpack_own,
             "torch_lib_dir": str(cfg.projects["torch"].lib_dir) if "torch" in cfg.projects else "",
         }
     )
@@ -340,6 +373,9 @@ class SplitPlan:
     devices: Mapping[str, Mapping[str, str]]
     #: per wheel: its inputs and settings, the no-op check's key (see :func:`_up_to_date`)
     fingerprints: Mapping[Path, str]
+    #: the tree's kpack loader ("": its runtime cannot load kpack): the project's own
+    #: libraries are kpack-split only where it has one
+    kpack_loader: str = ""
 
     @property
     def dry_run(self) -> bool:
@@ -351,6 +387,7 @@ class SplitPlan:
             "split_arch": True,
             "device_name": self.pattern,
             "devices": {w: dict(d) for w, d in self.devices.items()},
+            "kpack_loader": self.kpack_loader,
         }
 
 
@@ -384,8 +421,10 @@ def split_arch_plan(
     fat = stage_plan(
         ctx, wheels, with_wheels=with_wheels, lib_dir=lib_dir, dry_run=dry_run, fresh=True
     )
-    prints = {w: _settings_fingerprint(ctx, w, with_wheels, lib_dir, pattern) for w in wheels}
-    return SplitPlan(tuple(wheels), fat, pattern, devices, prints)
+    loader = kpack.tree_loader(ctx.tree.root)
+    split = (pattern, loader is not None)
+    prints = {w: _settings_fingerprint(ctx, w, with_wheels, lib_dir, split) for w in wheels}
+    return SplitPlan(tuple(wheels), fat, pattern, devices, prints, str(loader or ""))
 
 
 def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitResult]:
@@ -406,17 +445,19 @@ def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitR
     with tempfiles.swept(output_dir), tempfiles.folder(output_dir, "split-arch") as scratch:
         fats = stage_execute(plan.fat.into(scratch), progress).results
         by_input = {Path(r.input).resolve(): r for r in fats}
-        for wheel in plan.wheels:
+        for index, wheel in enumerate(plan.wheels):
             fat = by_input[wheel.resolve()]
             with WheelReader(Path(fat.output)) as reader:
                 _, prov = provenance.found_in(reader)
             prefixes = _data_prefixes(
                 plan.fat.rocm, settings.data_trees, str(prov.get("lib_dir", ""))
             )
+            own = kpackown.own_device_code(wheel, fat.plan) if plan.kpack_loader else ()
             result = split_wheel(
                 Path(fat.output), input_path=wheel, output_dir=output_dir, prefixes=prefixes,
                 pattern=plan.pattern, fingerprint=plan.fingerprints[wheel],
                 level=settings.compression_level, no_wait=plan.fat.no_wait, progress=progress,
+                own=own, scratch=scratch / f"own-{index}" if plan.kpack_loader else None,
             )  # fmt: skip
             results.append(replace(result, bundle=fat.as_json()))
     return results
@@ -438,17 +479,6 @@ def lines(result: SplitResult) -> Iterator[str]:
         files, size = result.moved.get(target, (0, 0))
         note = f"  ({files} data files, {size} bytes)" if result.status == "split" else ""
         yield f"  {target}: {path}{note}"
-    kpacked = ((result.bundle or {}).get("plan") or {}).get("kpack", {}).get("archives")
-    if result.devices and kpacked:
-        yield (
-            f"  the ROCm libraries' device code ({len(kpacked)} kpack archives) went to the "
-            "device wheels; code inside the project's own libraries stays in the host wheel "
-            "(rocm-build does not kpack-split them)"
-        )
-    elif result.devices:
-        # device code lives inside the host libraries: it cannot move to the device wheels
-        yield (
-            "  the host wheel's libraries keep the device code of every requested target "
-            f"({', '.join(result.devices)}); for a smaller download, bundle one target (or "
-            "family) with --arch instead"
-        )
+    if result.devices:
+        kpacked = ((result.bundle or {}).get("plan") or {}).get("kpack", {}).get("archives")
+        yield from kpackown.device_code_lines(list(result.devices), kpacked or [], result.kpack_own)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_build.bundle import kpackown
 from rocm_build.bundle import split as splitarch
 from rocm_build.errors import ConfigError
 from rocm_build.wheel import wheelmeta
@@ -76,3 +77,45 @@ def test_the_plan_names_the_device_wheels_and_refuses_thin_mode(tmp_path: Path) 
         ConfigError, match=r"^--split-arch makes fat wheels: leave out --mode thin$"
     ):
         bundle.split_arch_plan(ws.ctx, ws.built, mode="thin")
+
+
+def test_the_projects_own_archives_go_with_the_targets_they_serve() -> None:
+    targets = ["gfx90a", "gfx1030"]
+    assert splitarch.member_targets("torch/.kpack/torch_gfx90a:xnack-.kpack", [], targets) == {
+        "gfx90a"
+    }
+    assert splitarch.member_targets("hipext/.kpack/hipext_gfx1030.kpack", [], targets) == {
+        "gfx1030"
+    }
+
+
+def test_only_members_inside_a_package_are_kpack_split() -> None:
+    assert kpackown.splittable("torch/lib/libtorch_hip.so") == ""
+    assert kpackown.splittable("hipext/_kern.so") == ""
+    assert "not inside a package" in kpackown.splittable("_kern.so")
+    assert "installed elsewhere" in kpackown.splittable("torch-2.9.0.data/purelib/x/_k.so")
+
+
+def test_the_output_says_where_the_device_code_went() -> None:
+    split = {
+        "loader": True,
+        "libraries": ["torch/lib/libtorch_hip.so"],
+        "archives": ["torch/.kpack/torch_gfx942.kpack"],
+        "kept": {"torch/_odd.so": "machine 183 is not x86-64 (62)"},
+    }
+    lines = list(
+        kpackown.device_code_lines(["gfx942"], ["torch/.kpack/blas_lib_gfx942.kpack"], split)
+    )
+    assert lines[0].endswith(
+        "own libraries' device code (1 libraries, 1 kpack archives) went to the device wheels "
+        "(kpack-split: the tree's runtime loads kpack)"
+    )
+    assert "torch/_odd.so keeps its device code in the host wheel" in lines[1]
+    assert (
+        lines[2] == "  the ROCm libraries' device code (1 kpack archives) went to the device wheels"
+    )
+    no_loader = {"loader": False, "libraries": [], "archives": [], "kept": {}}
+    (line,) = kpackown.device_code_lines(["gfx942"], ["a.kpack"], no_loader)
+    assert "stays in the host wheel (the tree's runtime cannot load kpack" in line
+    (line,) = kpackown.device_code_lines(["gfx942"], [], no_loader)
+    assert "keep the device code of every requested target (gfx942)" in line

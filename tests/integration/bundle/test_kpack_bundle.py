@@ -17,12 +17,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
-from rocm_build.binary import elfpatch, kpack
+from rocm_build.binary import elf, elfpatch, kpack
 from tests import hostile
+from tests.kpackwriter import code_objects
 
 from .conftest import INIT, make_venv, pip_install
-from .helpers import make_wheel
+from .helpers import cc_shared, make_wheel
 from .test_prune_bundle import CHECK, bundle
 
 pytestmark = pytest.mark.slow
@@ -165,12 +167,16 @@ def test_a_marker_whose_archives_are_gone_is_an_error(
 
 
 def test_split_arch_puts_each_targets_archives_in_its_device_wheel(
-    run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
+    run_cli, rand_wheel: Path, split_tree: Path, hip_ext_so: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a;gfx1030", "--split-arch")
     assert res.returncode == 0, res.stderr
     assert "device code (3 kpack archives) went to the device wheels" in res.stdout
+    # Debian's runtime cannot load kpack: the project's own library keeps its device code
+    assert (
+        "own libraries stays in the host wheel (the tree's runtime cannot load kpack" in res.stdout
+    )
     wheels = {p.name.split("-")[0]: p for p in out.glob("*.whl")}
     host = wheels["hipext"]
     assert not [m for m in _members(host) if m.endswith(".kpack")]  # host-only libraries
@@ -197,6 +203,75 @@ def test_split_arch_puts_each_targets_archives_in_its_device_wheel(
         assert Path(found).name == archive
         read = kpack.read_archive(Path(found))
         assert kpack.serves(read, ref, 1, agent)
+    assert kpack.read_ref(site / "hipext/_kern.so") is None
+    assert len(elf.offload_bundles(site / "hipext/_kern.so")) == len(
+        elf.offload_bundles(hip_ext_so)
+    )
+    assert not list((site / "hipext/.kpack").glob("hipext_*"))
+
+
+#: a stand-in for TheRock's kpack loader: TheRock's ``librocm_kpack`` is on no registry, so a
+#: tree whose runtime loads kpack cannot exist here; bundle only asks whether the tree has it
+STAND_IN = "int rocm_kpack_stand_in(void) { return 0; }\n"
+
+
+def test_split_arch_kpack_splits_the_projects_own_libraries_where_the_runtime_loads_kpack(
+    run_cli, rand_wheel: Path, split_tree: Path, hip_ext_so: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    cc_shared(split_tree / "lib" / "librocm_kpack.so", STAND_IN)
+    out = tmp_path / "out"
+    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a;gfx1030", "--split-arch")
+    assert res.returncode == 0, res.stderr
+    assert "own libraries' device code (1 libraries, 2 kpack archives) went to" in res.stdout
+    assert "stays in the host wheel" not in res.stdout
+    wheels = {p.name.split("-")[0]: p for p in out.glob("*.whl")}
+    host = wheels["hipext"]
+    assert not [m for m in _members(host) if m.endswith(".kpack")]
+    devices = {t: wheels[f"amd_hipext_device_{t}"] for t in ("gfx90a", "gfx1030")}
+    for target, wheel in devices.items():
+        info = _members(wheel)[f"hipext/.kpack/hipext_{target}.kpack"]
+        assert info.compress_type == zipfile.ZIP_STORED
+    site = tmp_path / "site"
+    for wheel in (host, *devices.values()):
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(site)
+    # the host library: a marker, no bundle bytes (.hip_fatbin NOBITS)
+    kern = site / "hipext/_kern.so"
+    ref = kpack.read_ref(kern)
+    assert ref is not None
+    assert ref.kernel_name == "hipext/_kern.so"
+    assert list(ref.search_paths) == [".kpack/hipext_@GFXARCH@.kpack"]
+    with kern.open("rb") as fh:
+        assert ELFFile(fh).get_section_by_name(".hip_fatbin")["sh_type"] == "SHT_NOBITS"
+    assert elf.offload_bundles(kern) == ()
+    assert b"__CLANG_OFFLOAD_BUNDLE__" not in kern.read_bytes()
+    # the gfx90a archive holds the original library's gfx90a code objects, byte for byte
+    found = kpack.resolve(
+        str(kern.parent), ref, "gfx90a:sramecc+:xnack-", lambda p: Path(p).is_file()
+    )
+    assert found is not None
+    assert Path(found).resolve() == (site / "hipext/.kpack/hipext_gfx90a.kpack").resolve()
+    archive = kpack.read_archive(Path(found))
+    entries = {e.index: e for e in archive.for_kernel(ref.kernel_name)}
+    bundles = elf.offload_bundles(hip_ext_so)
+    assert sorted(entries) == list(range(len(bundles)))
+    with hip_ext_so.open("rb") as fh:
+        for index, b in enumerate(bundles):
+            (code,) = [
+                c for e, c in code_objects(fh, b, "_kern.so") if e.bundle_id.endswith("gfx90a")
+            ]
+            assert kpack.read_code_object(Path(found), archive, entries[index]) == code
+    # installed with the tree out of reach, the host library still loads (no GPU: 100)
+    shutil.rmtree(split_tree)
+    python = make_venv(tmp_path / "venv")
+    for wheel in (host, *devices.values()):
+        pip_install(python, wheel)
+    proc = subprocess.run(
+        [str(python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["status"] == 100
 
 
 def test_doctor_reports_the_split_tree_and_proves_patchelf(
