@@ -16,7 +16,8 @@ def sources() -> dict[str, str]:
 
 def test_only_the_analysis_looks_for_elf_magic() -> None:
     users = sorted(name for name, text in sources().items() if "ELF_MAGIC" in text)
-    assert users == ["binary/elf.py", "wheel/analyze.py"]
+    # binary/ parses one file it was handed (elf reads it, kpacksplit rewrites it): no walk
+    assert [u for u in users if not u.startswith("binary/")] == ["wheel/analyze.py"]
 
 
 def test_the_three_callers_use_the_analysis() -> None:
