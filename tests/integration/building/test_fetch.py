@@ -234,4 +234,4 @@ def test_cli_fetch_and_build_from_url(server: Server, tmp_path: Path, run_cli: C
     )
     assert planned.returncode == 0, planned.stderr
     assert f"ROCM_PATH={tree}" in planned.stdout
-    assert "BUILD_VERSION=0.24.0+rocm6.4.1" in planned.stdout
+    assert "BUILD_VERSION=0.24.0+rocm6.4" in planned.stdout
