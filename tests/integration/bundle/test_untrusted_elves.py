@@ -1,0 +1,159 @@
+"""ELF members that lie (issue 30): a ``.rodata`` that covers half a gigabyte of the (inflated)
+member, compressed offload bundles that decompress to half a gigabyte from a few kB of wheel,
+a ``CCOB`` marker with no room for its header at the very end of the file, an ELF header with
+nothing in it. Bounded memory and time, one line, a documented exit code; never a traceback.
+
+The libraries are gcc's, edited here (a section added with objcopy, a section header patched);
+the bombs are streamed into the wheel, so the test never holds them.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from .helpers import cc_shared, device_code, make_bundle
+from .test_untrusted_zips import PEAK_MB, one_error, peak_run, streamed_wheel
+
+pytestmark = pytest.mark.slow
+
+#: bytes a bomb inflates to
+BOMB = 512 << 20
+HOST = "host-x86_64-unknown-linux-gnu-"
+HIP = "hipv4-amdgcn-amd-amdhsa--"
+
+
+@pytest.fixture(scope="module")
+def base_so(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return cc_shared(
+        tmp_path_factory.mktemp("elf") / "libx.so",
+        'const char *name(void){return "libamdhip64.so";}\nint x(void){return 1;}\n',
+    )
+
+
+def _section_header(data: bytes, name: str) -> int:
+    """Where section ``name``'s header lies in the (64-bit) ELF file ``data``."""
+    from io import BytesIO
+
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(BytesIO(data))
+    index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == name)
+    return int(elf["e_shoff"]) + index * int(elf["e_shentsize"])
+
+
+def _with_section(base: Path, blob: bytes, out: Path) -> bytes:
+    (out.parent / "blob").write_bytes(blob)
+    cmd = ["objcopy", "--add-section", f".hip_fatbin={out.parent / 'blob'}", str(base), str(out)]
+    subprocess.run(cmd, check=True)
+    return out.read_bytes()
+
+
+def _chunks(head: bytes, zeros: int) -> Iterator[bytes]:
+    yield head
+    block = bytes(1 << 20)
+    for _ in range(zeros // len(block)):
+        yield block
+
+
+def _packed(method: str, parts: Iterable[bytes]) -> bytes:
+    comp = zlib.compressobj(9) if method == "zlib" else zstandard.ZstdCompressor().compressobj()
+    return b"".join(comp.compress(p) for p in parts) + comp.flush()
+
+
+def _bomb_ccob(method: str) -> bytes:
+    """A v3 compressed bundle, honest in its sizes, whose gfx1030 entry is BOMB zeros."""
+    head = make_bundle([(HOST, b""), (HIP + "gfx90a", device_code(1)), (HIP + "gfx1030", b"")])
+    # the gfx1030 entry: BOMB bytes after the gfx90a code (its size field patched)
+    table = bytearray(head)
+    at = len(b"__CLANG_OFFLOAD_BUNDLE__") + 8 + 24 + len(HOST) + 24 + len(HIP + "gfx90a")
+    struct.pack_into("<QQ", table, at, len(head), BOMB)
+    raw = len(head) + BOMB
+    payload = _packed(method, _chunks(bytes(table), BOMB))
+    total = 32 + len(payload)
+    fields = struct.pack("<4sHHQQ", b"CCOB", 3, 0 if method == "zlib" else 1, total, raw)
+    return fields + b"\0" * 8 + payload
+
+
+@pytest.mark.parametrize("method", ["zlib", "zstd"])
+def test_compressed_bundle_bomb_is_pruned_in_bounded_memory(
+    rocm_tree: Path, tmp_path: Path, base_so: Path, method: str
+) -> None:
+    """512 MB of zeros in a dropped entry: inspect reads the table, bundle --arch gfx90a prunes
+    the entry away, each streaming it (the old pruner held it whole, and sliced it once per
+    MB read: quadratic, deaf to Ctrl-C)."""
+    so = _with_section(base_so, _bomb_ccob(method), tmp_path / "bomb.so")
+    wheel = streamed_wheel(tmp_path / "dist", {"bomb/_x.so": [so]})
+    assert wheel.stat().st_size < 4 << 20
+    out = tmp_path / "out"
+    bundle = ["bundle", str(wheel), "--rocm", str(rocm_tree), "--output-dir", str(out)]
+    for args in (["inspect", str(wheel)], [*bundle, "--arch", "gfx90a", "-z", "1"]):
+        start = time.monotonic()
+        res, peak = peak_run(args, tmp_path)
+        assert res.returncode == 0, (args, res.stdout, res.stderr)
+        assert peak < PEAK_MB, (args, peak)
+        assert time.monotonic() - start < 60, args  # a guard, not a benchmark
+    assert [w.name for w in out.glob("*.whl")]
+
+
+def test_rodata_that_covers_the_file_is_scanned_in_bounded_memory(
+    rocm_tree: Path, tmp_path: Path, base_so: Path
+) -> None:
+    """A library whose ``.rodata`` header claims 512 MB of zeros after its own bytes: the scan
+    for library names (done for every ELF member read in place) goes through it in steps."""
+    data = bytearray(base_so.read_bytes())
+    at = _section_header(bytes(data), ".rodata")
+    struct.pack_into("<QQ", data, at + 24, len(data), BOMB)
+    wheel = streamed_wheel(tmp_path / "dist", {"bomb/_x.so": _chunks(bytes(data), BOMB)})
+    assert wheel.stat().st_size < 4 << 20
+    bundle = ["bundle", str(wheel), "--rocm", str(rocm_tree), "--output-dir", str(tmp_path)]
+    for args in (["inspect", str(wheel)], [*bundle, "--dry-run"]):
+        res, peak = peak_run(args, tmp_path)
+        assert res.returncode == 0, (args, res.stdout, res.stderr)
+        assert peak < PEAK_MB, (args, peak)
+
+
+def test_ccob_marker_at_the_end_of_the_file(rocm_tree: Path, tmp_path: Path, base_so: Path) -> None:
+    """``CCOB`` as the last four bytes of the file, its ``.hip_fatbin`` pointing at them: a
+    truncated header, exit 10 in one line (was a struct.error traceback)."""
+    data = bytearray(_with_section(base_so, b"\0" * 16, tmp_path / "f.so"))
+    at = _section_header(bytes(data), ".hip_fatbin")
+    struct.pack_into("<QQ", data, at + 24, len(data), 4)
+    data += b"CCOB"
+    wheel = streamed_wheel(tmp_path / "dist", {"bomb/_x.so": [bytes(data)]})
+    out = tmp_path / "out"
+    bundle = ["bundle", str(wheel), "--rocm", str(rocm_tree), "--output-dir", str(out)]
+    for args in (["inspect", str(wheel)], [*bundle, "--arch", "gfx90a"]):
+        res, _peak = peak_run(args, tmp_path)
+        assert res.returncode == 10, (args, res.stdout, res.stderr)
+        one_error(res, "_x.so", "truncated compressed bundle header")
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_elf_header_with_nothing_in_it_is_no_host_library(
+    rocm_tree: Path, tmp_path: Path, base_so: Path
+) -> None:
+    """A valid ident, the rest zeros: no type, no machine. Not a host library: inspect lists no
+    library, bundle copies it as it is (it ran patchelf on it: exit 4)."""
+    fake = base_so.read_bytes()[:16] + bytes(4096)
+    wheel = streamed_wheel(tmp_path / "dist", {"bomb/_x.so": [fake]})
+    res, _peak = peak_run(["--json", "inspect", str(wheel)], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "bomb/_x.so" not in res.stdout
+    out = tmp_path / "out"
+    res, _peak = peak_run(
+        ["bundle", str(wheel), "--rocm", str(rocm_tree), "--output-dir", str(out)], tmp_path
+    )
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    import zipfile
+
+    (written,) = out.glob("*.whl")
+    with zipfile.ZipFile(written) as zf:
+        assert zf.read("bomb/_x.so") == fake
