@@ -157,3 +157,23 @@ def test_elf_header_with_nothing_in_it_is_no_host_library(
     (written,) = out.glob("*.whl")
     with zipfile.ZipFile(written) as zf:
         assert zf.read("bomb/_x.so") == fake
+
+
+def test_inspect_escapes_what_the_wheel_says(tmp_path: Path) -> None:
+    """A SONAME, NEEDED and RPATH holding terminal escape sequences (a title change, a screen
+    clear) are shown escaped by inspect's text report, never sent to the terminal raw."""
+    evil = "\x1b]0;owned\x07\x1b[2J"
+    dep = cc_shared(tmp_path / "dep" / f"libdep{evil}.so", "int d(void){return 2;}\n")
+    so = cc_shared(
+        tmp_path / "build" / "_x.so",
+        "int d(void);\nint x(void){return d();}\n",
+        soname=f"lib{evil}x.so",
+        libs=[dep],
+        rpath=f"$ORIGIN/{evil}",
+    )
+    wheel = streamed_wheel(tmp_path / "dist", {"bomb/_x.so": [so.read_bytes()]})
+    res, _peak = peak_run(["inspect", str(wheel)], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout, repr(res.stdout)
+    assert "\x07" not in res.stdout, repr(res.stdout)
+    assert "\\x1b]0;owned\\x07" in res.stdout, res.stdout
