@@ -398,10 +398,14 @@ class WheelReader:
     def pread(self, size: int, offset: int) -> bytes:
         """``size`` bytes at ``offset`` of the wheel this reader opened (its own open file, by
         position: never the path again, which may name another file by now)."""
+        return os.pread(self.fileno(), size, offset)
+
+    def fileno(self) -> int:
+        """The file this reader opened (not whatever its path names now)."""
         fp = self._zip.fp
         if fp is None:
             raise BundleError(f"{self.path.name}: the wheel is closed")
-        return os.pread(fp.fileno(), size, offset)
+        return fp.fileno()
 
     def data_offset(self, member: Member, fh: BinaryIO | None = None) -> int:
         """Where the member's compressed bytes start (after its local header), read from ``fh``
