@@ -9,6 +9,7 @@ the bombs are streamed into the wheel, so the test never holds them.
 
 from __future__ import annotations
 
+import shutil
 import struct
 import subprocess
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from .helpers import cc_shared, device_code, make_bundle
+from .helpers import cc_shared, device_code, make_bundle, make_wheel
 from .test_untrusted_zips import PEAK_MB, one_error, peak_run, streamed_wheel
 
 pytestmark = pytest.mark.slow
@@ -177,3 +178,44 @@ def test_inspect_escapes_what_the_wheel_says(tmp_path: Path) -> None:
     assert "\x1b" not in res.stdout, repr(res.stdout)
     assert "\x07" not in res.stdout, repr(res.stdout)
     assert "\\x1b]0;owned\\x07" in res.stdout, res.stdout
+
+
+def _lying_ccob() -> bytes:
+    """A zstd v3 bundle whose header says it decompresses to 100 bytes (it holds more)."""
+    inner = make_bundle([(HOST, b""), (HIP + "gfx90a", device_code(1))])
+    payload = zstandard.ZstdCompressor().compress(inner)
+    fields = struct.pack("<4sHHQQ", b"CCOB", 3, 1, 32 + len(payload), 100)
+    return fields + b"\0" * 8 + payload
+
+
+@pytest.mark.parametrize("kind", ["elf", "dll"])
+def test_ccob_whose_raw_size_lies_is_exit_10_everywhere(
+    rocm_tree: Path, tmp_path: Path, base_so: Path, kind: str
+) -> None:
+    """inspect took the lie (exit 0) and read the table past it; in a DLL's ``.hip_fat`` a
+    damaged bundle was a traceback. Now both commands say exit 10 in one line, in the plan."""
+    if kind == "elf":
+        member, tag = "bomb/_x.so", "cp311-cp311-linux_x86_64"
+        data = _with_section(base_so, _lying_ccob(), tmp_path / "lie.so")
+    else:
+        mingw = shutil.which("x86_64-w64-mingw32-gcc")
+        if mingw is None:
+            pytest.skip("needs mingw-w64 (dev/apt-packages.txt)")
+        member, tag = "bomb/kern.dll", "cp311-cp311-win_amd64"
+        array = ",".join(str(b) for b in _lying_ccob())
+        src = tmp_path / "kern.c"
+        src.write_text(
+            f'__attribute__((section(".hip_fat"), used)) const unsigned char f[] = {{{array}}};\n'
+            "__declspec(dllexport) int k(void) { return 1; }\n"
+        )
+        dll = tmp_path / "kern.dll"
+        subprocess.run([mingw, "-shared", "-O1", "-o", str(dll), str(src)], check=True)
+        data = dll.read_bytes()
+    wheel = make_wheel(tmp_path / "dist", "bomb", "1.0", {member: data}, tag=tag)
+    out = tmp_path / "out"
+    bundle = ["bundle", str(wheel), "--rocm", str(rocm_tree), "--output-dir", str(out)]
+    for args in (["inspect", str(wheel)], [*bundle, "--arch", "gfx90a"]):
+        res, _peak = peak_run(args, tmp_path)
+        assert res.returncode == 10, (args, res.stdout, res.stderr)
+        one_error(res, Path(member).name, "damaged offload bundle", "100 bytes")
+    assert not out.exists() or not list(out.iterdir())
