@@ -42,6 +42,7 @@ TEXT_LIMIT = 16 << 20
 #: RECORD's limit: a line per file (torch's: about 3 MB)
 RECORD_LIMIT = 128 << 20
 LOCAL = struct.Struct("<4s5H3L2H")  # a local header: signature .. extra length (30 bytes)
+_WINDOW = 1 << 16  # bytes read at a time while the local headers are checked
 
 
 def record_hash(digest: bytes) -> str:
@@ -178,7 +179,7 @@ class WheelReader:
             )
             self._by_name = {m.name: m for m in self.members}
             #: member -> where its data starts, its local header checked against the directory
-            self._offsets = {m.name: self._checked_local(m) for m in self.members}
+            self._offsets = self._checked_locals()
             self.dist_info = self._find_dist_info()
             for required in ("METADATA", "WHEEL", "RECORD"):
                 if f"{self.dist_info}/{required}" not in self._by_name:
@@ -418,18 +419,27 @@ class WheelReader:
             raise self._unsafe(member.name, "has another local header than when it was opened")
         return found
 
-    def _checked_local(self, member: Member) -> int:
-        """The member's data offset; its compression and local header checked: one verdict for
-        every command (a member whose local header names another file, or whose bytes another
-        tool would read differently, is refused when the wheel is opened)."""
-        if member.flag_bits & 0x1:
-            raise self._unsafe(member.name, "is encrypted")
-        if member.compress_type not in READABLE_METHODS:
-            raise self._unsafe(
-                member.name, f"is compressed with method {member.compress_type}, not deflate"
-            )
-        head = self.pread(LOCAL.size + 4 * len(member.name) + 1, member.header_offset)
-        return self._local_offset(member, head)
+    def _checked_locals(self) -> dict[str, int]:
+        """Every member's data offset, its compression and local header checked: one verdict
+        for every command (a member whose local header names another file, or whose bytes
+        another tool would read differently, is refused when the wheel is opened). The headers
+        are read in file order through a window, so the small members' cost few reads."""
+        offsets: dict[str, int] = {}
+        window, at = b"", 0
+        for member in sorted(self.members, key=lambda m: m.header_offset):
+            if member.flag_bits & 0x1:
+                raise self._unsafe(member.name, "is encrypted")
+            if member.compress_type not in READABLE_METHODS:
+                raise self._unsafe(
+                    member.name, f"is compressed with method {member.compress_type}, not deflate"
+                )
+            lo = member.header_offset - at
+            need = LOCAL.size + 4 * len(member.name) + 1
+            if lo < 0 or lo + need > len(window):
+                at, lo = member.header_offset, 0
+                window = self.pread(max(need, _WINDOW), at)
+            offsets[member.name] = self._local_offset(member, window[lo : lo + need])
+        return offsets
 
     def _local_offset(self, member: Member, head: bytes) -> int:
         if len(head) < LOCAL.size or head[:4] != b"PK\x03\x04":
