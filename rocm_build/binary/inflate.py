@@ -15,13 +15,26 @@ import zlib
 from collections.abc import Callable
 from typing import IO, Any, cast
 
-__all__ = ["RAW_LIMIT", "STEP", "Decompressed", "FormatError", "zstd_frame_end"]
+from rocm_build import proc
+
+__all__ = [
+    "RAW_LIMIT",
+    "STEP",
+    "Decompressed",
+    "FormatError",
+    "Interrupted",
+    "zstd_frame_end",
+]
 
 #: the most bytes one compressed bundle may decompress to: a bundle is the device code of one
 #: translation unit for every target (hundreds of MB at most); v2's size field stops at 4 GiB
 RAW_LIMIT = 4 << 30
 #: the most bytes one call into a decompressor makes or takes
 STEP = 1 << 20
+
+
+class Interrupted(Exception):
+    """A decompression stopped by Ctrl-C or SIGTERM (:data:`rocm_build.proc.STOPPING`)."""
 
 
 class FormatError(ValueError):
@@ -91,6 +104,8 @@ class Decompressed:
         n = min(n, self._limit + 1 - self.done)
         if n <= 0:
             return b""
+        if proc.STOPPING.is_set():  # a worker thread: the signal's KeyboardInterrupt is not here
+            raise Interrupted("interrupted")
         try:
             if self._zstd is not None:
                 if self._zstd_end:

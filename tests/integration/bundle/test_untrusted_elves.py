@@ -9,9 +9,12 @@ the bombs are streamed into the wheel, so the test never holds them.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import struct
 import subprocess
+import sys
 import time
 import zlib
 from collections.abc import Iterable, Iterator
@@ -19,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import zstandard
+
+from tests.conftest import REPO
 
 from .helpers import cc_shared, device_code, make_bundle, make_wheel
 from .test_untrusted_zips import PEAK_MB, one_error, peak_run, streamed_wheel
@@ -219,3 +224,61 @@ def test_ccob_whose_raw_size_lies_is_exit_10_everywhere(
         assert res.returncode == 10, (args, res.stdout, res.stderr)
         one_error(res, Path(member).name, "damaged offload bundle", "100 bytes")
     assert not out.exists() or not list(out.iterdir())
+
+
+def _zlib_zeros_after(head: bytes, mib: int) -> bytes:
+    """zlib data of ``head`` and ``mib`` MiB of zeros, made in a blink: after a full flush the
+    deflater starts afresh, so each MiB of zeros compresses to the same bytes (repeated here),
+    then an empty final block and the Adler-32 of it all."""
+    comp = zlib.compressobj(9)
+    chunk = bytes(1 << 20)
+    first = comp.compress(head) + comp.flush(zlib.Z_FULL_FLUSH)
+    again = comp.compress(chunk) + comp.flush(zlib.Z_FULL_FLUSH)
+    adler = zlib.adler32(head)
+    for _ in range(mib):
+        adler = zlib.adler32(chunk, adler)
+    return first + again * mib + b"\x03\x00" + struct.pack(">I", adler)
+
+
+def test_sigterm_stops_the_pruning_of_a_bomb(
+    rocm_tree: Path, tmp_path: Path, base_so: Path
+) -> None:
+    """A 3.5 GiB zlib bomb being pruned on a writer thread: SIGTERM ends the run (exit 130)
+    at once, not when the thread has decompressed it all (the old pruner took minutes and
+    ignored the signal meanwhile)."""
+    head = make_bundle([(HOST, b""), (HIP + "gfx90a", device_code(1)), (HIP + "gfx1030", b"")])
+    table = bytearray(head)
+    at = len(b"__CLANG_OFFLOAD_BUNDLE__") + 8 + 24 + len(HOST) + 24 + len(HIP + "gfx90a")
+    zeros = 3584 << 20
+    struct.pack_into("<QQ", table, at, len(head), zeros)
+    payload = _zlib_zeros_after(bytes(table), zeros >> 20)
+    ccob = struct.pack("<4sHHQQ", b"CCOB", 3, 0, 32 + len(payload), len(head) + zeros)
+    so = _with_section(base_so, ccob + b"\0" * 8 + payload, tmp_path / "bomb.so")
+    wheel = streamed_wheel(tmp_path / "dist", {"bomb/_x.so": [so]})
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_")}
+    env.update(PYTHONPATH=str(REPO), ROCM_BUILD_BUNDLE_DEFLATE_CACHE="none")
+    args = ["bundle", str(wheel), "--rocm", str(rocm_tree), "--output-dir", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocm_build", *args, "--arch", "gfx90a", "-z", "1"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (out.is_dir() and any(out.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the write has begun: the pruning comes with it
+        time.sleep(0.5)
+        assert proc.poll() is None, "the bundle ended before the signal"
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 30, err  # a guard, not a benchmark
+    assert "interrupted (SIGTERM)" in err
+    assert not list(out.glob("*.whl"))
