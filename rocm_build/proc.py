@@ -199,20 +199,29 @@ def kill_children(grace: float = GRACE) -> None:
         _stop_groups(sorted(pids), grace)
 
 
+#: set by Ctrl-C, SIGTERM or SIGHUP (once ``handle_signals`` runs): long work on another thread,
+#: which the ``KeyboardInterrupt`` does not reach (a decompression), stops at its next step
+STOPPING = threading.Event()
+
+
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     global _signal_name
     _signal_name = signal.Signals(signum).name
+    STOPPING.set()
     raise KeyboardInterrupt
 
 
 def handle_signals() -> None:
-    """SIGTERM and SIGHUP stop a run the way Ctrl-C does (``KeyboardInterrupt``).
+    """SIGTERM and SIGHUP stop a run the way Ctrl-C does (``KeyboardInterrupt``), and all three
+    set :data:`STOPPING`.
 
     A signal the caller ignores stays ignored: ``nohup rocm-build all &`` keeps running when
     its terminal closes."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _on_signal)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_signal)
 
 
 def ignore_signals() -> None:

@@ -21,6 +21,7 @@ Anyone who may write to the folder could have put something else under such a na
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -37,6 +38,7 @@ __all__ = [
     "LIMIT",
     "check",
     "check_folder",
+    "content_sha256",
     "facts_unchanged",
     "file_facts",
     "file_sha256",
@@ -46,6 +48,7 @@ __all__ = [
     "read_json",
     "remove",
     "settings_digest",
+    "stat_facts",
     "write_bytes",
     "write_json",
 ]
@@ -264,22 +267,54 @@ def settings_digest(settings: Any) -> str:
 
 
 def file_facts(path: Path) -> list[Any]:
-    """``[path, size, mtime_ns]``: what :func:`facts_unchanged` compares."""
-    st = path.stat()
-    return [str(path), st.st_size, st.st_mtime_ns]
+    """``[path, size, mtime_ns, inode, ctime_ns]``: what :func:`facts_unchanged` compares. A
+    rewrite that keeps the size and sets the mtime back (``os.utime``), or another file renamed
+    into place, still changes the inode or the ctime, which only root can set."""
+    return [str(path), *stat_facts(path.stat())]
+
+
+def stat_facts(st: os.stat_result) -> list[int]:
+    """The facts of :func:`file_facts` but the path, from a stat (or an open file's fstat)."""
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
 
 
 def facts_unchanged(facts: Sequence[Sequence[Any]]) -> bool:
-    """Whether the files these :func:`file_facts` name are as they were (a gone file is not)."""
+    """Whether the files these :func:`file_facts` name are as they were (a gone file is not;
+    nor is a record of other shapes: an older tool's, or crafted)."""
     try:
-        entries = [(Path(path), size, mtime) for path, size, mtime in facts]
+        entries = [(Path(path), list(rest)) for path, *rest in facts]
     except (TypeError, ValueError):  # a record of other shapes (crafted): not these files
         return False
-    for path, size, mtime in entries:
+    for path, rest in entries:
         try:
             st = path.stat()
         except OSError:
             return False
-        if st.st_size != size or st.st_mtime_ns != mtime:
+        if rest != stat_facts(st):
             return False
     return True
+
+
+#: (device, facts) -> sha256 of the file they describe: a file is hashed once per run
+_DIGESTS: dict[tuple[int, ...], str] = {}
+
+
+def content_sha256(path: Path, fd: int | None = None) -> str:
+    """The sha256 (hex) of the file at ``path`` (or open as ``fd``), hashed once per run: while
+    its device, inode, size, mtime and ctime stay the same its bytes do."""
+    with contextlib.ExitStack() as stack:
+        if fd is None:
+            fd = stack.enter_context(path.open("rb")).fileno()
+        before = os.fstat(fd)
+        key = (before.st_dev, *stat_facts(before))
+        if (found := _DIGESTS.get(key)) is not None:
+            return found
+        digest = hashlib.sha256()
+        offset = 0
+        while block := os.pread(fd, 1 << 20, offset):
+            digest.update(block)
+            offset += len(block)
+        after = os.fstat(fd)
+        if (after.st_dev, *stat_facts(after)) == key:
+            _DIGESTS[key] = digest.hexdigest()
+        return digest.hexdigest()

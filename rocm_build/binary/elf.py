@@ -21,12 +21,13 @@ from __future__ import annotations
 import mmap
 import re
 import struct
-import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, cast
+
+from rocm_build.binary import inflate
 
 if TYPE_CHECKING:
     from elftools.elf.elffile import ELFFile
@@ -259,6 +260,8 @@ def read_elf(path: Source) -> ElfInfo:
                     names = tuple(str(aux.name) for aux in auxiliaries)
                     versions.update(names)
                     by_library.append((str(verneed.name), names))
+        if elf["e_type"] == "ET_NONE" or elf["e_machine"] == "EM_NONE":
+            raise NotElfError(f"{_shown(path)}: an ELF file of no type or no machine")
         viewed = not isinstance(path, (str, Path))
         return ElfInfo(
             path=_shown(path),
@@ -277,17 +280,42 @@ def read_elf(path: Source) -> ElfInfo:
         )
 
 
-def _rodata(elf: ELFFile, mm: Any) -> bytes:
-    """The ``.rodata`` section between NULs (b"" without one)."""
+_RODATA_STEP = 1 << 20  # bytes of .rodata scanned at a time
+_LONGEST_NAME = 4096  # a string longer than this between NULs names no library file
+
+
+def _rodata_strings(elf: ELFFile, mm: Any) -> Iterator[bytes]:
+    """The ``.rodata`` section in pieces that start after a NUL and end before one (each piece
+    NUL-framed, so whole C strings match as in the whole section), a few MB at a time: its
+    size is the file's word, and a crafted one may cover the whole (inflated) file."""
     section = elf.get_section_by_name(".rodata")
     if section is None or section["sh_type"] == "SHT_NOBITS":
-        return b""
-    start = section["sh_offset"]
-    return b"\0" + bytes(mm[start : start + section["sh_size"]]) + b"\0"
+        return
+    pos = int(section["sh_offset"])
+    end = min(pos + int(section["sh_size"]), len(mm))
+    carry, partial = b"", False  # partial: the carry is the end of a longer string
+    while pos < end:
+        block = carry + bytes(mm[pos : min(pos + _RODATA_STEP, end)])
+        pos += _RODATA_STEP
+        cut = len(block) if pos >= end else block.rfind(b"\0")
+        if cut < 0:  # no NUL in a whole step: keep only what could still end a short string
+            carry, partial = block[-_LONGEST_NAME:], partial or len(block) > _LONGEST_NAME
+            continue
+        body = block[:cut]
+        if partial:  # the first string's start was dropped: it names nothing
+            first = body.find(b"\0")
+            body = body[first + 1 :] if first >= 0 else b""
+        rest = block[cut + 1 :]
+        carry, partial = rest[-_LONGEST_NAME:], len(rest) > _LONGEST_NAME
+        yield b"\0" + body + b"\0"
 
 
 def _so_strings(elf: ELFFile, mm: Any) -> frozenset[str]:
-    return frozenset(m.decode(errors="replace") for m in _SO_STRING.findall(_rodata(elf, mm)))
+    found: set[str] = set()
+    for piece in _rodata_strings(elf, mm):
+        if b".so" in piece:
+            found.update(m.decode(errors="replace") for m in _SO_STRING.findall(piece))
+    return frozenset(found)
 
 
 def strings_present(path: Path | str, names: Iterable[str]) -> frozenset[str]:
@@ -300,9 +328,11 @@ def strings_present(path: Path | str, names: Iterable[str]) -> frozenset[str]:
     if not wanted:
         return frozenset()
     pattern = re.compile(b"(?<=\0)(?:" + b"|".join(wanted) + b")(?=\0)")
+    found: set[str] = set()
     with _elf(path) as (elf, mm):
-        data = _rodata(elf, mm)
-    return frozenset(m.decode() for m in pattern.findall(data))
+        for piece in _rodata_strings(elf, mm):
+            found.update(m.decode() for m in pattern.findall(piece))
+    return frozenset(found)
 
 
 def _version_sort_key(name: str) -> tuple[str, tuple[int, ...]]:
@@ -370,53 +400,75 @@ def _parse_bundle_header(
     return tuple(entries), end - start, pos - start
 
 
-def ccob_header(data: bytes | Any, start: int) -> CcobHeader:
-    """The header of the compressed bundle at ``start``."""
+_CCOB_HEADER = {1: 20, 2: 24, 3: 32}  # bytes of a compressed bundle's header, by version
+
+
+def ccob_header(data: bytes | Any, start: int, end: int | None = None) -> CcobHeader:
+    """The header of the compressed bundle at ``start`` (``end``: where its room ends)."""
+    end = len(data) if end is None else end
+    if start + 8 > end:
+        raise BundleFormatError(f"truncated compressed bundle header at {start}")
     version, method = struct.unpack("<HH", data[start + 4 : start + 8])
     if method not in (0, 1):
         raise BundleFormatError(f"unknown compression method {method} of a compressed bundle")
+    if version not in _CCOB_HEADER:
+        raise BundleFormatError(f"unknown compressed offload bundle version {version}")
+    if start + _CCOB_HEADER[version] > end:
+        raise BundleFormatError(f"truncated compressed bundle header at {start}")
     if version == 1:
         (raw,) = struct.unpack("<I", data[start + 8 : start + 12])
-        return CcobHeader(version, method, None, raw, bytes(data[start + 12 : start + 20]), 20)
-    if version == 2:
+        head = CcobHeader(version, method, None, raw, bytes(data[start + 12 : start + 20]), 20)
+    elif version == 2:
         total, raw = struct.unpack("<II", data[start + 8 : start + 16])
-        return CcobHeader(version, method, total, raw, bytes(data[start + 16 : start + 24]), 24)
-    if version == 3:
+        head = CcobHeader(version, method, total, raw, bytes(data[start + 16 : start + 24]), 24)
+    else:
         total, raw = struct.unpack("<QQ", data[start + 8 : start + 24])
-        return CcobHeader(version, method, total, raw, bytes(data[start + 24 : start + 32]), 32)
-    raise BundleFormatError(f"unknown compressed offload bundle version {version}")
+        head = CcobHeader(version, method, total, raw, bytes(data[start + 24 : start + 32]), 32)
+    if head.raw_size > inflate.RAW_LIMIT:
+        raise BundleFormatError(
+            f"compressed bundle at {start} says it decompresses to {head.raw_size} bytes, more "
+            f"than a bundle may ({inflate.RAW_LIMIT >> 30} GiB)"
+        )
+    return head
+
+
+class _Span:
+    """Bytes [pos, limit) of a buffer, read in order (what a decompressor takes)."""
+
+    def __init__(self, data: Any, pos: int, limit: int) -> None:
+        self._data, self._pos, self._limit = data, pos, limit
+
+    def __call__(self, n: int) -> bytes:
+        hi = min(self._pos + n, self._limit)
+        block = bytes(self._data[self._pos : hi]) if hi > self._pos else b""
+        self._pos += len(block)
+        return block
 
 
 def _decompress_prefix(
-    mm: Any, payload: int, limit: int, *, want_end: bool
+    mm: Any, head: CcobHeader, start: int, limit: int, *, want_end: bool
 ) -> tuple[bytes, int | None]:
-    """The first bytes of a compressed payload and, if ``want_end``, where the payload ends."""
-    is_zstd = mm[payload : payload + 4] == ZSTD_FRAME_MAGIC
-    chunk = 1 << 20
-    out = bytearray()
-    pos = payload
-    if is_zstd:
-        import zstandard
-
-        dobj: Any = zstandard.ZstdDecompressor().decompressobj()
-    else:
-        dobj = zlib.decompressobj()
-    while pos < limit:
-        block = mm[pos : min(pos + chunk, limit)]
-        pos += len(block)
-        try:
-            produced = dobj.decompress(block)
-        except Exception as err:  # zlib.error, zstandard.ZstdError: the payload is damaged
+    """The first bytes of a compressed payload and, if ``want_end``, where the payload ends
+    (v1 has no size field: a zstd frame is walked, zlib is decompressed to its end, never past
+    the size its header declares)."""
+    payload = start + head.payload
+    method = 1 if mm[payload : payload + 4] == ZSTD_FRAME_MAGIC else 0
+    stream = inflate.Decompressed(_Span(mm, payload, limit), method, head.raw_size)
+    try:
+        prefix = stream.read(min(_HEADER_PREFIX, head.raw_size + 1))
+        if not want_end:
+            return prefix, None
+        if method == 1:
+            return prefix, inflate.zstd_frame_end(mm, payload, limit)
+        if stream.drain() != head.raw_size:
             raise BundleFormatError(
-                f"compressed bundle payload does not decompress ({err})"
-            ) from err
-        if len(out) < _HEADER_PREFIX:
-            out += produced[: _HEADER_PREFIX - len(out)]
-        if dobj.eof:
-            return bytes(out), pos - len(dobj.unused_data)
-        if not want_end and len(out) >= _HEADER_PREFIX:
-            return bytes(out), None
-    return bytes(out), None if not want_end else limit
+                f"compressed bundle at {start} decompresses to {stream.done} bytes, its header "
+                f"says {head.raw_size}"
+            )
+    except inflate.FormatError as err:
+        raise BundleFormatError(f"compressed bundle at {start}: its payload {err}") from err
+    consumed = stream.consumed
+    return prefix, limit if consumed is None else payload + consumed
 
 
 def _next_bundle(mm: Any, pos: int, end: int) -> tuple[int, bool]:
@@ -467,7 +519,7 @@ def _walk_bundles(mm: Any, start: int, end: int) -> Iterator[OffloadBundle]:
             entries, size, header = _parse_bundle_header(mm, pos, end, strict=True)
             yield OffloadBundle(pos, size, False, entries, header)
         else:
-            head = ccob_header(mm, pos)
+            head = ccob_header(mm, pos, end)
             total = head.total
             if total is not None and not head.payload < total <= end - pos:
                 raise BundleFormatError(
@@ -477,12 +529,16 @@ def _walk_bundles(mm: Any, start: int, end: int) -> Iterator[OffloadBundle]:
             # The total size tells where the bundle ends: scanning for the next "CCOB" would be
             # wrong, compressed data can contain those bytes.
             limit = pos + total if total else end
-            prefix, payload_end = _decompress_prefix(
-                mm, pos + head.payload, limit, want_end=total is None
-            )
+            prefix, payload_end = _decompress_prefix(mm, head, pos, limit, want_end=total is None)
             if not prefix.startswith(BUNDLE_MAGIC):
                 raise BundleFormatError(f"compressed offload bundle at {pos} holds no bundle")
             entries, _inner, _head = _parse_bundle_header(prefix, 0, len(prefix))
+            for e in entries:
+                if e.offset + e.size > head.raw_size:
+                    raise BundleFormatError(
+                        f"compressed bundle at {pos}: entry {e.bundle_id} at {e.offset}+{e.size} "
+                        f"lies past the {head.raw_size} bytes its header says it decompresses to"
+                    )
             size = total if total else (payload_end or end) - pos
             yield OffloadBundle(pos, size, True, entries, head.payload, head)
         pos += max(size, len(BUNDLE_MAGIC))

@@ -42,8 +42,10 @@ def apply_plan(
     provenance: dict[str, Any],
     linkers: Sequence[str] = (),
     progress: Progress = NO_PROGRESS,
+    before_commit: Callable[[], None] | None = None,
 ) -> Path:
-    """Write the output wheel in one pass; returns its path.
+    """Write the output wheel in one pass; returns its path. ``before_commit`` runs when every
+    byte is written, before the wheel takes its name (it may raise to leave the old one).
 
     Reports "<wheel>: bytes bundled" to ``progress``: each member copied counts its stored
     size, each file added (patched ELF, library, data file) its size before compression; the
@@ -76,6 +78,8 @@ def apply_plan(
         pass_.kpack_archives()
         pass_.provenance(provenance)
         pass_.dist_info(later, out)
+        if before_commit is not None:
+            before_commit()
         writer.commit()
     faults.point("bundle.committed")
     progress.done(task)

@@ -33,7 +33,13 @@ from rocm_build.bundle.lines import linux_plan_lines
 from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile
 from rocm_build.bundle.plan import PlanInput, PlanRules, make_plan
 from rocm_build.bundle.policy import policy_whitelist
-from rocm_build.bundle.provenance import fingerprint, header, provenance_in, up_to_date
+from rocm_build.bundle.provenance import (
+    fingerprint,
+    header,
+    input_record,
+    provenance_in,
+    up_to_date,
+)
 from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
@@ -95,7 +101,8 @@ def _fingerprint(job: BundleJob) -> str:
     """What the output depends on: a different value makes an existing output stale."""
     settings: dict[str, Any] = {
         "tool": __version__,
-        "input": statefile.file_facts(job.wheel),
+        # the input's bytes: the record's "input" (its sha256, see provenance.input_unchanged)
+        "input": str(job.wheel),
         "rocm": str(job.rocm.resolve()),
         "targets": list(job.targets),
         "lib_dir": job.lib_dir,
@@ -137,7 +144,7 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
         check_tree(job.rocm)
     fp = "" if job.torch_pending else _fingerprint(job)
     existing = (
-        up_to_date(wheel, job.output_dir, _provenance_arcname(job), fp)
+        up_to_date(wheel, job.output_dir, _provenance_arcname(job), fp, content=True)
         if fp and not job.fresh
         else None
     )
@@ -146,11 +153,13 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
     with WheelReader(wheel) as reader:
         own_code = not job.targets or bool(job.device.targets)
         analysis = analyze(reader, device_code=own_code, fault="bundle.read")
+        read = tuple(statefile.stat_facts(os.fstat(reader.fileno())))
     # default: the targets the wheel's own device code was built for (the job stays as asked:
     # its fingerprint is the output's)
     own = tuple(sorted(analysis.device_targets))
     resolved = job if job.targets else replace(job, targets=own)
     plan = _device(resolved, _plan(resolved, analysis, fp), analysis)
+    plan = replace(plan, sources=_source_facts(plan), input_facts=read)
     edited = {c.arcname for c in plan.rpaths} | {d.arcname for d in plan.device if d.pruned}
     extract = tuple(a for a in analysis.elves if a in edited)
     return WheelPlan(
@@ -188,6 +197,7 @@ def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> Bundl
         locks.hold(out, f"the wheel {out}", no_wait=job.no_wait),
     ):
         faults.point("bundle.locked")
+        _check_unchanged(job, plan, reader)
         if done := _already_done(job, plan, reader, fp, start):
             return done
         provenance = _provenance(job, plan, reader, fp)
@@ -208,6 +218,7 @@ def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> Bundl
                 provenance=provenance,
                 linkers=find_linkers(job.rocm),
                 progress=progress,
+                before_commit=lambda: _check_unchanged(job, plan, reader),
             )
         zip64 = tuple(wheelfile.zip64_reasons(out))
     seconds = time.monotonic() - start
@@ -358,7 +369,7 @@ def _already_done(
     while this one waited), or the wheel needs nothing and is handed on as it is."""
     wheel, out = job.wheel, Path(plan.output)
     if out.exists() and (
-        existing := up_to_date(wheel, job.output_dir, _provenance_arcname(job), fp)
+        existing := up_to_date(wheel, job.output_dir, _provenance_arcname(job), fp, content=True)
     ):
         return BundleResult(str(wheel), str(existing), "up-to-date", time.monotonic() - start)
     if plan.changes_content or out.name != wheel.name:
@@ -375,9 +386,6 @@ def _already_done(
 def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) -> dict[str, Any]:
     """What the output records about its making: settings, libraries (with those an earlier
     bundle of the input added), and the source files whose change makes it stale."""
-    sources = [statefile.file_facts(Path(lib.source)) for lib in plan.libraries]
-    sources += [statefile.file_facts(Path(d.source)) for d in plan.data]
-    sources += [statefile.file_facts(Path(a.source)) for a in plan.kpack.archives]
     old = provenance_in(reader, plan.provenance_arcname) or {}
     summary = plan.summary()
     names = {lib.name for lib in plan.libraries}
@@ -396,9 +404,35 @@ def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) 
         "device_code": {d.arcname: d.summary() for d in plan.device},
         **({"device_gaps": list(plan.device_gaps)} if plan.device_gaps else {}),
         **({"kpack": summary["kpack"]} if plan.kpack.libraries else {}),
-        "sources": sources,
+        "sources": [list(f) for f in plan.sources],
+        "input": input_record(job.wheel, reader.fileno(), plan.input_facts),
         **({"mode": "thin"} if job.thin is not None else {}),
     }
+
+
+def _source_facts(plan: BundlePlan) -> tuple[tuple[Any, ...], ...]:
+    """The tree files ``plan`` writes into the wheel, as they are now (after the plan read
+    them): the output is made from these very files or not at all, and is stale once one
+    changes."""
+    paths = [lib.source for lib in plan.libraries]
+    paths += [d.source for d in plan.data]
+    paths += [a.source for a in plan.kpack.archives]
+    with reading("the ROCm tree's files"):
+        return tuple(tuple(statefile.file_facts(Path(p))) for p in paths)
+
+
+def _check_unchanged(job: BundleJob, plan: BundlePlan, reader: WheelReader) -> None:
+    """The input wheel (the file ``reader`` holds open) and the tree files are as the plan
+    read them: a change between the plan and the written wheel would give a wheel made from
+    another tree or input than the plan and the record say."""
+    now = tuple(statefile.stat_facts(os.fstat(reader.fileno())))
+    if (plan.input_facts and now != plan.input_facts) or not statefile.facts_unchanged(
+        [list(f) for f in plan.sources]
+    ):
+        raise BundleError(
+            f"{job.wheel.name} or a file of the tree it takes changed after the bundle was "
+            "planned; run the bundle again"
+        )
 
 
 def _log_plan(plan: BundlePlan, seconds: float) -> None:

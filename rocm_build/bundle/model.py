@@ -137,6 +137,11 @@ class BundlePlan:
     images_out_families: tuple[str, ...] = ()
     #: the kpack archives the kpack-split libraries need (stored in the wheel)
     kpack: KpackPlan = NO_KPACK
+    #: the tree files the plan read (libraries, data files, kpack archives), as the plan saw
+    #: them (``statefile.file_facts``): ``execute`` writes them only while they are so
+    sources: tuple[tuple[Any, ...], ...] = ()
+    #: the input wheel as the plan read it (``statefile.stat_facts`` of the open file)
+    input_facts: tuple[int, ...] = ()
 
     @property
     def changes_content(self) -> bool:

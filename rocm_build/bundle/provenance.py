@@ -4,6 +4,7 @@ what it was made from and with, read back to make a re-run on the same inputs a 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ __all__ = [
     "fingerprint",
     "found_in",
     "header",
+    "input_record",
+    "input_unchanged",
     "provenance_in",
     "read_provenance",
     "rocm_version",
@@ -64,8 +67,33 @@ def found_in(reader: WheelReader) -> tuple[str, dict[str, Any]]:
     return "", {}
 
 
-def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) -> Path | None:
-    """The output of these very inputs and settings, if it is already in ``output_dir``."""
+def input_record(wheel: Path, fd: int, facts: Sequence[int]) -> dict[str, Any]:
+    """What an output records of its input wheel (open as ``fd``): its content's sha256 and
+    the stat facts that spare hashing it again while they hold."""
+    return {"facts": [str(wheel), *facts], "sha256": statefile.content_sha256(wheel, fd)}
+
+
+def input_unchanged(wheel: Path, record: Any) -> bool:
+    """Whether ``wheel`` holds the bytes ``record`` (:func:`input_record`) was made from: its
+    stat facts the same (inode and ctime included: no rewrite or swap keeps both), else its
+    sha256 (a copy or a touched file of the same bytes is the same input)."""
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        return False
+    facts = record.get("facts")
+    if isinstance(facts, list) and facts[:1] == [str(wheel)] and statefile.facts_unchanged([facts]):
+        return True
+    try:
+        return bool(statefile.content_sha256(wheel) == record["sha256"])
+    except OSError:
+        return False
+
+
+def up_to_date(
+    wheel: Path, output_dir: Path, arcname: str, fingerprint: str, *, content: bool = False
+) -> Path | None:
+    """The output of these very inputs and settings, if it is already in ``output_dir``.
+    ``content``: the record must also say the input wheel's bytes (``input``, see
+    :func:`input_unchanged`): its fingerprint names the input by path only."""
     for existing in sorted(output_dir.glob(f"{wheel.name.split('-')[0]}-*.whl")):
         # a link, FIFO or another user's file there is refused (exit 14), never read through
         statefile.check(existing, "bundled wheel")
@@ -74,6 +102,7 @@ def up_to_date(wheel: Path, output_dir: Path, arcname: str, fingerprint: str) ->
             prov
             and prov.get("fingerprint") == fingerprint
             and statefile.facts_unchanged(prov.get("sources", []))
+            and (not content or input_unchanged(wheel, prov.get("input")))
         ):
             log.info("%s is up to date (same input, tree and settings)", existing.name)
             return existing

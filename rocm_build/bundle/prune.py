@@ -28,10 +28,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, BinaryIO, cast
+from typing import Any, BinaryIO
 
 from rocm_build import arch
-from rocm_build.binary import elf
+from rocm_build.binary import elf, inflate
 from rocm_build.binary.elf import CcobHeader, OffloadBundle, OffloadEntry
 from rocm_build.binary.elfpatch import Overlay
 
@@ -215,43 +215,6 @@ class _Slice:
         return data
 
 
-class _Reader:
-    """The decompressed bytes of a compressed payload, read in order."""
-
-    def __init__(self, payload: _Slice, method: int) -> None:
-        self.done = 0
-        self._src = payload
-        self._buf = b""
-        if method == 1:
-            import zstandard
-
-            self._zstd: Any = zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], payload))
-        else:
-            self._zstd = None
-            self._zlib = zlib.decompressobj()
-
-    def read(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            block = self._more(n - len(out))
-            if not block:
-                break
-            out += block
-        self.done += len(out)
-        return bytes(out)
-
-    def _more(self, n: int) -> bytes:
-        try:
-            if self._zstd is not None:
-                return bytes(self._zstd.read(min(n, _CHUNK)))
-            while not self._buf and not self._zlib.eof and (block := self._src.read(_CHUNK)):
-                self._buf = self._zlib.decompress(block)
-        except Exception as err:  # zlib.error, zstandard.ZstdError: a damaged payload
-            raise elf.BundleFormatError(f"compressed bundle does not decompress ({err})") from err
-        out, self._buf = self._buf[:n], self._buf[n:]
-        return out
-
-
 def _compressor(method: int, level: int) -> Any:
     if method == 1:
         import zstandard
@@ -261,10 +224,12 @@ def _compressor(method: int, level: int) -> Any:
 
 
 def _inner(fh: BinaryIO, cut: BundleCut, head: CcobHeader) -> Iterator[bytes]:
-    """The pruned inner bundle, in pieces (decompressing the old one as it goes)."""
+    """The pruned inner bundle, in pieces (decompressing the old one as it goes, never past
+    the size its header declares: see :mod:`rocm_build.binary.inflate`)."""
     moved, _size = _layout(cut.kept)
     b = cut.bundle
-    reader = _Reader(_Slice(fh, b.file_offset + head.payload, b.size - head.payload), head.method)
+    payload = _Slice(fh, b.file_offset + head.payload, b.size - head.payload)
+    reader = inflate.Decompressed(payload.read, head.method, head.raw_size)
     yield bundle_header(moved)
     pos = len(bundle_header(moved))
     order = sorted(range(len(cut.kept)), key=lambda i: (cut.kept[i].offset, i))
@@ -276,9 +241,7 @@ def _inner(fh: BinaryIO, cut: BundleCut, head: CcobHeader) -> Iterator[bytes]:
             continue
         if old.offset < reader.done:
             raise elf.BundleFormatError("compressed bundle: two entries share bytes")
-        while reader.done < old.offset:
-            if not reader.read(min(_CHUNK, old.offset - reader.done)):
-                break
+        reader.skip(old.offset - reader.done)
         left = old.size
         while left:
             block = reader.read(min(_CHUNK, left))
@@ -286,24 +249,28 @@ def _inner(fh: BinaryIO, cut: BundleCut, head: CcobHeader) -> Iterator[bytes]:
                 raise elf.BundleFormatError("compressed bundle: entry past its end")
             left -= len(block)
             yield block
-    while reader.read(_CHUNK):
-        pass
-    if reader.done != head.raw_size:
+    if reader.drain() != head.raw_size:
         raise elf.BundleFormatError(
             f"compressed bundle decompresses to {reader.done} bytes, its header says "
             f"{head.raw_size}"
         )
 
 
-def _packed(fh: BinaryIO, cut: BundleCut, head: CcobHeader, level: int) -> bytes:
+def _packed(fh: BinaryIO, cut: BundleCut, head: CcobHeader, level: int) -> bytes | None:
+    """The bundle of ``cut`` compressed again at ``level``; None once it is larger than the old
+    one (no use going on: it would not fit in its place)."""
     comp = _compressor(head.method, level)
     digest = hashlib.md5(usedforsecurity=False)
     parts: list[bytes] = []
-    raw = 0
+    raw = packed = 0
+    room = cut.bundle.size - head.payload
     for piece in _inner(fh, cut, head):
         digest.update(piece)
         raw += len(piece)
         parts.append(comp.compress(piece))
+        packed += len(parts[-1])
+        if packed > room:
+            return None
     parts.append(comp.flush())
     payload = b"".join(parts)
     total = head.payload + len(payload)
@@ -320,10 +287,13 @@ def recompress(path: str, cut: BundleCut) -> bytes:
     b = cut.bundle
     assert b.ccob is not None
     with Path(path).open("rb") as fh:
-        for level in LEVELS[b.ccob.method]:
-            out = _packed(fh, cut, b.ccob, level)
-            if len(out) <= b.size:
-                return out
+        try:
+            for level in LEVELS[b.ccob.method]:
+                out = _packed(fh, cut, b.ccob, level)
+                if out is not None and len(out) <= b.size:
+                    return out
+        except inflate.FormatError as err:
+            raise elf.BundleFormatError(f"compressed bundle at {b.file_offset}: {err}") from err
         log.warning(
             "%s: the compressed bundle at %d is no smaller pruned at any level tried: kept whole",
             path,

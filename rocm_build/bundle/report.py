@@ -28,6 +28,7 @@ from rocm_build.errors import RequirementNotMet, UnsafeInput
 from rocm_build.sizes import human_size
 from rocm_build.wheel import torchinfo, wheelmeta
 from rocm_build.wheel.analyze import WheelAnalysis, analyze
+from rocm_build.wheel.membernames import shown
 from rocm_build.wheel.wheelread import WheelReader
 
 __all__ = ["PYPI_LIMIT", "InspectResult", "human_size", "inspect_wheel", "render"]
@@ -393,6 +394,14 @@ def _device_code_line(row: dict[str, Any]) -> Iterator[str]:
 
 
 def render(data: dict[str, Any]) -> Iterator[str]:
+    """The report as lines of text. What the wheel says (member names, sonames, search paths,
+    metadata) is shown with its control characters escaped: an escape sequence in a library's
+    RPATH must not reach the terminal."""
+    for line in _render(data):
+        yield shown(line)
+
+
+def _render(data: dict[str, Any]) -> Iterator[str]:
     yield f"{data['wheel']}  ({human_size(data['size'])})"
     tag_note = (
         ""

@@ -31,6 +31,7 @@ from rocm_build.cli.options import OrderedGroup, global_options
 from rocm_build.cli.render import State, err_console, setup_logging
 from rocm_build.errors import EXIT_CODES, RocmBuildError
 from rocm_build.masking import mask_url
+from rocm_build.wheel.membernames import shown
 
 __all__ = ["cli", "fail", "main"]
 
@@ -43,8 +44,10 @@ def fail(err: RocmBuildError, *, debug_traceback: bool = False) -> NoReturn:
     if debug_traceback:
         sys.stderr.write(mask_url("".join(traceback.format_exception(err))))
     # escape: messages quote config sections like [projects.apex], which are not markup.
+    # shown: a message may quote what an input says (a soname, a path): never a control
+    # character on the terminal, and one line
     err_console.print(
-        f"[bold red]rocm-build: error:[/] {escape(str(err))}", markup=True, soft_wrap=True
+        f"[bold red]rocm-build: error:[/] {escape(shown(str(err)))}", markup=True, soft_wrap=True
     )
     tail = getattr(err, "tail", ())
     if tail:

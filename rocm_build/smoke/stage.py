@@ -22,7 +22,7 @@ from typing import Any
 
 from rocm_build import arch, proc
 from rocm_build.context import RunContext
-from rocm_build.errors import BundleError, CommandFailed, ConfigError, SmokeFailed
+from rocm_build.errors import CommandFailed, ConfigError, SmokeFailed
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.smoke import upstream
 from rocm_build.wheel.wheelfile import WheelReader
@@ -194,23 +194,19 @@ def import_names(wheel: Path) -> tuple[str, ...]:
 
     Opened by the checking reader, so an unsafe or malformed wheel stops smoke before pip sees
     it (``UnsafeInput``)."""
-    try:
-        with WheelReader(wheel) as reader:
-            names = [m.name for m in reader.members]
-            top = f"{reader.dist_info}/top_level.txt"
-            if reader.has(top):
-                text = reader.read_text(top)
-                found = [line.strip() for line in text.splitlines() if line.strip()]
-                # torch's wheel also installs functorch and torchgen: the package named like the
-                # distribution stands for the wheel (they share its files and libraries).
-                dist = wheel.name.split("-", 1)[0].lower()
-                if dist in found:
-                    return (dist,)
-                if found:
-                    return tuple(n for n in found if not n.startswith("_"))
-    except BundleError as exc:
-        msg = f"{wheel} is not a readable wheel ({exc}); pass a .whl file"
-        raise ConfigError(msg) from None
+    with WheelReader(wheel) as reader:
+        names = [m.name for m in reader.members]
+        top = f"{reader.dist_info}/top_level.txt"
+        if reader.has(top):
+            text = reader.read_text(top)
+            found = [line.strip() for line in text.splitlines() if line.strip()]
+            # torch's wheel also installs functorch and torchgen: the package named like the
+            # distribution stands for the wheel (they share its files and libraries).
+            dist = wheel.name.split("-", 1)[0].lower()
+            if dist in found:
+                return (dist,)
+            if found:
+                return tuple(n for n in found if not n.startswith("_"))
     packages: dict[str, None] = {}
     for name in names:
         head, sep, _ = name.partition("/")

@@ -186,9 +186,13 @@ def _read_elves(
     return elves, unreadable
 
 
-def _bundles(reader: WheelReader, view: MemberView) -> tuple[elf.OffloadBundle, ...]:
+def _bundles(
+    reader: WheelReader, view: MemberView, fatbin: tuple[int, int] | None = None
+) -> tuple[elf.OffloadBundle, ...]:
+    """The offload bundles of an ELF member (its ``.hip_fatbin``) or of a PE member's
+    ``.hip_fat`` section (``fatbin``: its offset and size); a damaged one is exit 10."""
     try:
-        return elf.offload_bundles(view)
+        return elf.offload_bundles_at(view, *fatbin) if fatbin else elf.offload_bundles(view)
     except elf.BundleFormatError as err:
         raise BundleError(
             f"{posixpath.basename(view.name)} (in {reader.path.name}): damaged offload bundle: "
@@ -232,7 +236,7 @@ def _read_pes(reader: WheelReader) -> dict[str, PeMember]:
         with MemberView(reader, m.name) as view:
             if found := pe.read_pe(view):
                 machine, imports, fatbin = found
-                bundles = elf.offload_bundles_at(view, *fatbin) if fatbin else ()
+                bundles = _bundles(reader, view, fatbin) if fatbin else ()
                 pes[m.name] = PeMember(
                     arcname=m.name, bundles=bundles, machine=machine, imports=tuple(imports)
                 )

@@ -41,6 +41,7 @@ from typing import Any, BinaryIO
 from rocm_build import faults, proc, tempfiles
 from rocm_build.errors import BundleError
 from rocm_build.wheel import deflatecache, rawdeflate, wheelpieces, zipformat
+from rocm_build.wheel.membernames import check_member_names
 from rocm_build.wheel.wheelpieces import (
     DEFLATE_CHUNK,
     HashChain,
@@ -58,7 +59,6 @@ from rocm_build.wheel.wheelread import (
     RecordEntry,
     WheelName,
     WheelReader,
-    check_member_names,
     copy_range,
     record_hash,
     verify_member,

@@ -12,9 +12,6 @@ import hashlib
 import io
 import json
 import os
-import posixpath
-import re
-import stat
 import struct
 import zipfile
 import zlib
@@ -33,9 +30,19 @@ from packaging.utils import (
 )
 
 from rocm_build.errors import BundleError, FileAccessError, UnsafeInput
+from rocm_build.wheel.membernames import check_member_names, shown
 
 CHUNK = 1 << 20  # read/copy unit
+#: compressions a member may have (stored, deflated: what wheels use; bzip2, lzma: what zip
+#: readers know); another, or encryption, makes the member unreadable to pip: refused
+READABLE_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
+#: the most bytes a member read whole (METADATA, WHEEL, a JSON record) may inflate to: a
+#: crafted one of 1.5 GB would otherwise be held in memory, several times over once parsed
+TEXT_LIMIT = 16 << 20
+#: RECORD's limit: a line per file (torch's: about 3 MB)
+RECORD_LIMIT = 128 << 20
 LOCAL = struct.Struct("<4s5H3L2H")  # a local header: signature .. extra length (30 bytes)
+_WINDOW = 1 << 16  # bytes read at a time while the local headers are checked
 
 
 def record_hash(digest: bytes) -> str:
@@ -146,7 +153,12 @@ class WheelReader:
         except PermissionError as err:
             msg = f"{self.path}: permission denied reading the wheel; make it readable by this user"
             raise FileAccessError(msg) from err
-        except (zipfile.BadZipFile, OSError) as err:
+        except zipfile.BadZipFile as err:
+            raise UnsafeInput(
+                f"{self.path}: not a wheel ({err}): a wheel is a zip file; rebuild it (or "
+                "download it again)"
+            ) from err
+        except OSError as err:
             raise BundleError(f"{self.path}: not a readable wheel ({err})") from err
         try:
             infos = self._zip.infolist()
@@ -166,12 +178,15 @@ class WheelReader:
                 for info in infos
             )
             self._by_name = {m.name: m for m in self.members}
+            #: member -> where its data starts, its local header checked against the directory
+            self._offsets = self._checked_locals()
             self.dist_info = self._find_dist_info()
             for required in ("METADATA", "WHEEL", "RECORD"):
                 if f"{self.dist_info}/{required}" not in self._by_name:
                     raise self._unsafe(f"{self.dist_info}/{required}", "is missing")
             #: member -> its verified RECORD hash, once its bytes have been read and checked
             self.verified: dict[str, str] = {}
+            self.record: dict[str, RecordEntry] = {}  # RECORD's own check: size and CRC-32
             self.record = self._read_record()
             self._check_record()
         except BaseException:
@@ -189,7 +204,7 @@ class WheelReader:
 
     def _unsafe(self, member: str, why: str) -> UnsafeInput:
         return UnsafeInput(
-            f"{self.path.name}: member '{_shown(member)}' {why}: the wheel is unsafe or "
+            f"{self.path.name}: member '{shown(member)}' {why}: the wheel is unsafe or "
             "corrupt; do not install it, rebuild it (or download it again from a source you trust)"
         )
 
@@ -207,14 +222,18 @@ class WheelReader:
         )
 
     def _read_record(self) -> dict[str, RecordEntry]:
+        """RECORD, parsed: a row naming a file the wheel does not have stops the read there."""
         name = f"{self.dist_info}/RECORD"
-        text = self._read_checked(name).decode("utf-8", errors="replace")
+        text = self.read_bytes(name, limit=RECORD_LIMIT).decode("utf-8", errors="replace")
+        unsigned = (name, f"{name}.jws", f"{name}.p7s")
         out: dict[str, RecordEntry] = {}
         try:
             for row in csv.reader(io.StringIO(text)):
                 if not row:
                     continue
                 path = row[0]
+                if path not in self._by_name and path not in unsigned:
+                    raise self._unsafe(path, "is listed in RECORD but not in the wheel")
                 digest = row[1] if len(row) > 1 else ""
                 size = int(row[2]) if len(row) > 2 and row[2] else None
                 out[path] = RecordEntry(path, digest, size)
@@ -235,10 +254,7 @@ class WheelReader:
             if entry.size is not None and entry.size != m.file_size:
                 raise self._unsafe(m.name, f"has {m.file_size} bytes but RECORD says {entry.size}")
             if entry.hash and _record_algo(entry.hash) is None:
-                raise self._unsafe(m.name, f"has the hash '{_shown(entry.hash)}' in RECORD")
-        for path in self.record:
-            if path not in self._by_name and path not in unsigned:
-                raise self._unsafe(path, "is listed in RECORD but not in the wheel")
+                raise self._unsafe(m.name, f"has the hash '{shown(entry.hash)}' in RECORD")
 
     def member(self, name: str) -> Member:
         try:
@@ -255,22 +271,35 @@ class WheelReader:
         entry = self.record.get(name)
         return RecordCheck(name, member.file_size, member.crc, entry.hash if entry else "", self)
 
-    def _read_checked(self, name: str) -> bytes:
+    def read_bytes(self, name: str, *, limit: int = TEXT_LIMIT) -> bytes:
+        """Whole member, checked against RECORD: for small text files (METADATA, WHEEL). One
+        that would inflate to more than ``limit`` bytes is refused unread."""
+        member = self.member(name)
+        if member.file_size > limit:
+            raise self._unsafe(
+                name,
+                f"inflates to {member.file_size} bytes, more than such a file may have "
+                f"({limit >> 20} MiB)",
+            )
+        check = self.checker(name)
+        parts: list[bytes] = []
         try:
-            return self._zip.read(name)
+            with self._zip.open(name) as fh:  # reads no more than the directory's size
+                while block := fh.read(CHUNK):
+                    check.update(block)
+                    parts.append(block)
         except (zipfile.BadZipFile, zlib.error, EOFError) as err:
             raise self._unsafe(name, f"cannot be read ({err})") from None
-
-    def read_bytes(self, name: str) -> bytes:
-        """Whole member, checked against RECORD: for small text files (METADATA, WHEEL)."""
-        data = self._read_checked(name)
-        check = self.checker(name)
-        check.update(data)
         check.finish()
-        return data
+        return b"".join(parts)
 
     def read_text(self, name: str) -> str:
-        return self.read_bytes(name).decode("utf-8")
+        try:
+            return self.read_bytes(name).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise self._unsafe(
+                name, f"is not UTF-8 text ({err.reason} at byte {err.start})"
+            ) from None
 
     def read_json_object(self, name: str) -> dict[str, Any] | None:
         """The member as a JSON object (checked against RECORD); None when it is no JSON, is
@@ -370,22 +399,60 @@ class WheelReader:
     def pread(self, size: int, offset: int) -> bytes:
         """``size`` bytes at ``offset`` of the wheel this reader opened (its own open file, by
         position: never the path again, which may name another file by now)."""
+        return os.pread(self.fileno(), size, offset)
+
+    def fileno(self) -> int:
+        """The file this reader opened (not whatever its path names now)."""
         fp = self._zip.fp
         if fp is None:
             raise BundleError(f"{self.path.name}: the wheel is closed")
-        return os.pread(fp.fileno(), size, offset)
+        return fp.fileno()
 
     def data_offset(self, member: Member, fh: BinaryIO | None = None) -> int:
         """Where the member's compressed bytes start (after its local header), read from ``fh``
-        or, by default, from the wheel this reader opened (:meth:`pread`)."""
+        or, by default, from the wheel this reader opened (checked when it was opened)."""
         if fh is None:
-            head = self.pread(LOCAL.size, member.header_offset)
-        else:
-            fh.seek(member.header_offset)
-            head = fh.read(LOCAL.size)
-        if len(head) != LOCAL.size or head[:4] != b"PK\x03\x04":
-            raise BundleError(f"{self.path.name}: bad local header for {member.name}")
+            return self._offsets[member.name]
+        fh.seek(member.header_offset)
+        found = self._local_offset(member, fh.read(LOCAL.size + 4 * len(member.name) + 1))
+        if found != self._offsets.get(member.name):
+            raise self._unsafe(member.name, "has another local header than when it was opened")
+        return found
+
+    def _checked_locals(self) -> dict[str, int]:
+        """Every member's data offset, its compression and local header checked: one verdict
+        for every command (a member whose local header names another file, or whose bytes
+        another tool would read differently, is refused when the wheel is opened). The headers
+        are read in file order through a window, so the small members' cost few reads."""
+        offsets: dict[str, int] = {}
+        window, at = b"", 0
+        for member in sorted(self.members, key=lambda m: m.header_offset):
+            if member.flag_bits & 0x1:
+                raise self._unsafe(member.name, "is encrypted")
+            if member.compress_type not in READABLE_METHODS:
+                raise self._unsafe(
+                    member.name, f"is compressed with method {member.compress_type}, not deflate"
+                )
+            lo = member.header_offset - at
+            need = LOCAL.size + 4 * len(member.name) + 1
+            if lo < 0 or lo + need > len(window):
+                at, lo = member.header_offset, 0
+                window = self.pread(max(need, _WINDOW), at)
+            offsets[member.name] = self._local_offset(member, window[lo : lo + need])
+        return offsets
+
+    def _local_offset(self, member: Member, head: bytes) -> int:
+        if len(head) < LOCAL.size or head[:4] != b"PK\x03\x04":
+            raise self._unsafe(member.name, "has no local header where the zip directory says")
+        flags, method = struct.unpack_from("<HH", head, 6)
         name_len, extra_len = struct.unpack_from("<HH", head, 26)
+        raw = head[LOCAL.size : LOCAL.size + name_len]
+        # as zipfile decodes a name; the directory's name was cut at a NUL, this one is not
+        name = raw.decode("utf-8" if flags & 0x800 else "cp437", "replace")
+        if name != member.name:
+            raise self._unsafe(member.name, f"is named '{shown(name)}' in its local header")
+        if method != member.compress_type:
+            raise self._unsafe(member.name, "has another compression in its local header")
         return int(member.header_offset + LOCAL.size + name_len + extra_len)
 
     def metadata(self) -> str:
@@ -433,81 +500,6 @@ def _record_algo(value: str) -> str | None:
     """The hash algorithm of a RECORD hash ``algo=digest``; None unless sha256 or better."""
     algo, sep, digest = value.partition("=")
     return algo if sep and digest and algo in _RECORD_ALGOS else None
-
-
-_DRIVE = re.compile(r"[A-Za-z]:")
-_REGULAR_TYPES = (0, stat.S_IFREG, stat.S_IFDIR)
-
-
-def _shown(text: str) -> str:
-    """``text`` on one line: control characters escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _name_problem(name: str) -> str | None:
-    if not name:
-        return "has an empty name"
-    if not name.isprintable():
-        return "has a control character in its name"
-    if "\\" in name:
-        return "has a backslash in its name"
-    if name.startswith("/"):
-        return "is an absolute path"
-    if _DRIVE.match(name):
-        return "starts with a drive letter"
-    for part in (name[:-1] if name.endswith("/") else name).split("/"):
-        if part in ("", "."):
-            return "has an empty or '.' part in its path"
-        if part == "..":
-            return "has a '..' part in its path"
-    return None
-
-
-def check_member_names(wheel: str, members: Iterable[tuple[str, int]]) -> None:
-    """Refuse a wheel whose members could not be extracted safely into one folder.
-
-    ``members``: (name, external_attr) from the central directory. One pass, no member read:
-    absolute paths, ``..``, ``.`` or empty parts, backslashes, drive letters, control
-    characters, duplicate names, a name that is both a file and a folder, and symlinks or other
-    special files (their type in the high 16 bits of ``external_attr``) raise
-    :class:`UnsafeInput` naming the member.
-    """
-    seen: set[str] = set()
-    files: set[str] = set()
-    folders: set[str] = set()
-
-    def unsafe(name: str, why: str) -> UnsafeInput:
-        return UnsafeInput(
-            f"{wheel}: member '{_shown(name)}' {why}: the wheel is unsafe; do not install it, "
-            "rebuild it (or download it again from a source you trust)"
-        )
-
-    for name, attr in members:
-        if why := _name_problem(name):
-            raise unsafe(name, why)
-        if name in seen:
-            raise unsafe(name, "appears twice")
-        seen.add(name)
-        kind = stat.S_IFMT(attr >> 16)
-        if kind == stat.S_IFLNK:
-            raise unsafe(name, "is a symbolic link")
-        if kind not in _REGULAR_TYPES:
-            raise unsafe(name, "is a special file (device, pipe or socket)")
-        path = name.rstrip("/")
-        if name.endswith("/"):
-            if path in files:
-                raise unsafe(path, "is both a file and a folder")
-            folders.add(path)
-        else:
-            if path in folders:
-                raise unsafe(path, "is both a file and a folder")
-            files.add(path)
-        parent = posixpath.dirname(path)
-        while parent and parent not in folders:
-            if parent in files:
-                raise unsafe(parent, "is both a file and a folder")
-            folders.add(parent)
-            parent = posixpath.dirname(parent)
 
 
 def copy_range(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config, context, smoke
-from rocm_build.errors import ConfigError
+from rocm_build.errors import ConfigError, UnsafeInput
 
 
 def make_wheel(path: Path, members: dict[str, str] | dict[str, str | bytes]) -> Path:
@@ -66,11 +66,12 @@ def test_import_names_from_record_layout(tmp_path: Path) -> None:
     assert smoke.import_names(wheel) == ("vecadd",)
 
 
-def test_not_a_wheel_is_a_config_error(tmp_path: Path) -> None:
+def test_not_a_wheel_is_refused_as_bundle_and_inspect_refuse_it(tmp_path: Path) -> None:
     bad = tmp_path / "x-1.0-py3-none-any.whl"
     bad.write_text("not a zip")
-    with pytest.raises(ConfigError, match="not a readable wheel"):
+    with pytest.raises(UnsafeInput, match="not a wheel") as err:
         smoke.import_names(bad)
+    assert str(err.value).count("not a wheel") == 1
 
 
 def test_scrub_removes_rocm_locations(tmp_path: Path) -> None:
