@@ -21,7 +21,14 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from rocm_build import proc
-from rocm_build.building import buildfeatures, buildsource, featurecheck, floors, tritonbuild
+from rocm_build.building import (
+    buildfeatures,
+    buildsource,
+    featurecheck,
+    floors,
+    hiplauncher,
+    tritonbuild,
+)
 from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from rocm_build.building.buildversion import Revision, read_revision, release_version
 from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
@@ -51,6 +58,8 @@ log = logging.getLogger(__name__)
 
 REPORT_NAME = "build-report.json"
 GIB = 1 << 30
+#: Variables of the user's that the build keeps though ``dist`` clears their family.
+KEPT_NAMES = ("HIP_CLANG_LAUNCHER", "HIPCXX")
 
 
 def memory_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -169,6 +178,8 @@ class ProjectStep:
     checkout: buildsource.Source | None = None
     #: The folder the build runs in, when not the checkout's root (:func:`build_dir`).
     build_dir: Path | None = None
+    #: How hipcc's clang runs through the compiler cache (``hiplauncher``); None = it does not.
+    hip_launcher: hiplauncher.HipLauncher | None = None
 
     @property
     def cwd(self) -> Path:
@@ -221,6 +232,7 @@ class BuildPlan:
                     "device_code": s.device_code,
                     "notes": list(s.notes),
                     "features": [f.as_json() for f in s.features],
+                    "hip_launcher": s.hip_launcher.as_json() if s.hip_launcher else None,
                     "log": str(s.log),
                     "requires": list(s.requires),
                     "requirement_files": [str(p) for p in s.requirement_files],
@@ -304,6 +316,9 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
     made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))
     made = _with_features(made, ctx)
     made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
+    if launcher := hiplauncher.plan_launcher(compiler_cache, tree, ctx.work_dir):
+        steps = tuple(replace(add_env(s, launcher.env), hip_launcher=launcher) for s in made.steps)
+        made = replace(made, steps=steps)
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
 
 
@@ -541,6 +556,11 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
     )
     run_env = dict(composed.env)
     changed = dict(composed.changed)
+    # The user's own launcher and HIP compiler win over the cache's (native HIP reads HIPCXX).
+    kept = {k: shared.env[k] for k in KEPT_NAMES if k in shared.env and k not in build_env}
+    run_env.update(kept)
+    for key in kept:
+        changed.pop(key, None)
     if shared.venv is not None:
         run_env["VIRTUAL_ENV"] = changed["VIRTUAL_ENV"] = str(shared.venv)
     for var, project in pin_env.items():
@@ -557,7 +577,7 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         command=_command(shared.python, spec, wheel_dir),
         env=run_env,
         changed=changed,
-        removed=composed.removed,
+        removed=tuple(k for k in composed.removed if k not in kept),
         log=shared.work_dir / "logs" / f"build-{spec.name}.log",
         jobs=n,
         version=version,
