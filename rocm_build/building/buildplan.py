@@ -23,12 +23,14 @@ from packaging.version import InvalidVersion, Version
 from rocm_build import proc
 from rocm_build.building import (
     buildfeatures,
+    buildshape,
     buildsource,
     featurecheck,
     floors,
     hiplauncher,
     tritonbuild,
 )
+from rocm_build.building.buildjobs import GIB, default_jobs, memory_available
 from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from rocm_build.building.buildversion import Revision, read_revision, release_version
 from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
@@ -57,28 +59,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 REPORT_NAME = "build-report.json"
-GIB = 1 << 30
 #: Variables of the user's that the build keeps though ``dist`` clears their family.
 KEPT_NAMES = ("HIP_CLANG_LAUNCHER", "HIPCXX")
-
-
-def memory_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """Bytes of memory available to new processes (MemAvailable), or None when unknown."""
-    try:
-        for line in meminfo.read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def default_jobs(cores: int, available: int | None, job_memory_gb: float) -> int:
-    """The smaller of the core count and how many jobs of ``job_memory_gb`` fit in memory."""
-    jobs = max(cores, 1)
-    if available is not None and job_memory_gb > 0:
-        jobs = min(jobs, int(available // (job_memory_gb * GIB)))
-    return max(jobs, 1)
 
 
 def project_version(
@@ -180,6 +162,7 @@ class ProjectStep:
     build_dir: Path | None = None
     #: How hipcc's clang runs through the compiler cache (``hiplauncher``); None = it does not.
     hip_launcher: hiplauncher.HipLauncher | None = None
+    shape: buildshape.Shape | None = None  # how the project builds (``buildshape``)
 
     @property
     def cwd(self) -> Path:
@@ -233,6 +216,7 @@ class BuildPlan:
                     "notes": list(s.notes),
                     "features": [f.as_json() for f in s.features],
                     "hip_launcher": s.hip_launcher.as_json() if s.hip_launcher else None,
+                    "shape": s.shape.name if s.shape else None,
                     "log": str(s.log),
                     "requires": list(s.requires),
                     "requirement_files": [str(p) for p in s.requirement_files],
@@ -319,7 +303,21 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
     if launcher := hiplauncher.plan_launcher(compiler_cache, tree, ctx.work_dir):
         steps = tuple(replace(add_env(s, launcher.env), hip_launcher=launcher) for s in made.steps)
         made = replace(made, steps=steps)
+    made = replace(made, steps=tuple(_with_shape(s, tree) for s in made.steps))
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
+
+
+def _with_shape(step: ProjectStep, tree: dist.RocmTree) -> ProjectStep:
+    """The step with its shape's routes (``buildshape``): variables, config settings, notes."""
+    shape = buildshape.detect(step.cwd, step.name)
+    env, changed = dict(step.env), dict(step.changed)
+    sysdeps = tree.sysdeps_dir / "include" if tree.sysdeps_dir else None
+    found = buildshape.apply_to(env, changed, shape, sysdeps)
+    command = step.command
+    if shape.name == buildshape.SCIKIT_BUILD_CORE:
+        command = buildshape.pip_command(Path(command[0]), step.wheel_dir, found.config_settings)
+    notes = (*step.notes, *found.notes)
+    return replace(step, env=env, changed=changed, command=command, notes=notes, shape=shape)
 
 
 def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
