@@ -313,11 +313,15 @@ def _with_shape(step: ProjectStep, tree: dist.RocmTree) -> ProjectStep:
     env, changed = dict(step.env), dict(step.changed)
     sysdeps = tree.sysdeps_dir / "include" if tree.sysdeps_dir else None
     found = buildshape.apply_to(env, changed, shape, sysdeps)
+    launcher = step.hip_launcher if shape.name == buildshape.SETUP_PY else None
+    if step.hip_launcher and not launcher and tree.clang_dir:  # no hipcc: the tree's clang
+        env["HIP_CLANG_PATH"] = changed["HIP_CLANG_PATH"] = str(tree.clang_dir)
     command = step.command
     if shape.name == buildshape.SCIKIT_BUILD_CORE:
         command = buildshape.pip_command(Path(command[0]), step.wheel_dir, found.config_settings)
     notes = (*step.notes, *found.notes)
-    return replace(step, env=env, changed=changed, command=command, notes=notes, shape=shape)
+    done = replace(step, env=env, changed=changed, command=command, notes=notes, shape=shape)
+    return replace(done, hip_launcher=launcher)
 
 
 def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:

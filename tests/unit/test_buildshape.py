@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.building import buildplan, buildshape
+from rocm_build.building import buildplan, buildshape, hiplauncher
 from rocm_build.building.buildfeatures import GPU_ASSERTS_CMAKE
 from rocm_build.errors import BuildFailed
 from rocm_build.rocm import dist
@@ -97,3 +97,26 @@ def test_the_plan_names_the_shape_and_builds_skbuild_through_pip(tmp_path: Path)
     assert buildplan.BuildPlan.as_json(replace(made, steps=(step,)))["projects"][0]["shape"] == (
         "scikit-build-core"
     )
+
+
+def test_the_hipcc_wrappers_stay_with_the_hipcc_shape(tmp_path: Path) -> None:
+    """Native HIP compiles with CMake's clang and its HIP launcher: HIP_CLANG_PATH goes back to
+    the tree's clang, so nothing is cached twice; a setup.py step keeps the wrappers."""
+    cfg, src = _projects(tmp_path)
+    (src / "torch" / "setup.py").write_text("")
+    (src / "torch" / "CMakeLists.txt").write_text("enable_language(HIP)\n")
+    (src / "torchvision" / "setup.py").write_text("")
+    made = _plan(cfg, src, tmp_path)
+    tree = dist.open_tree(tmp_path / "rocm")
+    assert tree.clang_dir is not None
+    launcher = hiplauncher.HipLauncher(
+        "HIP_CLANG_PATH", Path("/x/ccache"), tree.clang_dir, tmp_path / "w" / "bin"
+    )
+    steps = [buildplan.add_env(replace(s, hip_launcher=launcher), launcher.env) for s in made.steps]
+    torch, vision = (buildplan._with_shape(s, tree) for s in steps)
+    assert torch.shape is not None
+    assert torch.shape.name == buildshape.NATIVE_HIP
+    assert torch.hip_launcher is None
+    assert torch.env["HIP_CLANG_PATH"] == str(tree.clang_dir)
+    assert vision.hip_launcher == launcher
+    assert vision.env["HIP_CLANG_PATH"] == str(tmp_path / "w" / "bin")
