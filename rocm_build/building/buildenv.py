@@ -13,6 +13,7 @@ from pathlib import Path
 from packaging.utils import NormalizedName, canonicalize_name
 
 from rocm_build import proc, statefile
+from rocm_build.building import hiplauncher
 from rocm_build.building.buildplan import BuildPlan, ProjectStep, req_name
 from rocm_build.errors import CommandFailed
 from rocm_build.repo import checkoutfile
@@ -124,6 +125,8 @@ def run_build(
     step: ProjectStep, on_line: Callable[[str], None] | None = None
 ) -> tuple[ProjectStep, int | None]:
     """Run the build; once more with half the jobs if a compile was killed for memory."""
+    if step.hip_launcher is not None:
+        hiplauncher.write(step.hip_launcher)
     start = step.log.stat().st_size if step.log.exists() else 0
     try:
         proc.run(

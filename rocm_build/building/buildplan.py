@@ -21,7 +21,16 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from rocm_build import proc
-from rocm_build.building import buildfeatures, buildsource, featurecheck, floors, tritonbuild
+from rocm_build.building import (
+    buildfeatures,
+    buildshape,
+    buildsource,
+    featurecheck,
+    floors,
+    hiplauncher,
+    tritonbuild,
+)
+from rocm_build.building.buildjobs import GIB, default_jobs, memory_available
 from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from rocm_build.building.buildversion import Revision, read_revision, release_version
 from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
@@ -50,26 +59,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 REPORT_NAME = "build-report.json"
-GIB = 1 << 30
-
-
-def memory_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """Bytes of memory available to new processes (MemAvailable), or None when unknown."""
-    try:
-        for line in meminfo.read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def default_jobs(cores: int, available: int | None, job_memory_gb: float) -> int:
-    """The smaller of the core count and how many jobs of ``job_memory_gb`` fit in memory."""
-    jobs = max(cores, 1)
-    if available is not None and job_memory_gb > 0:
-        jobs = min(jobs, int(available // (job_memory_gb * GIB)))
-    return max(jobs, 1)
+#: Variables of the user's that the build keeps though ``dist`` clears their family.
+KEPT_NAMES = ("HIP_CLANG_LAUNCHER", "HIPCXX")
 
 
 def project_version(
@@ -169,6 +160,9 @@ class ProjectStep:
     checkout: buildsource.Source | None = None
     #: The folder the build runs in, when not the checkout's root (:func:`build_dir`).
     build_dir: Path | None = None
+    #: How hipcc's clang runs through the compiler cache (``hiplauncher``); None = it does not.
+    hip_launcher: hiplauncher.HipLauncher | None = None
+    shape: buildshape.Shape | None = None  # how the project builds (``buildshape``)
 
     @property
     def cwd(self) -> Path:
@@ -221,6 +215,8 @@ class BuildPlan:
                     "device_code": s.device_code,
                     "notes": list(s.notes),
                     "features": [f.as_json() for f in s.features],
+                    "hip_launcher": s.hip_launcher.as_json() if s.hip_launcher else None,
+                    "shape": s.shape.name if s.shape else None,
                     "log": str(s.log),
                     "requires": list(s.requires),
                     "requirement_files": [str(p) for p in s.requirement_files],
@@ -304,7 +300,28 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
     made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))
     made = _with_features(made, ctx)
     made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
+    if launcher := hiplauncher.plan_launcher(compiler_cache, tree, ctx.work_dir):
+        steps = tuple(replace(add_env(s, launcher.env), hip_launcher=launcher) for s in made.steps)
+        made = replace(made, steps=steps)
+    made = replace(made, steps=tuple(_with_shape(s, tree) for s in made.steps))
     return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
+
+
+def _with_shape(step: ProjectStep, tree: dist.RocmTree) -> ProjectStep:
+    """The step with its shape's routes (``buildshape``): variables, config settings, notes."""
+    shape = buildshape.detect(step.cwd, step.name)
+    env, changed = dict(step.env), dict(step.changed)
+    sysdeps = tree.sysdeps_dir / "include" if tree.sysdeps_dir else None
+    found = buildshape.apply_to(env, changed, shape, sysdeps)
+    launcher = step.hip_launcher if shape.name == buildshape.SETUP_PY else None
+    if step.hip_launcher and not launcher and tree.clang_dir:  # no hipcc: the tree's clang
+        env["HIP_CLANG_PATH"] = changed["HIP_CLANG_PATH"] = str(tree.clang_dir)
+    command = step.command
+    if shape.name == buildshape.SCIKIT_BUILD_CORE:
+        command = buildshape.pip_command(Path(command[0]), step.wheel_dir, found.config_settings)
+    notes = (*step.notes, *found.notes)
+    done = replace(step, env=env, changed=changed, command=command, notes=notes, shape=shape)
+    return replace(done, hip_launcher=launcher)
 
 
 def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
@@ -541,6 +558,11 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
     )
     run_env = dict(composed.env)
     changed = dict(composed.changed)
+    # The user's own launcher and HIP compiler win over the cache's (native HIP reads HIPCXX).
+    kept = {k: shared.env[k] for k in KEPT_NAMES if k in shared.env and k not in build_env}
+    run_env.update(kept)
+    for key in kept:
+        changed.pop(key, None)
     if shared.venv is not None:
         run_env["VIRTUAL_ENV"] = changed["VIRTUAL_ENV"] = str(shared.venv)
     for var, project in pin_env.items():
@@ -557,7 +579,7 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         command=_command(shared.python, spec, wheel_dir),
         env=run_env,
         changed=changed,
-        removed=composed.removed,
+        removed=tuple(k for k in composed.removed if k not in kept),
         log=shared.work_dir / "logs" / f"build-{spec.name}.log",
         jobs=n,
         version=version,

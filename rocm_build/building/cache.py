@@ -53,6 +53,9 @@ LAUNCHER_VARS = (
     "CMAKE_C_COMPILER_LAUNCHER",
     "CMAKE_CXX_COMPILER_LAUNCHER",
     "CMAKE_HIP_COMPILER_LAUNCHER",
+    # hipcc (ROCm 7.13 and newer) runs clang through it: the device code of hipcc builds
+    # (torch 2.9-2.12), which the CMake launchers never see. Older hipccs: ``hiplauncher``.
+    "HIP_CLANG_LAUNCHER",
 )
 
 INSTALL_HINT = {

@@ -66,6 +66,7 @@ def _plan(
     for spec in specs:
         (ctx.src_dir / spec.name).mkdir(parents=True, exist_ok=True)
         (ctx.src_dir / spec.name / "version.txt").write_text("1.0.0\n")
+        (ctx.src_dir / spec.name / "setup.py").write_text("")
     ck = ctx.src_dir / "torch" / "third_party" / "composable_kernel" / "include" / "ck"
     ck.mkdir(parents=True, exist_ok=True)
     (ck / "ck.hpp").write_bytes(b"")

@@ -57,6 +57,7 @@ def _checkout(src: Path, name: str, version: str) -> None:
     (src / name / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (src / name / "version.txt").write_text(version + "\n")
     (src / name / "requirements.txt").write_text("numpy\n")
+    (src / name / "setup.py").write_text("")  # how it builds (buildshape: setup.py)
     # torch builds composable_kernel from its own submodule (on by default)
     ck = src / name / "third_party" / "composable_kernel" / "include" / "ck"
     ck.mkdir(parents=True)

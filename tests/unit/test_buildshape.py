@@ -1,0 +1,122 @@
+"""Build shapes (issue 32): setup.py (torch 2.9-2.12), native CMake HIP (2.13), scikit-build-core
+(2.14), told from the checkout, and the route each setting takes to CMake in each."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rocm_build.building import buildplan, buildshape, hiplauncher
+from rocm_build.building.buildfeatures import GPU_ASSERTS_CMAKE
+from rocm_build.errors import BuildFailed
+from rocm_build.rocm import dist
+from tests.unit.test_build import _plan, _projects
+
+SKBUILD = (
+    '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+)
+
+
+def _project(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+def test_each_shape_is_told_from_the_checkout(tmp_path: Path) -> None:
+    old = _project(tmp_path / "a", {"setup.py": "", "CMakeLists.txt": "project(Torch CXX C)\n"})
+    assert buildshape.detect(old, "torch").name == buildshape.SETUP_PY
+    native = _project(
+        tmp_path / "b",
+        {"setup.py": "", "CMakeLists.txt": "if(USE_ROCM)\n  enable_language( HIP)\n"},
+    )
+    shape = buildshape.detect(native, "torch")
+    assert shape.name == buildshape.NATIVE_HIP
+    assert "enable_language(HIP)" in shape.describe()
+    skb = _project(tmp_path / "c", {"setup.py": "", "pyproject.toml": SKBUILD})
+    assert buildshape.detect(skb, "torch").name == buildshape.SCIKIT_BUILD_CORE
+    plain = _project(tmp_path / "d", {"pyproject.toml": '[build-system]\nbuild-backend = "x"\n'})
+    assert buildshape.detect(plain, "p").name == buildshape.SETUP_PY
+
+
+def test_a_shape_that_cannot_be_told_is_one_line_exit_9(tmp_path: Path) -> None:
+    bare = _project(tmp_path / "e", {"pyproject.toml": "[tool.x]\n"})
+    with pytest.raises(BuildFailed, match="cannot tell how") as err:
+        buildshape.detect(bare, "torch")
+    assert "\n" not in str(err.value)
+    assert err.value.exit_code == 9
+
+
+def test_native_hip_takes_the_sysdeps_headers_by_include_path_variables() -> None:
+    shape = buildshape.Shape(buildshape.NATIVE_HIP, "test")
+    env = {"CPLUS_INCLUDE_PATH": "/u/inc", "CMAKE_HIP_COMPILER_LAUNCHER": "/x/ccache"}
+    found = buildshape.routes(shape, env, Path("/r/lib/rocm_sysdeps/include"))
+    assert found.add == {
+        "CPLUS_INCLUDE_PATH": "/r/lib/rocm_sysdeps/include:/u/inc",
+        "C_INCLUDE_PATH": "/r/lib/rocm_sysdeps/include",
+    }
+    assert found.config_settings == ()
+    assert any("CMAKE_HIP_COMPILER_LAUNCHER" in n for n in found.notes)
+    setup = buildshape.routes(buildshape.Shape(buildshape.SETUP_PY, "t"), env, Path("/r"))
+    assert setup.add == {}
+    assert setup.drop == ()
+
+
+def test_scikit_build_core_takes_gpu_asserts_as_cmake_defines() -> None:
+    shape = buildshape.Shape(buildshape.SCIKIT_BUILD_CORE, "test")
+    env = {"CMAKE_PROJECT_INCLUDE_BEFORE": str(GPU_ASSERTS_CMAKE)}
+    found = buildshape.routes(shape, env, None)
+    assert found.config_settings == (
+        "--config-settings=cmake.define.USE_ROCM_KERNEL_ASSERT=ON",
+        "--config-settings=cmake.define.TORCH_USE_HIP_DSA=ON",
+    )
+    assert found.drop == ("CMAKE_PROJECT_INCLUDE_BEFORE",)
+    # asserts off (or the user's own include): nothing moves
+    assert buildshape.routes(shape, {}, None).config_settings == ()
+
+
+def test_the_plan_names_the_shape_and_builds_skbuild_through_pip(tmp_path: Path) -> None:
+    cfg, src = _projects(tmp_path)
+    (src / "torch" / "pyproject.toml").write_text(SKBUILD)
+    made = _plan(cfg, src, tmp_path)
+    torch = replace(
+        made.steps[0],
+        env={**made.steps[0].env, "CMAKE_PROJECT_INCLUDE_BEFORE": str(GPU_ASSERTS_CMAKE)},
+    )
+    tree = dist.open_tree(tmp_path / "rocm")
+    step = buildplan._with_shape(torch, tree)
+    assert step.shape is not None
+    assert step.shape.name == buildshape.SCIKIT_BUILD_CORE
+    assert "--config-settings=cmake.define.USE_ROCM_KERNEL_ASSERT=ON" in step.command
+    assert step.command[1:4] == ("-m", "pip", "wheel")
+    assert "CMAKE_PROJECT_INCLUDE_BEFORE" not in step.env
+    assert step.notes[-2].startswith("build shape: scikit-build-core")
+    assert buildplan.BuildPlan.as_json(replace(made, steps=(step,)))["projects"][0]["shape"] == (
+        "scikit-build-core"
+    )
+
+
+def test_the_hipcc_wrappers_stay_with_the_hipcc_shape(tmp_path: Path) -> None:
+    """Native HIP compiles with CMake's clang and its HIP launcher: HIP_CLANG_PATH goes back to
+    the tree's clang, so nothing is cached twice; a setup.py step keeps the wrappers."""
+    cfg, src = _projects(tmp_path)
+    (src / "torch" / "setup.py").write_text("")
+    (src / "torch" / "CMakeLists.txt").write_text("enable_language(HIP)\n")
+    (src / "torchvision" / "setup.py").write_text("")
+    made = _plan(cfg, src, tmp_path)
+    tree = dist.open_tree(tmp_path / "rocm")
+    assert tree.clang_dir is not None
+    launcher = hiplauncher.HipLauncher(
+        "HIP_CLANG_PATH", Path("/x/ccache"), tree.clang_dir, tmp_path / "w" / "bin"
+    )
+    steps = [buildplan.add_env(replace(s, hip_launcher=launcher), launcher.env) for s in made.steps]
+    torch, vision = (buildplan._with_shape(s, tree) for s in steps)
+    assert torch.shape is not None
+    assert torch.shape.name == buildshape.NATIVE_HIP
+    assert torch.hip_launcher is None
+    assert torch.env["HIP_CLANG_PATH"] == str(tree.clang_dir)
+    assert vision.hip_launcher == launcher
+    assert vision.env["HIP_CLANG_PATH"] == str(tmp_path / "w" / "bin")
