@@ -25,6 +25,7 @@ from rocm_build.building import buildfeatures, buildsource, featurecheck, floors
 from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from rocm_build.building.buildversion import Revision, read_revision, release_version
 from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
+from rocm_build.building.prefetch import llvm_cache_dir
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BuildFailed, ConfigError, RocmTreeError
@@ -299,6 +300,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
         if cfg.build.aotriton in ("", "auto", "off")
         else str(cfg.absolute(cfg.build.aotriton)),
         revisions=found.revisions,
+        llvm_url=cfg.triton.llvm_url,
     )
     sources = buildsource.read_sources(cfg, ctx.src_dir, [s.name for s in made.steps])
     made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))
@@ -351,7 +353,7 @@ def _aotriton_state(
             "set build.aotriton to its folder, or set features.flash_attention to auto or off"
         )
         raise ConfigError(msg)
-    why = "no aotriton at hand: the build would download it mid-build (see the note)"
+    why = "no aotriton at hand: the build would download it mid-build (see the note: fetch it)"
     return replace(feature, on=False, why=why, env={})
 
 
@@ -395,6 +397,7 @@ class _Shared:
     cache_env: Mapping[str, str]
     revisions: Mapping[str, Revision]
     aotriton: str
+    llvm_url: str
 
 
 def make_plan(
@@ -420,6 +423,7 @@ def make_plan(
     force: bool = False,
     revisions: Mapping[str, Revision] | None = None,
     aotriton: str = "auto",
+    llvm_url: str = "",
 ) -> BuildPlan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
@@ -444,6 +448,7 @@ def make_plan(
         cache_env=cache_env or {},
         revisions=revisions or {},
         aotriton=aotriton,
+        llvm_url=llvm_url,
     )
     return BuildPlan(
         steps=tuple(_step(shared, spec) for spec in specs),
@@ -526,6 +531,10 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         given={**shared.env, **build_env},
         aotriton=shared.aotriton,
         aotriton_cache=aotriton_cache_dir(shared.env, shared.work_dir),
+        source=source,
+        targets=shared.targets,
+        llvm_cache=llvm_cache_dir(shared.env, shared.work_dir),
+        llvm_url=shared.llvm_url,
     )
     for note in chosen.notes:
         log.warning("%s: %s", spec.name, note)

@@ -117,6 +117,7 @@ def _base_url(text: str, env: Mapping[str, str]) -> str:
     if f"$ENV{{{_ENV_BASE}}}" in text and env.get(_ENV_BASE):
         return env[_ENV_BASE]
     sets = [m for m in _SET.finditer(text) if m.group(1) == "__AOTRITON_BASE_URL"]
+    value: str
     for value in [
         *(v for m in sets for v in _QUOTED.findall(m.group(2))),
         *(v for m in _CONCAT.finditer(text) for v in _QUOTED.findall(m.group(2))),

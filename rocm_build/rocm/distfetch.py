@@ -24,7 +24,7 @@ from rocm_build.treepath import refuse_outside_links
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["DOWNLOAD_RETRIES", "Progress", "download_cache_dir", "fetch"]
+__all__ = ["DOWNLOAD_RETRIES", "Progress", "cache_folder", "cached", "download_cache_dir", "fetch"]
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +241,22 @@ def _unpack(archive: Path, dest: Path) -> None:
         root.rename(dest)
 
 
+def cache_folder(url: str, cache_dir: Path) -> Path:
+    """The folder of ``cache_dir`` that ``fetch`` keeps the download of ``url`` in."""
+    plain, _ = _split_url(url, "")
+    return cache_dir / hashlib.sha256(mask_url(plain).encode()).hexdigest()[:16]
+
+
+def cached(url: str, cache_dir: Path, sha256: str) -> Path | None:
+    """The unpacked tree ``fetch`` left for ``url`` (of ``sha256``, when given), or None;
+    reads, never writes."""
+    folder = cache_folder(url, cache_dir)
+    if statefile.check_folder(folder, "download cache folder") is None:
+        return None
+    tree = folder / "tree"
+    return tree if _done(folder / "done.json", tree, sha256.lower()) else None
+
+
 def fetch(
     url: str,
     *,
@@ -255,8 +271,7 @@ def fetch(
     a failed download keeps nothing (``_download``); ``max_bytes`` bounds it."""
     plain, sha256 = _split_url(url, sha256)
     shown = mask_url(plain)  # what is logged and stored; a rotated token is the same tree
-    key = hashlib.sha256(shown.encode()).hexdigest()[:16]
-    folder = cache_dir / key
+    folder = cache_folder(plain, cache_dir)
     tree = folder / "tree"
     stamp = folder / "done.json"
     statefile.own_folder(folder, "download cache folder")
