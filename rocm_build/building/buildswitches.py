@@ -44,8 +44,11 @@ from rocm_build.rocm.dist import EXTENDED_FLAGS, EXTENDED_PATHS, RocmTree, join_
 __all__ = [
     "AOTRITON_LIB",
     "TREE_ENV",
+    "AotritonWhere",
     "Switches",
     "aotriton_cache_dir",
+    "fetched_aotriton",
+    "find_aotriton",
     "merge_env",
     "pairs",
     "switches",
@@ -108,37 +111,38 @@ def find_aotriton(tree: RocmTree, setting: str, cache: Path) -> Path | None:
 
 
 @dataclass(frozen=True)
-class _Where:
-    """What the aotriton switch looks at besides the setting: the fetched set, if any."""
+class AotritonWhere:
+    """What the aotriton switch looks at besides the setting: the fetched prefix, or what the
+    cache lacks of it."""
 
     cache: Path
     fetched: Path | None = None
     missing: str = ""
 
 
-def _fetched(
+def fetched_aotriton(
     source: Path | None,
     tree: RocmTree,
     targets: Sequence[str],
     env: Mapping[str, str],
     cache: Path,
-) -> _Where:
+) -> AotritonWhere:
     if source is None:
-        return _Where(cache)
+        return AotritonWhere(cache)
     try:
         found = aotriton_set(source, tree, targets, env, cache)
     except RocmBuildError as exc:  # an aotriton.cmake not understood: said, not guessed
-        return _Where(cache, missing=f"what to fetch: {exc}")
+        return AotritonWhere(cache, missing=f"what to fetch: {exc}")
     if found is None:
-        return _Where(cache)
+        return AotritonWhere(cache)
     if found.present:
-        return _Where(cache, fetched=found.prefix)
+        return AotritonWhere(cache, fetched=found.prefix)
     names = ", ".join(d.name for d in found.downloads)
-    return _Where(cache, missing=f"{names} (run '{FETCH_COMMAND} --what aotriton' first)")
+    return AotritonWhere(cache, missing=f"{names} (run '{FETCH_COMMAND} --what aotriton' first)")
 
 
 def _aotriton(
-    tree: RocmTree, setting: str, where: _Where, given: Mapping[str, str]
+    tree: RocmTree, setting: str, where: AotritonWhere, given: Mapping[str, str]
 ) -> tuple[dict[str, str], str]:
     if given.get("AOTRITON_INSTALLED_PREFIX"):
         return {}, ""  # the user's own prefix
@@ -252,9 +256,9 @@ def switches(
         parts.append(_host_blas(tree))
     if "aotriton" in spec.tree_env:
         where = (
-            _fetched(source, tree, targets, given, aotriton_cache)
+            fetched_aotriton(source, tree, targets, given, aotriton_cache)
             if aotriton in ("", "auto") and _attention_wanted(given)
-            else _Where(aotriton_cache)
+            else AotritonWhere(aotriton_cache)
         )
         parts.append(_aotriton(tree, aotriton, where, given))
     if spec.name == "triton" and source is not None and llvm_cache is not None:

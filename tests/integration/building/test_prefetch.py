@@ -1,7 +1,8 @@
 """``rocm-build fetch``: aotriton (as the torch checkout's aotriton.cmake names it) and Triton's
-pinned LLVM, served from a real HTTP server on 127.0.0.1 as archives shaped like the real ones
-(aotriton's runtime and images under a top ``aotriton/`` folder, LLVM under ``llvm-<rev8>-<host>/``);
-then ``build --dry-run`` passes them to torch and Triton and turns flash attention on under auto."""
+pinned LLVM, served from a real HTTP server on 127.0.0.1 as archives shaped like the real
+ones (aotriton's runtime and images under a top ``aotriton/`` folder, LLVM under
+``llvm-<rev8>-<host>/``); then ``build --dry-run`` passes them to torch and Triton and turns
+flash attention on under auto."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import io
 import json
 import shutil
 import socket
+import subprocess
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -88,7 +90,9 @@ class Setup:
     env: dict[str, str]
     llvm_name: str
 
-    def cli(self, run_cli: CliRunner, *args: str, json_out: bool = False) -> object:
+    def cli(
+        self, run_cli: CliRunner, *args: str, json_out: bool = False
+    ) -> subprocess.CompletedProcess[str]:
         flags = ["--json"] if json_out else []
         return run_cli(
             [*flags, *args[:1], "--rocm", str(self.tree), "--arch", ARCH, *args[1:]],
@@ -117,7 +121,7 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture
-def setup(tmp_path: Path, server: Server) -> Iterator[Setup]:
+def setup(tmp_path: Path, server: Server) -> Setup:
     root = tmp_path / "ws"
     (root / "src").mkdir(parents=True)
     # The small tree has only hip's CMake package (as the building workspace's settings say).
@@ -157,33 +161,34 @@ def setup(tmp_path: Path, server: Server) -> Iterator[Setup]:
         "ROCM_BUILD_TRITON_LLVM_URL": server.url("/llvm-builds/"),
         "COLUMNS": "300",
     }
-    yield Setup(root, tree, server, env, llvm_name)
+    return Setup(root, tree, server, env, llvm_name)
 
 
 def test_fetch_downloads_checks_and_unpacks_then_the_plan_uses_them(
     setup: Setup, run_cli: CliRunner
 ) -> None:
     res = setup.cli(run_cli, "fetch")
-    assert res.returncode == 0, res.stderr  # type: ignore[attr-defined]
+    assert res.returncode == 0, res.stderr
     prefix = setup.cache() / "aotriton" / f"aotriton-{VER}-rocm6.4-{prefetch._host()[0]}-gfx90a"
     assert (prefix / "lib" / "libaotriton_v2.so").is_symlink()
     assert (prefix / "lib" / "libaotriton_v2.so.0.99.0").is_file()
     assert (prefix / "include" / "aotriton" / "flash.h").is_file()
     assert (prefix / "lib" / "aotriton.images" / "amd-gfx90a" / "__signature__").is_file()
     assert not (prefix / "lib" / "aotriton.images" / "amd-gfx942").exists()
-    assert f"aotriton: {prefix}" in res.stdout  # type: ignore[attr-defined]
+    assert f"aotriton: {prefix}" in res.stdout
     llvm = [p for p in (setup.cache() / "llvm").glob("*/tree") if p.is_dir()]
-    assert len(llvm) == 1 and (llvm[0] / "bin" / "mlir-tblgen").is_file()
+    assert len(llvm) == 1
+    assert (llvm[0] / "bin" / "mlir-tblgen").is_file()
     requests = len(setup.server.requests)
 
     again = setup.cli(run_cli, "fetch")
-    assert again.returncode == 0, again.stderr  # type: ignore[attr-defined]
-    assert "nothing to do" in again.stdout  # type: ignore[attr-defined]
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stdout
     assert len(setup.server.requests) == requests
 
     planned = setup.cli(run_cli, "build", "triton", "torch", "--dry-run", json_out=True)
-    assert planned.returncode == 0, planned.stderr  # type: ignore[attr-defined]
-    steps = {s["name"]: s for s in json.loads(planned.stdout)["projects"]}  # type: ignore[attr-defined]
+    assert planned.returncode == 0, planned.stderr
+    steps = {s["name"]: s for s in json.loads(planned.stdout)["projects"]}
     torch_env = steps["torch"]["env"]
     assert torch_env["AOTRITON_INSTALLED_PREFIX"] == str(prefix)
     assert "USE_FLASH_ATTENTION" not in torch_env
@@ -195,8 +200,8 @@ def test_fetch_downloads_checks_and_unpacks_then_the_plan_uses_them(
 
 def test_without_a_fetch_the_dry_run_says_what_is_missing(setup: Setup, run_cli: CliRunner) -> None:
     planned = setup.cli(run_cli, "build", "triton", "torch", "--dry-run")
-    assert planned.returncode == 0, planned.stderr  # type: ignore[attr-defined]
-    out = planned.stdout  # type: ignore[attr-defined]
+    assert planned.returncode == 0, planned.stderr
+    out = planned.stdout
     assert f"aotriton-{VER}-images-amd-gfx90a.tar.gz" in out, out
     assert "rocm-build fetch --what aotriton" in out
     assert "rocm-build fetch --what llvm" in out
@@ -209,9 +214,10 @@ def test_a_wrong_hash_keeps_nothing(setup: Setup, run_cli: CliRunner) -> None:
     path = f"/dl/{VER}/aotriton-{VER}-images-amd-gfx90a.tar.gz"
     setup.server.files[path] = image_tarball("amd-gfx942")  # not what the file's hash says
     res = setup.cli(run_cli, "fetch", "--what", "aotriton")
-    assert res.returncode == 5, res.stderr  # type: ignore[attr-defined]
-    lines = [ln for ln in res.stderr.splitlines() if "sha256" in ln]  # type: ignore[attr-defined]
-    assert len(lines) == 1 and "the download was deleted" in lines[0], res.stderr  # type: ignore[attr-defined]
+    assert res.returncode == 5, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "sha256" in ln]
+    assert len(lines) == 1, res.stderr
+    assert "the download was deleted" in lines[0]
     downloads = setup.cache() / "aotriton" / "downloads"
     kept = [p for p in downloads.iterdir() if not (p / "done.json").exists()]
     assert kept == []
@@ -221,8 +227,8 @@ def test_a_wrong_hash_keeps_nothing(setup: Setup, run_cli: CliRunner) -> None:
 def test_a_partial_download_keeps_nothing(setup: Setup, run_cli: CliRunner) -> None:
     setup.server.cut_after = 1000
     res = setup.cli(run_cli, "fetch", "--what", "llvm")
-    assert res.returncode == 5, res.stderr  # type: ignore[attr-defined]
-    assert "nothing was kept" in res.stderr  # type: ignore[attr-defined]
+    assert res.returncode == 5, res.stderr
+    assert "nothing was kept" in res.stderr
     assert list((setup.cache() / "llvm").iterdir()) == []
 
 
@@ -279,9 +285,9 @@ def test_a_malformed_pin_and_an_unknown_aotriton_cmake_are_one_line(
         "list(GET __I 0 __AOTRITON_VER)\n"
     )
     res = setup.cli(run_cli, "fetch", "--what", "aotriton")
-    assert res.returncode == 2, res.stderr  # type: ignore[attr-defined]
-    assert "not the aotriton.cmake shape rocm-build reads" in res.stderr  # type: ignore[attr-defined]
-    assert "Traceback" not in res.stderr  # type: ignore[attr-defined]
+    assert res.returncode == 2, res.stderr
+    assert "not the aotriton.cmake shape rocm-build reads" in res.stderr
+    assert "Traceback" not in res.stderr
 
 
 def test_the_tree_is_never_an_aotriton_prefix(setup: Setup, run_cli: CliRunner) -> None:
@@ -289,6 +295,6 @@ def test_the_tree_is_never_an_aotriton_prefix(setup: Setup, run_cli: CliRunner) 
     (lib / "libaotriton_v2.so.0").write_bytes(b"\x7fELF")
     assert open_tree(setup.tree).root == setup.tree
     planned = setup.cli(run_cli, "build", "torch", "--dry-run", json_out=True)
-    assert planned.returncode == 0, planned.stderr  # type: ignore[attr-defined]
-    (step,) = json.loads(planned.stdout)["projects"]  # type: ignore[attr-defined]
+    assert planned.returncode == 0, planned.stderr
+    (step,) = json.loads(planned.stdout)["projects"]
     assert "AOTRITON_INSTALLED_PREFIX" not in step["env"]
