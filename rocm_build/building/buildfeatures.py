@@ -37,6 +37,7 @@ __all__ = [
     "GPU_ASSERTS_CMAKE",
     "MSLK_TARGETS",
     "Feature",
+    "aotriton_state",
     "decide",
     "flash_attention",
     "given_wins",
@@ -151,3 +152,21 @@ def torch_env(
             raise ConfigError(msg)
         env[_INCLUDE] = str(GPU_ASSERTS_CMAKE)
     return env
+
+
+def aotriton_state(feature: Feature, env: Mapping[str, str], setting: str) -> Feature:
+    """Flash attention as the aotriton switch left it: off when no aotriton is at hand (the
+    build would download it mid-build), an error when the user asked for it on."""
+    if feature.name != "flash_attention" or not feature.on or feature.why.startswith(f"{USER} ("):
+        return feature
+    if env.get("USE_FLASH_ATTENTION") != "0":
+        return feature
+    if setting == "on":
+        msg = (
+            "features.flash_attention = on needs aotriton, and there is none pre-fetched "
+            "(see the plan's aotriton note): unpack an aotriton release for this ROCm and "
+            "set build.aotriton to its folder, or set features.flash_attention to auto or off"
+        )
+        raise ConfigError(msg)
+    why = "no aotriton at hand: the build would download it mid-build (see the note: fetch it)"
+    return replace(feature, on=False, why=why, env={})

@@ -34,6 +34,7 @@ from rocm_build.building.buildjobs import GIB, default_jobs, memory_available
 from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
 from rocm_build.building.buildversion import Revision, read_revision, release_version
 from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
+from rocm_build.building.prefetch import llvm_cache_dir
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BuildFailed, ConfigError, RocmTreeError
@@ -295,6 +296,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
         if cfg.build.aotriton in ("", "auto", "off")
         else str(cfg.absolute(cfg.build.aotriton)),
         revisions=found.revisions,
+        llvm_url=cfg.triton.llvm_url,
     )
     sources = buildsource.read_sources(cfg, ctx.src_dir, [s.name for s in made.steps])
     made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))
@@ -334,7 +336,9 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
     spec = next(iter(cfg.selected_projects(["torch"])))
     given = {**cfg.env, **pairs(spec.build_env, "build_env", "torch")}
     decided = [
-        _aotriton_state(buildfeatures.given_wins(f, given), torch.env, cfg.features.flash_attention)
+        buildfeatures.aotriton_state(
+            buildfeatures.given_wins(f, given), torch.env, cfg.features.flash_attention
+        )
         for f in buildfeatures.decide(cfg.features, targets=made.targets)
     ]
     if problem := featurecheck.ck_problem(decided, torch.source):
@@ -346,30 +350,6 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
         for s in made.steps
     )
     return replace(made, steps=steps)
-
-
-def _aotriton_state(
-    feature: buildfeatures.Feature, env: Mapping[str, str], setting: str
-) -> buildfeatures.Feature:
-    """Flash attention as the aotriton switch left it: off when no aotriton is at hand (the
-    build would download it mid-build), an error when the user asked for it on."""
-    if (
-        feature.name != "flash_attention"
-        or not feature.on
-        or feature.why.startswith(f"{buildfeatures.USER} (")
-    ):
-        return feature
-    if env.get("USE_FLASH_ATTENTION") != "0":
-        return feature
-    if setting == "on":
-        msg = (
-            "features.flash_attention = on needs aotriton, and there is none pre-fetched "
-            "(see the plan's aotriton note): unpack an aotriton release for this ROCm and "
-            "set build.aotriton to its folder, or set features.flash_attention to auto or off"
-        )
-        raise ConfigError(msg)
-    why = "no aotriton at hand: the build would download it mid-build (see the note)"
-    return replace(feature, on=False, why=why, env={})
 
 
 def _with_triton(made: BuildPlan, ctx: RunContext, label: str) -> BuildPlan:
@@ -412,6 +392,7 @@ class _Shared:
     cache_env: Mapping[str, str]
     revisions: Mapping[str, Revision]
     aotriton: str
+    llvm_url: str
 
 
 def make_plan(
@@ -437,6 +418,7 @@ def make_plan(
     force: bool = False,
     revisions: Mapping[str, Revision] | None = None,
     aotriton: str = "auto",
+    llvm_url: str = "",
 ) -> BuildPlan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
@@ -461,6 +443,7 @@ def make_plan(
         cache_env=cache_env or {},
         revisions=revisions or {},
         aotriton=aotriton,
+        llvm_url=llvm_url,
     )
     return BuildPlan(
         steps=tuple(_step(shared, spec) for spec in specs),
@@ -543,6 +526,10 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         given={**shared.env, **build_env},
         aotriton=shared.aotriton,
         aotriton_cache=aotriton_cache_dir(shared.env, shared.work_dir),
+        source=source,
+        targets=shared.targets,
+        llvm_cache=llvm_cache_dir(shared.env, shared.work_dir),
+        llvm_url=shared.llvm_url,
     )
     for note in chosen.notes:
         log.warning("%s: %s", spec.name, note)

@@ -13,8 +13,15 @@ reference it mirrors.
 - ``sysdeps-pkgconfig``: ``PKG_CONFIG_PATH`` at ``lib/rocm_sysdeps/lib/pkgconfig`` (aotriton's
   build finds liblzma there);
 - ``aotriton``: with flash or memory-efficient attention on (PyTorch's default), the build
-  downloads the aotriton runtime in the middle of CMake (or clones and builds it); instead a
-  pre-fetched one is passed as ``AOTRITON_INSTALLED_PREFIX``, or both are turned off with a note.
+  downloads the aotriton runtime in the middle of CMake (or clones and builds it); instead the
+  one ``rocm-build fetch`` put in the cache for the checkout's ``aotriton.cmake`` (or one unpacked
+  by hand into ``<cache>/aotriton/rocm<version>``) is passed as ``AOTRITON_INSTALLED_PREFIX``, or
+  both are turned off with a note naming what is missing. The ROCm tree is never taken for an
+  aotriton prefix (its ``lib`` would be installed into torch whole).
+
+Triton's build (any project named ``triton``) downloads its pinned LLVM; the one ``fetch`` put in
+the cache is passed as ``LLVM_SYSPATH``, with ``TRITON_OFFLINE_BUILD=1`` unless its ``setup.py``
+downloads another package the environment does not point at.
 """
 
 from __future__ import annotations
@@ -23,15 +30,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocm_build.building.prefetch import (
+    FETCH_COMMAND,
+    aotriton_cache_dir,
+    aotriton_set,
+    offline_blockers,
+    triton_llvm,
+)
 from rocm_build.config.loader import ProjectSpec
-from rocm_build.errors import ConfigError
+from rocm_build.errors import ConfigError, RocmBuildError
 from rocm_build.rocm.dist import EXTENDED_FLAGS, EXTENDED_PATHS, RocmTree, join_values
 
 __all__ = [
     "AOTRITON_LIB",
     "TREE_ENV",
+    "AotritonWhere",
     "Switches",
     "aotriton_cache_dir",
+    "fetched_aotriton",
+    "find_aotriton",
     "merge_env",
     "pairs",
     "switches",
@@ -79,15 +96,6 @@ def merge_env(*layers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def aotriton_cache_dir(env: Mapping[str, str], work_dir: Path) -> Path:
-    """Where pre-fetched aotriton installs live: ``<cache>/rocm-build/aotriton``."""
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "rocm-build" / "aotriton"
-    if env.get("HOME"):
-        return Path(env["HOME"]) / ".cache" / "rocm-build" / "aotriton"
-    return work_dir / "aotriton"
-
-
 def _is_prefix(folder: Path) -> bool:
     return folder.is_dir() and any((folder / "lib").glob(AOTRITON_LIB))
 
@@ -98,12 +106,43 @@ def find_aotriton(tree: RocmTree, setting: str, cache: Path) -> Path | None:
         return None
     if setting not in ("", "auto"):
         return Path(setting) if _is_prefix(Path(setting)) else None
-    candidates = [tree.root, cache / f"rocm{tree.version or 'unknown'}"]
-    return next((c for c in candidates if _is_prefix(c)), None)
+    candidate = cache / f"rocm{tree.version or 'unknown'}"
+    return candidate if _is_prefix(candidate) else None
+
+
+@dataclass(frozen=True)
+class AotritonWhere:
+    """What the aotriton switch looks at besides the setting: the fetched prefix, or what the
+    cache lacks of it."""
+
+    cache: Path
+    fetched: Path | None = None
+    missing: str = ""
+
+
+def fetched_aotriton(
+    source: Path | None,
+    tree: RocmTree,
+    targets: Sequence[str],
+    env: Mapping[str, str],
+    cache: Path,
+) -> AotritonWhere:
+    if source is None:
+        return AotritonWhere(cache)
+    try:
+        found = aotriton_set(source, tree, targets, env, cache)
+    except RocmBuildError as exc:  # an aotriton.cmake not understood: said, not guessed
+        return AotritonWhere(cache, missing=f"what to fetch: {exc}")
+    if found is None:
+        return AotritonWhere(cache)
+    if found.present:
+        return AotritonWhere(cache, fetched=found.prefix)
+    names = ", ".join(d.name for d in found.downloads)
+    return AotritonWhere(cache, missing=f"{names} (run '{FETCH_COMMAND} --what aotriton' first)")
 
 
 def _aotriton(
-    tree: RocmTree, setting: str, cache: Path, given: Mapping[str, str]
+    tree: RocmTree, setting: str, where: AotritonWhere, given: Mapping[str, str]
 ) -> tuple[dict[str, str], str]:
     if given.get("AOTRITON_INSTALLED_PREFIX"):
         return {}, ""  # the user's own prefix
@@ -121,25 +160,57 @@ def _aotriton(
             )
             raise ConfigError(msg)
         return {"AOTRITON_INSTALLED_PREFIX": str(prefix)}, f"aotriton from {prefix}"
-    version = tree.version or "unknown"
-    candidates = [tree.root, cache / f"rocm{version}"]
-    found = next((c for c in candidates if _is_prefix(c)), None)
+    hand = where.cache / f"rocm{tree.version or 'unknown'}"
+    found = where.fetched or (hand if _is_prefix(hand) else None)
     if found is not None:
         return {"AOTRITON_INSTALLED_PREFIX": str(found)}, f"aotriton from {found}"
+    missing = (
+        f"the cache lacks {where.missing}"
+        if where.missing
+        else f"none fetched, none unpacked in {hand} (lib/{AOTRITON_LIB})"
+    )
     asked = [k for k in _ATTENTION if given.get(k, "").strip().lower() not in _OFF | {""}]
     if asked:
         return {}, (
-            f"{', '.join(f'{k}={given[k]}' for k in asked)} and no pre-fetched aotriton (lib/"
-            f"{AOTRITON_LIB} in the tree or in {candidates[1]}): torch's CMake downloads aotriton "
-            "during the build, which needs the network"
+            f"{', '.join(f'{k}={given[k]}' for k in asked)} and no pre-fetched aotriton "
+            f"({missing}): torch's CMake downloads aotriton during the build, which needs the "
+            "network"
         )
     note = (
-        f"no pre-fetched aotriton (lib/{AOTRITON_LIB} in the tree or in {candidates[1]}): flash "
-        "and memory-efficient attention are off, so the build does not download aotriton in the "
-        "middle of CMake; unpack an aotriton release for this ROCm there, or set build.aotriton "
-        "to its folder"
+        f"no pre-fetched aotriton ({missing}): flash and memory-efficient attention are off, so "
+        "the build does not download aotriton in the middle of CMake"
     )
     return off, note
+
+
+def _llvm(
+    source: Path, given: Mapping[str, str], cache: Path, llvm_url: str
+) -> tuple[dict[str, str], str]:
+    if given.get("LLVM_SYSPATH"):
+        return {}, ""  # the user's own LLVM
+    found = triton_llvm(source, given, cache, llvm_url)
+    if found is None:
+        return {}, ""
+    wanted, folder = found
+    if folder is None:
+        return {}, (
+            f"Triton's build downloads its pinned LLVM ({wanted.name}.tar.gz, about 0.5 GB) "
+            f"mid-build; run '{FETCH_COMMAND} --what llvm' first to use a cached one"
+        )
+    env = {"LLVM_SYSPATH": str(folder)}
+    blockers = offline_blockers(source, given)
+    if not blockers:
+        return {**env, "TRITON_OFFLINE_BUILD": "1"}, f"Triton's LLVM from {folder}"
+    return env, (
+        f"Triton's LLVM from {folder}; not TRITON_OFFLINE_BUILD: its setup.py also downloads "
+        f"the packages of {', '.join(blockers)} (small), which the environment does not set"
+    )
+
+
+def _attention_wanted(given: Mapping[str, str]) -> bool:
+    return not given.get("AOTRITON_INSTALLED_PREFIX") and not all(
+        given.get(k, "1").strip().lower() in _OFF for k in _ATTENTION
+    )
 
 
 def _host_blas(tree: RocmTree) -> tuple[dict[str, str], str]:
@@ -161,9 +232,14 @@ def switches(
     given: Mapping[str, str],
     aotriton: str = "auto",
     aotriton_cache: Path,
+    source: Path | None = None,
+    targets: Sequence[str] = (),
+    llvm_cache: Path | None = None,
+    llvm_url: str = "",
 ) -> Switches:
     """The project's reference and tree variables. ``given`` is what the user's environment and
-    the project's ``build_env`` already set (they win over these)."""
+    the project's ``build_env`` already set (they win over these); ``source`` is the project's
+    checkout (its aotriton.cmake or LLVM pin tell what ``fetch`` would have cached)."""
     unknown = [e for e in spec.tree_env if e not in TREE_ENV]
     if unknown:
         msg = (
@@ -179,7 +255,14 @@ def switches(
     if "host-blas" in spec.tree_env:
         parts.append(_host_blas(tree))
     if "aotriton" in spec.tree_env:
-        parts.append(_aotriton(tree, aotriton, aotriton_cache, given))
+        where = (
+            fetched_aotriton(source, tree, targets, given, aotriton_cache)
+            if aotriton in ("", "auto") and _attention_wanted(given)
+            else AotritonWhere(aotriton_cache)
+        )
+        parts.append(_aotriton(tree, aotriton, where, given))
+    if spec.name == "triton" and source is not None and llvm_cache is not None:
+        parts.append(_llvm(source, given, llvm_cache, llvm_url))
     for part_env, note in parts:
         env.update(part_env)
         if note:

@@ -54,7 +54,9 @@ def _setting(value: object) -> str:
     return "default" if value is None else str(value).lower()
 
 
-def _flash(cfg: Config, tree: RocmTree, targets: Sequence[str], cache: Path) -> FeatureNeed:
+def _flash(
+    cfg: Config, tree: RocmTree, targets: Sequence[str], cache: Path, torch_source: Path
+) -> FeatureNeed:
     setting = cfg.features.flash_attention
     needs = (
         f"a target starting with {', '.join(buildfeatures.FLASH_PREFIXES)}, and aotriton "
@@ -68,13 +70,18 @@ def _flash(cfg: Config, tree: RocmTree, targets: Sequence[str], cache: Path) -> 
         state = "off" if setting == "off" else "off (no target with aotriton kernels)"
         return FeatureNeed("flash_attention", setting, needs, state, None)
     found = buildswitches.find_aotriton(tree, cfg.build.aotriton, cache)
+    where = buildswitches.AotritonWhere(cache)
+    if cfg.build.aotriton in ("", "auto") and torch_source.is_dir():
+        where = buildswitches.fetched_aotriton(torch_source, tree, targets, cfg.env, cache)
+        found = where.fetched or found
     if found is not None:
         return FeatureNeed("flash_attention", setting, needs, f"on (aotriton {found})", True)
     if cfg.build.aotriton in ("", "auto"):
         if setting == "on":  # the build stops too: no aotriton without the network
             state = "on needs aotriton, and build.aotriton = auto finds none pre-fetched"
             return FeatureNeed("flash_attention", setting, needs, state, False, ConfigError)
-        state = "off: no pre-fetched aotriton (build.aotriton = auto finds none)"
+        why = f"the cache lacks {where.missing}" if where.missing else ""
+        state = f"off: no pre-fetched aotriton ({why or 'build.aotriton = auto finds none'})"
         return FeatureNeed("flash_attention", setting, needs, state, None)
     state = f"build.aotriton = {cfg.build.aotriton} is not an aotriton install"
     return FeatureNeed("flash_attention", setting, needs, state, False, ConfigError)
@@ -105,7 +112,7 @@ def needs(
     at ``torch_source`` has it."""
     cache = buildswitches.aotriton_cache_dir(cfg.env, work_dir)
     decided = {f.name: f for f in buildfeatures.decide(cfg.features, targets=targets)}
-    out = [_flash(cfg, tree, targets, cache)]
+    out = [_flash(cfg, tree, targets, cache, torch_source)]
     out += [_ck(decided[n], getattr(cfg.features, n), torch_source) for n in _CK]
     mslk = decided["mslk"]
     out.append(

@@ -22,6 +22,7 @@ from rocm_build.cli import bundle as bundle_cmd
 from rocm_build.cli import checkout as checkout_cmd
 from rocm_build.cli import config as config_cmd
 from rocm_build.cli import doctor as doctor_cmd
+from rocm_build.cli import fetch as fetch_cmd
 from rocm_build.cli import inspect as inspect_cmd
 from rocm_build.cli import matrix as matrix_cmd
 from rocm_build.cli import rocm as rocm_cmd
@@ -117,6 +118,7 @@ def cli(
 for _module in (
     checkout_cmd,
     save_patches_cmd,
+    fetch_cmd,
     build_cmd,
     bundle_cmd,
     inspect_cmd,

@@ -67,6 +67,7 @@ def text(value: Path | str | None) -> str | None:
 COMMAND_ORDER = (
     "checkout",
     "save-patches",
+    "fetch",
     "build",
     "bundle",
     "inspect",

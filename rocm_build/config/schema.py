@@ -247,6 +247,9 @@ class TritonSettings:
     marker: str = _setting(
         str, "environment marker of torch's Triton requirement", shape=requirement_marker
     )
+    llvm_url: str = _setting(
+        str, "folder URL of Triton's LLVM builds for fetch (\"\": the one Triton's setup.py uses)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,7 +24,7 @@ from rocm_build.treepath import refuse_outside_links
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["DOWNLOAD_RETRIES", "Progress", "download_cache_dir", "fetch"]
+__all__ = ["DOWNLOAD_RETRIES", "Progress", "cache_folder", "cached", "download_cache_dir", "fetch"]
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,37 @@ def _session() -> requests.Session:
     return session
 
 
-def _download(url: str, dest: Path, progress: Progress | None) -> None:
+def _download(
+    url: str, dest: Path, progress: Progress | None, *, resume: bool = True, max_bytes: int = 0
+) -> None:
+    """``url`` to ``dest``. With ``resume`` a stopped download keeps its ``.part`` for the next
+    run; without it nothing of a failed download is kept. ``max_bytes`` (0: no limit) stops a
+    download that announces or sends more."""
+    part = dest.with_name(dest.name + ".part")
+    if resume:
+        _download_part(url, dest, progress, max_bytes)
+        return
+    if statefile.check(part, _PART) is not None:
+        part.unlink()  # a resumable download's leftover: this one starts afresh
+    try:
+        _download_part(url, dest, progress, max_bytes)
+    except BaseException as exc:
+        if statefile.check(part, _PART) is not None:
+            part.unlink()
+        if isinstance(exc, FetchError) and "run again to resume" in str(exc):
+            text = str(exc).replace("run again to resume", "nothing was kept: run again")
+            raise FetchError(text) from exc
+        raise
+
+
+def _too_big(url: str, size: int, max_bytes: int) -> FetchError:
+    return FetchError(
+        f"download of {mask_url(url)} is over {max_bytes} bytes ({size}); nothing was kept: "
+        "check the URL"
+    )
+
+
+def _download_part(url: str, dest: Path, progress: Progress | None, max_bytes: int) -> None:
     import requests  # deferred: only downloads need it
 
     part = dest.with_name(dest.name + ".part")
@@ -116,7 +146,7 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
             if resp.status_code == 416 and have:
                 # The partial file is already complete (or bigger than the remote one).
                 part.unlink()
-                _download(url, dest, progress)
+                _download_part(url, dest, progress, max_bytes)
                 return
             if resp.status_code in _RETRY_STATUS:
                 msg = (
@@ -132,6 +162,8 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
                 have = 0
             length = resp.headers.get("Content-Length")
             total = have + int(length) if length and length.isdigit() else None
+            if max_bytes and total is not None and total > max_bytes:
+                raise _too_big(url, total, max_bytes)
             if have:
                 log.info("resuming download of %s at %d bytes", mask_url(url), have)
             with _open_part(part, append=resumed) as fh:
@@ -139,6 +171,8 @@ def _download(url: str, dest: Path, progress: Progress | None) -> None:
                 for chunk in resp.iter_content(_NET_CHUNK):
                     fh.write(chunk)
                     done += len(chunk)
+                    if max_bytes and done > max_bytes:
+                        raise _too_big(url, done, max_bytes)
                     if progress is not None:
                         progress(done, total)
             if total is not None and done != total:
@@ -207,19 +241,37 @@ def _unpack(archive: Path, dest: Path) -> None:
         root.rename(dest)
 
 
+def cache_folder(url: str, cache_dir: Path) -> Path:
+    """The folder of ``cache_dir`` that ``fetch`` keeps the download of ``url`` in."""
+    plain, _ = _split_url(url, "")
+    return cache_dir / hashlib.sha256(mask_url(plain).encode()).hexdigest()[:16]
+
+
+def cached(url: str, cache_dir: Path, sha256: str) -> Path | None:
+    """The unpacked tree ``fetch`` left for ``url`` (of ``sha256``, when given), or None;
+    reads, never writes."""
+    folder = cache_folder(url, cache_dir)
+    if statefile.check_folder(folder, "download cache folder") is None:
+        return None
+    tree = folder / "tree"
+    return tree if _done(folder / "done.json", tree, sha256.lower()) else None
+
+
 def fetch(
     url: str,
     *,
     cache_dir: Path,
     sha256: str = "",
     progress: Progress | None = None,
+    resume: bool = True,
+    max_bytes: int = 0,
 ) -> Path:
     """Download (resuming a partial download) and unpack a tarball of a ROCm tree into the
-    cache; return the tree's root. An unchanged URL is not fetched again."""
+    cache; return the tree's root. An unchanged URL is not fetched again. Without ``resume``
+    a failed download keeps nothing (``_download``); ``max_bytes`` bounds it."""
     plain, sha256 = _split_url(url, sha256)
     shown = mask_url(plain)  # what is logged and stored; a rotated token is the same tree
-    key = hashlib.sha256(shown.encode()).hexdigest()[:16]
-    folder = cache_dir / key
+    folder = cache_folder(plain, cache_dir)
     tree = folder / "tree"
     stamp = folder / "done.json"
     statefile.own_folder(folder, "download cache folder")
@@ -229,7 +281,7 @@ def fetch(
     name = Path(urlparse(plain).path).name or "rocm.tar"
     archive = folder / name
     if statefile.check(archive, _PART) is None:
-        _download(plain, archive, progress)
+        _download(plain, archive, progress, resume=resume, max_bytes=max_bytes)
     actual = _sha256(archive)  # not through a link planted at its name
     if sha256 and actual != sha256:
         archive.unlink()

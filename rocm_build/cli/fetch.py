@@ -1,0 +1,107 @@
+"""``rocm-build fetch``: download beforehand what torch's and Triton's builds would download
+mid-build (aotriton, Triton's LLVM), into the download cache, for ``build`` to use offline.
+
+A command of its own rather than ``build --fetch-only``: it has its own plan and execute
+(``building.prefetch``), needs no build environment, and is what a machine with the network
+runs before a build machine without it (``rocm fetch`` is the same for a ROCm tree).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rocm_build.cli import options as o
+from rocm_build.cli.render import State, err_console, out_console, pass_state
+from rocm_build.masking import mask_url
+
+
+@o.command("fetch")
+@click.option(
+    "--what",
+    default="aotriton,llvm",
+    metavar="LIST",
+    help="What to fetch, comma-separated: aotriton (torch's flash attention runtime and the "
+    "targets' images), llvm (Triton's pinned LLVM). Default: both.",
+)
+@o.rocm_option()
+@o.arch_option("Default: the arch setting, else the GPUs of this machine.")
+@o.src_dir_option
+@o.work_dir_option
+@o.dry_run_option("Show what would be downloaded and from where; download nothing.")
+@pass_state
+def command(
+    state: State,
+    what: str,
+    rocm: str | None,
+    arch: str | None,
+    src_dir: Path | None,
+    work_dir: Path | None,
+    dry_run: bool | None,
+) -> None:
+    """Download aotriton and Triton's LLVM as the checkouts pin them, checked by sha256.
+
+    \b
+    rocm-build fetch --rocm /opt/rocm --arch 'gfx942;gfx1100'
+    rocm-build fetch --what llvm
+    """
+    from rocm_build.building import prefetch
+
+    wanted = tuple(w.strip() for w in what.split(",") if w.strip())
+    aot = "aotriton" in wanted
+    ctx = state.resolve(
+        {"rocm": rocm, "arch": arch, "src_dir": src_dir, "work_dir": work_dir},
+        tree=aot,
+        targets=aot,
+    )
+    cfg = ctx.settings
+    plan = prefetch.plan(
+        wanted,
+        torch_source=ctx.src_dir / "torch",
+        triton_source=ctx.src_dir / "triton",
+        tree=ctx.tree if aot else None,
+        targets=ctx.build_targets[0] if aot else (),
+        env=cfg.env,
+        work_dir=ctx.work_dir,
+        llvm_url=cfg.triton.llvm_url,
+    )
+    if dry_run:
+        if state.json:
+            state.emit(plan.as_json())
+        else:
+            _show_plan(plan)
+        return
+    result = prefetch.execute(plan, ctx.download_progress)
+    if state.json:
+        state.emit({**plan.as_json(), "result": result.as_json()})
+        return
+    for note in plan.notes:
+        err_console.print(f"note: {note}", markup=False, soft_wrap=True)
+    if result.aotriton_prefix is not None:
+        out_console.print(f"aotriton: {result.aotriton_prefix}", markup=False, soft_wrap=True)
+    if result.llvm_dir is not None:
+        out_console.print(f"llvm: {result.llvm_dir}", markup=False, soft_wrap=True)
+    if result.nothing_to_do:
+        out_console.print("nothing to do: all of it is in the cache", markup=False)
+
+
+def _show_plan(plan: object) -> None:
+    data = plan.as_json()  # type: ignore[attr-defined]
+    aot, llvm = data["aotriton"], data["llvm"]
+    if aot is not None:
+        state = "in the cache" if aot["present"] else "to fetch"
+        out_console.print(f"aotriton {aot['version']} -> {aot['prefix']} ({state})", markup=False)
+        for d in aot["downloads"]:
+            out_console.print(
+                f"  {d['what']}: {mask_url(d['url'])} sha256={d['sha256']}",
+                markup=False,
+                soft_wrap=True,
+            )
+    if llvm is not None:
+        state = f"in the cache: {llvm['folder']}" if llvm["folder"] else "to fetch"
+        out_console.print(
+            f"{llvm['what']}: {mask_url(llvm['url'])} ({state})", markup=False, soft_wrap=True
+        )
+    for note in data["notes"]:
+        out_console.print(f"note: {note}", markup=False, soft_wrap=True)

@@ -1,0 +1,300 @@
+"""``rocm-build fetch``: aotriton (as the torch checkout's aotriton.cmake names it) and Triton's
+pinned LLVM, served from a real HTTP server on 127.0.0.1 as archives shaped like the real
+ones (aotriton's runtime and images under a top ``aotriton/`` folder, LLVM under
+``llvm-<rev8>-<host>/``); then ``build --dry-run`` passes them to torch and Triton and turns
+flash attention on under auto."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import socket
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rocm_build.building import prefetch
+from rocm_build.errors import FetchError
+from rocm_build.repo import llvmpin
+from rocm_build.rocm.dist import open_tree
+from tests.conftest import CliRunner
+from tests.integration.building.test_fetch import PADDING, Server, small_tree_tarball
+
+HERE = Path(__file__).parent
+TEMPLATE = HERE / "projects" / "aotriton" / "aotriton.cmake.in"
+TORCH = HERE / "projects" / "torch"
+VER = "0.99fx"
+LLVM_REV = "0123abcd4567ef890123abcd4567ef890123abcd"
+ARCH = "gfx90a"
+
+
+def _tar(members: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.SYMTYPE
+            info.linkname = target
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def runtime_tarball() -> bytes:
+    return _tar(
+        {
+            "aotriton/lib/libaotriton_v2.so.0.99.0": b"\x7fELF runtime",
+            "aotriton/include/aotriton/flash.h": b"#pragma once\n",
+        },
+        {
+            "aotriton/lib/libaotriton_v2.so.0": "libaotriton_v2.so.0.99.0",
+            "aotriton/lib/libaotriton_v2.so": "libaotriton_v2.so.0",
+        },
+    )
+
+
+def image_tarball(image: str) -> bytes:
+    base = f"aotriton/lib/aotriton.images/{image}"
+    return _tar({f"{base}/__signature__": image.encode(), f"{base}/flash/attn_fwd/k.aks2": PADDING})
+
+
+def llvm_tarball(name: str) -> bytes:
+    return _tar(
+        {
+            f"{name}/bin/mlir-tblgen": b"#!/bin/sh\n",
+            f"{name}/include/llvm/Config/llvm-config.h": b"#define LLVM_VERSION_MAJOR 21\n",
+            f"{name}/lib/cmake/mlir/MLIRConfig.cmake": b"",
+            f"{name}/lib/libLLVMCore.a": PADDING,
+        }
+    )
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class Setup:
+    root: Path
+    tree: Path
+    server: Server
+    env: dict[str, str]
+    llvm_name: str
+
+    def cli(
+        self, run_cli: CliRunner, *args: str, json_out: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        flags = ["--json"] if json_out else []
+        return run_cli(
+            [*flags, *args[:1], "--rocm", str(self.tree), "--arch", ARCH, *args[1:]],
+            cwd=self.root,
+            env=self.env,
+        )
+
+    def cache(self) -> Path:
+        return self.root / "xdg" / "rocm-build"
+
+
+def write_aotriton_cmake(torch: Path, base_url: str, shas: dict[str, str]) -> None:
+    text = TEMPLATE.read_text()
+    for key, value in {**shas, "BASE_URL": base_url}.items():
+        text = text.replace(f"@{key}@", value)
+    dest = torch / "cmake" / "External" / "aotriton.cmake"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path, server: Server) -> Setup:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    # The small tree has only hip's CMake package (as the building workspace's settings say).
+    (root / "rocm-build.toml").write_text('[projects.torch]\ncmake_packages = ["hip"]\n')
+    tree_tar = tmp_path / "rocm.tar.gz"
+    tree_tar.write_bytes(small_tree_tarball())
+    with tarfile.open(tree_tar) as tar:
+        tar.extractall(tmp_path / "rocm", filter="data")
+    tree = tmp_path / "rocm" / "rocm-6.4.1"
+    torch = root / "src" / "torch"
+    shutil.copytree(TORCH, torch)
+    runtime = runtime_tarball()
+    images = {i: image_tarball(i) for i in ("amd-gfx90a", "amd-gfx942", "amd-gfx110x")}
+    name = f"aotriton-{VER}-manylinux_2_28_{prefetch._host()[0]}-rocm6.4-shared.tar.gz"
+    server.files[f"/dl/{VER}/{name}"] = runtime
+    for image, data in images.items():
+        server.files[f"/dl/{VER}/aotriton-{VER}-images-{image}.tar.gz"] = data
+    shas = {
+        "RUNTIME_SHA256": _sha(runtime),
+        "OTHER_SHA256": "0" * 64,
+        "GFX90A_SHA256": _sha(images["amd-gfx90a"]),
+        "GFX942_SHA256": _sha(images["amd-gfx942"]),
+        "GFX110X_SHA256": _sha(images["amd-gfx110x"]),
+    }
+    # The rocm5.2 runtime's entry is first in the file, the tree's (6.4) second.
+    shas["RUNTIME_SHA256"], shas["OTHER_SHA256"] = shas["OTHER_SHA256"], shas["RUNTIME_SHA256"]
+    write_aotriton_cmake(torch, server.url("/dl/"), shas)
+    triton = root / "src" / "triton"
+    (triton / "cmake").mkdir(parents=True)
+    (triton / "cmake" / "llvm-hash.txt").write_text(LLVM_REV + "\n")
+    (triton / "setup.py").write_text("# fixture: LLVM_SYSPATH only\n")
+    machine, glibc = prefetch._host()
+    llvm_name = f"llvm-{LLVM_REV[:8]}-{llvmpin.host_suffix(machine, glibc)}"
+    server.files[f"/llvm-builds/{llvm_name}.tar.gz"] = llvm_tarball(llvm_name)
+    env = {
+        "XDG_CACHE_HOME": str(root / "xdg"),
+        "ROCM_BUILD_TRITON_LLVM_URL": server.url("/llvm-builds/"),
+        "COLUMNS": "300",
+    }
+    return Setup(root, tree, server, env, llvm_name)
+
+
+def test_fetch_downloads_checks_and_unpacks_then_the_plan_uses_them(
+    setup: Setup, run_cli: CliRunner
+) -> None:
+    res = setup.cli(run_cli, "fetch")
+    assert res.returncode == 0, res.stderr
+    prefix = setup.cache() / "aotriton" / f"aotriton-{VER}-rocm6.4-{prefetch._host()[0]}-gfx90a"
+    assert (prefix / "lib" / "libaotriton_v2.so").is_symlink()
+    assert (prefix / "lib" / "libaotriton_v2.so.0.99.0").is_file()
+    assert (prefix / "include" / "aotriton" / "flash.h").is_file()
+    assert (prefix / "lib" / "aotriton.images" / "amd-gfx90a" / "__signature__").is_file()
+    assert not (prefix / "lib" / "aotriton.images" / "amd-gfx942").exists()
+    assert f"aotriton: {prefix}" in res.stdout
+    llvm = [p for p in (setup.cache() / "llvm").glob("*/tree") if p.is_dir()]
+    assert len(llvm) == 1
+    assert (llvm[0] / "bin" / "mlir-tblgen").is_file()
+    requests = len(setup.server.requests)
+
+    again = setup.cli(run_cli, "fetch")
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stdout
+    assert len(setup.server.requests) == requests
+
+    planned = setup.cli(run_cli, "build", "triton", "torch", "--dry-run", json_out=True)
+    assert planned.returncode == 0, planned.stderr
+    steps = {s["name"]: s for s in json.loads(planned.stdout)["projects"]}
+    torch_env = steps["torch"]["env"]
+    assert torch_env["AOTRITON_INSTALLED_PREFIX"] == str(prefix)
+    assert "USE_FLASH_ATTENTION" not in torch_env
+    flash = next(f for f in steps["torch"]["features"] if f["name"] == "flash_attention")
+    assert flash["on"] is True, flash
+    assert steps["triton"]["env"]["LLVM_SYSPATH"] == str(llvm[0])
+    assert steps["triton"]["env"]["TRITON_OFFLINE_BUILD"] == "1"
+
+
+def test_without_a_fetch_the_dry_run_says_what_is_missing(setup: Setup, run_cli: CliRunner) -> None:
+    planned = setup.cli(run_cli, "build", "triton", "torch", "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    out = planned.stdout
+    assert f"aotriton-{VER}-images-amd-gfx90a.tar.gz" in out, out
+    assert "rocm-build fetch --what aotriton" in out
+    assert "rocm-build fetch --what llvm" in out
+    assert "flash_attention: off (no aotriton at hand" in out
+    assert "AOTRITON_INSTALLED_PREFIX" not in out
+    assert not (setup.cache() / "aotriton").exists()
+
+
+def test_a_wrong_hash_keeps_nothing(setup: Setup, run_cli: CliRunner) -> None:
+    path = f"/dl/{VER}/aotriton-{VER}-images-amd-gfx90a.tar.gz"
+    setup.server.files[path] = image_tarball("amd-gfx942")  # not what the file's hash says
+    res = setup.cli(run_cli, "fetch", "--what", "aotriton")
+    assert res.returncode == 5, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "sha256" in ln]
+    assert len(lines) == 1, res.stderr
+    assert "the download was deleted" in lines[0]
+    downloads = setup.cache() / "aotriton" / "downloads"
+    kept = [p for p in downloads.iterdir() if not (p / "done.json").exists()]
+    assert kept == []
+    assert not list((setup.cache() / "aotriton").glob("aotriton-*"))
+
+
+def test_a_partial_download_keeps_nothing(setup: Setup, run_cli: CliRunner) -> None:
+    setup.server.cut_after = 1000
+    res = setup.cli(run_cli, "fetch", "--what", "llvm")
+    assert res.returncode == 5, res.stderr
+    assert "nothing was kept" in res.stderr
+    assert list((setup.cache() / "llvm").iterdir()) == []
+
+
+def test_an_oversized_download_keeps_nothing(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefetch, "MAX_BYTES", 5000)
+    plan = prefetch.plan(
+        ["llvm"],
+        torch_source=setup.root / "src" / "torch",
+        triton_source=setup.root / "src" / "triton",
+        tree=None,
+        targets=(),
+        env={**setup.env},
+        work_dir=setup.root,
+        llvm_url=setup.env["ROCM_BUILD_TRITON_LLVM_URL"],
+    )
+    with pytest.raises(FetchError, match="is over 5000 bytes"):
+        prefetch.execute(plan)
+    assert list((setup.cache() / "llvm").iterdir()) == []
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_url_is_one_line_with_the_credential_masked(
+    setup: Setup, run_cli: CliRunner
+) -> None:
+    url = f"http://fetcher:T0ken-99@127.0.0.1:{_closed_port()}/llvm-builds/"
+    env = {**setup.env, "ROCM_BUILD_TRITON_LLVM_URL": url}
+    res = run_cli(["fetch", "--what", "llvm"], cwd=setup.root, env=env)
+    assert res.returncode == 5, res.stderr
+    assert "T0ken-99" not in res.stdout + res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if "failed" in ln]
+    assert len(errors) == 1, res.stderr
+    assert "http://fetcher:***@127.0.0.1:" in errors[0]
+    assert "Traceback" not in res.stderr
+
+
+def test_a_malformed_pin_and_an_unknown_aotriton_cmake_are_one_line(
+    setup: Setup, run_cli: CliRunner
+) -> None:
+    (setup.root / "src" / "triton" / "cmake" / "llvm-hash.txt").write_text("main\n")
+    res = run_cli(["fetch", "--what", "llvm"], cwd=setup.root, env=setup.env)
+    assert res.returncode == 2, res.stderr
+    assert "llvm-hash.txt holds 'main', not an LLVM commit hash" in res.stderr
+    assert "Traceback" not in res.stderr
+
+    # The older shape: version, URL and hashes read from .ci/docker/aotriton_version.txt.
+    old = setup.root / "src" / "torch" / "cmake" / "External" / "aotriton.cmake"
+    old.write_text(
+        'file(STRINGS "${CMAKE_CURRENT_SOURCE_DIR}/.ci/docker/aotriton_version.txt" __I)\n'
+        "list(GET __I 0 __AOTRITON_VER)\n"
+    )
+    res = setup.cli(run_cli, "fetch", "--what", "aotriton")
+    assert res.returncode == 2, res.stderr
+    assert "not the aotriton.cmake shape rocm-build reads" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_the_tree_is_never_an_aotriton_prefix(setup: Setup, run_cli: CliRunner) -> None:
+    lib = setup.tree / "lib"
+    (lib / "libaotriton_v2.so.0").write_bytes(b"\x7fELF")
+    assert open_tree(setup.tree).root == setup.tree
+    planned = setup.cli(run_cli, "build", "torch", "--dry-run", json_out=True)
+    assert planned.returncode == 0, planned.stderr
+    (step,) = json.loads(planned.stdout)["projects"]
+    assert "AOTRITON_INSTALLED_PREFIX" not in step["env"]
