@@ -20,10 +20,17 @@ from rocm_build.bundle.model import (
     ThinSource,
     TorchWheel,
 )
-from rocm_build.bundle.policy import is_loader, platform_tag, policy_priority, tag_for_policy
-from rocm_build.errors import BundleError
+from rocm_build.bundle.policy import (
+    is_loader,
+    is_path,
+    platform_tag,
+    policy_priority,
+    tag_for_policy,
+)
+from rocm_build.errors import BundleError, UnsafeInput
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE
+from rocm_build.wheel.membernames import shown
 from rocm_build.wheel.wheelfile import WheelName
 
 __all__ = ["DataSelector", "PlanInput", "PlanRules", "inside", "make_plan", "rel_origin"]
@@ -239,6 +246,13 @@ class _Closure:
         while self.queue:
             who, info = self.queue.pop(0)
             for name in info.needed:
+                if is_path(name):
+                    msg = (
+                        f"{shown(who)}: NEEDED entry {shown(name)!r} is a path, not a library name "
+                        "(the loader opens it as it is, outside the wheel); relink it against the "
+                        "library by name (-lNAME, or patchelf --replace-needed)"
+                    )
+                    raise UnsafeInput(msg)
                 if is_loader(name) or name in self.whitelist:
                     self.system.add(name)
                 elif name in self.provided:

@@ -43,6 +43,13 @@ def is_loader(name: str) -> bool:
     return name.startswith("ld-linux") or name in ("ld64.so.1", "ld64.so.2")
 
 
+def is_path(name: str) -> bool:
+    """Whether a NEEDED entry is a path (``/abs/libx.so``, ``../libx.so``, ``dir/libx.so``), which
+    the loader opens as it is, relative to the working directory or the root, never through a
+    search path: no bundle can satisfy it, and it reaches outside the wheel."""
+    return "/" in name or name in (".", "..")
+
+
 def platform_tag(
     infos: Iterable[elf.ElfInfo], external: Iterable[str], machine: str = "EM_X86_64"
 ) -> str:

@@ -22,7 +22,7 @@ from rocm_build.bundle import kpacked, rocmlabel
 from rocm_build.bundle import split as splitarch
 from rocm_build.bundle.data import gfx_tokens
 from rocm_build.bundle.plan import inside
-from rocm_build.bundle.policy import is_loader, platform_tag, policy_whitelist
+from rocm_build.bundle.policy import is_loader, is_path, platform_tag, policy_whitelist
 from rocm_build.context import RunContext
 from rocm_build.errors import RequirementNotMet, UnsafeInput
 from rocm_build.sizes import human_size
@@ -154,10 +154,12 @@ def _elf_rows(
         escaping = [e for e in info.rpath + info.runpath if not inside(here, e)]
         # in the wheel, but in no folder the loader searches for this file
         off_path = [n for n in info.needed if n in where and not where[n] & folders[arc]]
+        paths = [n for n in info.needed if is_path(n)]  # bundle refuses them (exit 15)
         unresolved = [
             n
             for n in info.needed
             if n not in provided and n not in whitelist and not is_loader(n) and n not in from_torch
+            if n not in paths
         ]
         expected = _from_packages(arc, info, unresolved, requires, own, rocm_names)
         unresolved = [n for n in unresolved if n not in expected]
@@ -172,6 +174,7 @@ def _elf_rows(
                 "runpath": list(info.runpath),
                 "escaping": escaping,
                 "unresolved": unresolved,
+                "needed_paths": paths,
                 "off_search_path": off_path,
                 "from_packages": expected,
                 **_device_code(member.bundles),
@@ -467,6 +470,11 @@ def _file_lines(data: dict[str, Any]) -> Iterator[str]:
             yield f"    ESCAPES THE WHEEL: {', '.join(row['escaping'])}"
         if row["unresolved"]:
             yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
+        if row.get("needed_paths"):
+            yield (
+                "    NEEDED BY PATH, OUTSIDE THE WHEEL (bundle refuses it): "
+                + ", ".join(row["needed_paths"])
+            )
         for lib, where in row.get("from_packages", {}).items():
             places = ", ".join(
                 f"{w['folder']} ({w['requirement'] or _no_requirement(w['distribution'])})"

@@ -20,7 +20,7 @@ from rocm_build.bundle.job import BundleJob, WheelPlan
 from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
 from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
-from rocm_build.errors import BundleError
+from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import deflatecache, rawdeflate
 from rocm_build.wheel.wheelfile import WheelName
@@ -182,8 +182,16 @@ def plan(
     torch_lib_dir = torch_spec.lib_dir if torch_spec and torch_spec.lib_dir else "torch/lib"
     torch: TorchWheel | None = None
     for extra in with_wheels:
-        if _is_torch(extra):
-            torch = TorchWheel.read(extra.resolve(), torch_lib_dir)
+        if not _is_torch(extra):
+            msg = (
+                f"--with {extra}: not a torch wheel; --with takes the torch fat wheel whose "
+                "libraries a torchvision or torchaudio wheel uses (give other wheels as arguments)"
+            )
+            raise ConfigError(msg)
+        if torch is not None:
+            msg = f"--with {extra}: a second torch wheel ({torch.path} is the first); give one"
+            raise ConfigError(msg)
+        torch = TorchWheel.read(extra.resolve(), torch_lib_dir)
     if not dry_run:
         tempfiles.refuse_file(ctx.output_dir)
     device_targets = arch.expand(

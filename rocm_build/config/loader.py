@@ -13,6 +13,7 @@ import difflib
 import enum
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -38,6 +39,7 @@ from rocm_build.config.schema import (
     check,
     dotted,
     flag_name,
+    plain_name,
 )
 from rocm_build.errors import ConfigError
 from rocm_build.treepath import denied
@@ -302,7 +304,7 @@ def _flatten_scalars(data: Mapping[str, Any]) -> dict[str, Any]:
 def _find_config_file(cwd: Path, explicit: Path | None) -> tuple[Path | None, dict[str, Any]]:
     if explicit is not None:
         path = explicit if explicit.is_absolute() else cwd / explicit
-        if not path.is_file():
+        if not path.exists():
             msg = f"config file {explicit} does not exist; check --config"
             raise ConfigError(msg)
         data = _read_toml(path)
@@ -310,7 +312,7 @@ def _find_config_file(cwd: Path, explicit: Path | None) -> tuple[Path | None, di
             data = data.get("tool", {}).get("rocm-build", {})
         return path, data
     candidate = cwd / CONFIG_FILE
-    if candidate.is_file():
+    if candidate.exists():
         return candidate, _read_toml(candidate)
     pyproject = cwd / "pyproject.toml"
     if pyproject.is_file():
@@ -328,13 +330,54 @@ def _shown_path(path: Path, cwd: Path) -> str:
         return str(path)
 
 
+#: More than any config file holds: a bigger one is not read.
+CONFIG_LIMIT = 4 << 20
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
+
+
+def _regular(path: Path, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        msg = f"config file {path} is {kind}, not a file; pass a TOML file with --config"
+        raise ConfigError(msg)
+
+
+def _config_bytes(path: Path) -> bytes:
+    """A config file's bytes: a regular file (a link to one is fine) of at most
+    ``CONFIG_LIMIT`` bytes. A FIFO, device, socket or folder is refused without waiting on it."""
+    _regular(path, path.stat())  # before opening: a socket cannot be opened at all
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        _regular(path, os.fstat(file.fileno()))
+        data = file.read(CONFIG_LIMIT + 1)
+    if len(data) > CONFIG_LIMIT:
+        msg = (
+            f"config file {path} is larger than {CONFIG_LIMIT >> 20} MiB, more than any config "
+            "holds; pass a TOML file with --config"
+        )
+        raise ConfigError(msg)
+    return data
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     """A config file's TOML. A UTF-8 byte order mark (what some Windows editors write) is
     accepted; anything that is not UTF-8 text is a one-line error."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        return tomllib.loads(_config_bytes(path).decode("utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         msg = f"{path}: not valid TOML ({exc}); fix the file or pass another --config"
+        raise ConfigError(msg) from None
+    except RecursionError:
+        msg = (
+            f"{path}: not a usable config (arrays or tables nested too deeply); fix the file or "
+            "pass another --config"
+        )
         raise ConfigError(msg) from None
     except UnicodeDecodeError as exc:
         msg = (
@@ -344,6 +387,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(msg) from None
     except PermissionError as exc:
         raise denied(exc, "the config file") from None
+    except OSError as exc:
+        msg = f"config file {path}: cannot read it ({exc.strerror or exc}); check --config"
+        raise ConfigError(msg) from None
+
+
+def _check_name(where: str, what: str, name: str) -> None:
+    """A name that becomes a folder (a project's checkout, a patch series): one plain name."""
+    if problem := plain_name(name):
+        raise ConfigError(f"{where}: {what} name {name!r} {problem}")
 
 
 def _check_keys(where: str, given: Mapping[str, Any], allowed: Sequence[str]) -> None:
@@ -420,6 +472,7 @@ def load(
         name: dict(refs) for name, refs in defaults["trains"].items()
     }
     for name, refs in file_data.get("trains", {}).items():
+        _check_name(where, "release train", name)
         trains.setdefault(str(name), {}).update({str(k): str(v) for k, v in refs.items()})
 
     targets = defaults["targets"]
@@ -544,6 +597,9 @@ def _projects(
     for name, spec in file_data.get("projects", {}).items():
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}: 'projects.{name}' must be a table")
+        _check_name(where, "project", name)
+        if isinstance(spec.get("patches"), str):
+            _check_name(where, f"[projects.{name}] patches", spec["patches"])
         projects_data.setdefault(name, {}).update(spec)
     for name, overrides in project_flags.items():
         if name not in projects_data:

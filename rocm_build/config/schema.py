@@ -90,6 +90,20 @@ def distribution_name(value: str) -> str:
     return "must be a distribution name (letters, digits, '.', '_' and '-', at most 100)"
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+def plain_name(value: str) -> str:
+    """What makes ``value`` no plain name, one folder name of its own (a project, a patch
+    series), or "": letters, digits, '-', '_' and '.', not leading, at most 100."""
+    if _PLAIN_NAME.fullmatch(value) and len(value) <= 100:
+        return ""
+    return (
+        "must be a plain name (letters, digits, '-', '_' and '.', not leading with '.'; "
+        "no '/'), at most 100"
+    )
+
+
 def requirement_marker(value: str) -> str:
     """What makes ``value`` no environment marker for one requirement line of a wheel's
     METADATA (and one ``|``-separated entry of ``PYTORCH_EXTRA_INSTALL_REQUIREMENTS``), or ""
@@ -113,8 +127,12 @@ class GeneralSettings:
 
     src_dir: str = _setting(str, "checkouts, one folder per project")
     patches_dir: str = _setting(str, "saved patch series")
-    patchset: str = _setting(str, "patch series name; '' = the release train's name")
-    train: str = _setting(str, "release train: which project refs go together")
+    patchset: str = _setting(
+        str,
+        "patch series name; '' = the release train's name",
+        shape=lambda value: plain_name(value) if value else "",
+    )
+    train: str = _setting(str, "release train: which project refs go together", shape=plain_name)
     default_projects: tuple[str, ...] = _setting(
         list, "projects a command works on when none are named"
     )

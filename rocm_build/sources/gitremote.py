@@ -130,6 +130,20 @@ _NOT_FOUND = re.compile(
 )
 
 
+# git (2.35.2 and newer) refuses a local repository another user owns (CVE-2022-24765): not
+# retried, and said as it is, not as "Could not read from remote repository".
+_DUBIOUS = re.compile(r"detected dubious ownership in repository at '([^'\n]*)'")
+
+
+def _dubious_message(what: str, url: str, path: str) -> str:
+    return (
+        f"{what} from {mask_url(url)} failed: git refuses the repository {path}, which another "
+        f'user owns ("detected dubious ownership"); if you trust it, run '
+        f"'git config --global --add safe.directory {path}' as the user who runs rocm-build, "
+        "or own the repository (chown) or clone it as your own user"
+    )
+
+
 def _network(
     repo: Path,
     args: Sequence[str],
@@ -163,6 +177,8 @@ def _network(
         last = (errors or lines or [f"exit code {res.status}"])[-1]
         if missing and _NOT_FOUND.search(res.stderr):
             raise ConfigError(f"{missing} (git: {mask_url(last)})")
+        if dubious := _DUBIOUS.search(res.stderr):
+            raise FetchError(_dubious_message(what, url, dubious.group(1)))
         if attempt < attempts:
             wait = delay * 2 ** (attempt - 1)
             log.warning("%s failed (%s); retry %d/%d in %.0fs", what, last, attempt, attempts, wait)
