@@ -56,6 +56,10 @@ class DataFile:
     source: str
     arcname: str
     size: int
+    #: its mode in the wheel: 0o755 when the tree's file is executable (a helper program)
+    mode: int = 0o644
+    #: a program's new search path (``$ORIGIN``-relative, to the bundled libraries); None: data
+    rpath: str | None = None
 
 
 @dataclass(frozen=True)
