@@ -93,11 +93,18 @@ class ElfInfo:
     so_strings: frozenset[str] | None = None
     #: has a ``.rocm_kpack_ref`` section: kpack-split, its device code in archives (kpack.py)
     has_kpack_ref: bool = False
+    #: has a PT_INTERP segment (asks for a program interpreter: a position-independent program)
+    has_interp: bool = False
 
     @property
     def is_host(self) -> bool:
         """Code the host's dynamic loader runs (not a GPU code object)."""
         return self.machine not in ("EM_AMDGPU", "EM_CUDA")
+
+    @property
+    def is_executable(self) -> bool:
+        """A program (ET_EXEC, or an ET_DYN with PT_INTERP), not a library."""
+        return self.elf_type == "ET_EXEC" or (self.elf_type == "ET_DYN" and self.has_interp)
 
     @property
     def search_path(self) -> tuple[str, ...]:
@@ -277,6 +284,7 @@ def read_elf(path: Source) -> ElfInfo:
             versions_by_library=tuple(by_library),
             so_strings=_so_strings(elf, _mm) if viewed else None,
             has_kpack_ref=has_kpack_ref,
+            has_interp=any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments()),
         )
 
 

@@ -209,7 +209,13 @@ class _Pass:
 
     def data_files(self) -> None:
         for data in self.plan.data:
-            self.writer.add_file(data.arcname, Path(data.source), 0o644)
+            if data.rpath is not None:  # a program: its libraries are found as theirs are
+                source = Path(data.source)
+                self.methods[data.arcname] = stream_elf(
+                    self.writer, data.arcname, source, data.rpath, self.scratch, data.mode
+                )
+            else:
+                self.writer.add_file(data.arcname, Path(data.source), data.mode)
             self.progress.advance(self.task, Path(data.source).stat().st_size)
             faults.point("bundle.data")
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rocm_build import arch
+from rocm_build.binary import elf
 from rocm_build.bundle.model import DataFile
 from rocm_build.treepath import TreeGuard, denied, reading, walk_files
 
@@ -17,9 +18,11 @@ __all__ = [
     "aotriton_family_serves",
     "aotriton_images_out",
     "data_destination",
+    "data_mode",
     "data_target_gaps",
     "gfx_tokens",
     "looked_up_at",
+    "program_info",
     "select_data",
 ]
 
@@ -133,8 +136,32 @@ def select_data(
                 skipped += 1
                 continue
             arc = posixpath.join(dest, rel) if rel else dest
-            files.append(DataFile(str(path), arc, path.stat().st_size))
+            mode = data_mode(path)
+            rpath = None
+            if mode & 0o111 and program_info(path) is not None:
+                here = posixpath.relpath(lib_dir or ".", posixpath.dirname(arc) or ".")
+                rpath = "$ORIGIN" if here == "." else f"$ORIGIN/{here}"
+            files.append(DataFile(str(path), arc, path.stat().st_size, mode, rpath))
     return files, skipped
+
+
+def data_mode(path: Path) -> int:
+    """A data file's mode in a wheel: 0o755 for a file the tree has executable (rocFFT's
+    ``rocfft_rtc_helper``, which rocFFT runs), else 0o644."""
+    return 0o755 if path.stat().st_mode & 0o111 else 0o644
+
+
+def program_info(path: Path) -> elf.ElfInfo | None:
+    """The ELF facts of ``path`` when it is a host program (ET_EXEC, or ET_DYN with PT_INTERP):
+    it needs a search path to the bundled libraries as they do."""
+    with path.open("rb") as f:
+        if f.read(4) != elf.ELF_MAGIC:
+            return None
+    try:
+        info = elf.read_elf(path)
+    except elf.NotElfError:
+        return None
+    return info if info.is_host and info.is_executable else None
 
 
 def looked_up_at(rocm: Path, tree: str) -> str:

@@ -118,7 +118,14 @@ def warning_lines(result: BundleResult) -> Iterator[str]:
         yield (
             f"warning: kept {', '.join(plan['other_rocm'])} (bundle.keep_other_rocm): another "
             "ROCm's copy of a library this bundle adds from the tree; nothing in the wheel needs "
-            "it, and whatever opens it by name loads a second ROCm runtime"
+            "it, and whatever opens it by name loads a second ROCm runtime (kept as it is: "
+            "its search path unchanged)"
+        )
+    for arc in plan.get("own_hip", []):
+        yield (
+            f"warning: the wheel's own HIP runtime {arc} is used in place of the tree's, its "
+            "search path set to the tree's libraries it needs (HSA); Triton finds HIP only as "
+            f"{plan.get('lib_dir', '')}/libamdhip64.so: rebuild the wheel without its own copy"
         )
     if plan.get("aotriton_images_dropped"):
         yield (

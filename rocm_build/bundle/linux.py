@@ -40,7 +40,7 @@ from rocm_build.bundle.provenance import (
     provenance_in,
     up_to_date,
 )
-from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm
+from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm, own_hip
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
@@ -275,14 +275,14 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
         thin=job.thin,
     )
 
-    def planned(left_out: Sequence[str]) -> BundlePlan:
+    def planned(left_out: Sequence[str], unedited: Sequence[str] = ()) -> BundlePlan:
         wheel = PlanInput(
             input_path=job.wheel,
             output_path=job.output_dir / job.wheel.name,
             wheel_name=analysis.name,
             metadata=analysis.metadata,
             members=[m for m in analysis.members if m not in left_out],
-            elves={a: i for a, i in analysis.infos.items() if a not in left_out},
+            elves={a: i for a, i in analysis.infos.items() if a not in [*left_out, *unedited]},
         )
         return make_plan(wheel, index, rules, selector)
 
@@ -292,7 +292,10 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
         # planned again without them: what only they needed is not added either
         provisional = replace(planned(others), left_out=others)
     elif others:
-        provisional = replace(provisional, other_rocm=others)
+        # kept as they are: never linked against the tree's libraries (its HSA, say)
+        provisional = replace(planned((), others), other_rocm=others)
+    kept = {a: i for a, i in analysis.infos.items() if a not in provisional.left_out}
+    provisional = replace(provisional, own_hip=tuple(own_hip(kept, provisional.lib_dir)))
     out_name = analysis.name.with_version(version).with_platform(provisional.platform_tag)
     names = [lib.name for lib in provisional.libraries]
     gaps = data_target_gaps(job.rocm, job.data_trees, names, job.targets)

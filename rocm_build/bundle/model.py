@@ -56,6 +56,10 @@ class DataFile:
     source: str
     arcname: str
     size: int
+    #: its mode in the wheel: 0o755 when the tree's file is executable (a helper program)
+    mode: int = 0o644
+    #: a program's new search path (``$ORIGIN``-relative, to the bundled libraries); None: data
+    rpath: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,8 @@ class BundlePlan:
     left_out: tuple[str, ...] = ()
     #: such copies kept (``bundle.keep_other_rocm``)
     other_rocm: tuple[str, ...] = ()
+    #: the wheel's own HIP runtimes its files use in place of the tree's (outside lib_dir)
+    own_hip: tuple[str, ...] = ()
     #: targets the device code is pruned for and checked against (features kept); () = none
     device_targets: tuple[str, ...] = ()
     #: the written ELF files with device code
@@ -191,6 +197,7 @@ class BundlePlan:
             "left_out": list(self.left_out),
             "aotriton_images_dropped": list(self.images_out_families),
             "other_rocm": list(self.other_rocm),
+            "own_hip": list(self.own_hip),
             "device_targets": list(self.device_targets),
             "device_code": {d.arcname: d.summary() for d in self.device},
             "device_gaps": list(self.device_gaps),

@@ -120,6 +120,11 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
             "kpack-split libraries and no kpack loader (librocm_kpack.so) in the wheel: the "
             "HIP runtime they load must find their archives itself (TheRock's does)"
         )
+    warnings += [
+        f"the program {r['path']} cannot run once installed: {'; '.join(r['program_problems'])}"
+        for r in rows
+        if r.get("program") and not r["program_runs"]
+    ]
     if ordering := rocmlabel.ordering_warning(str(name.version)):
         warnings.append(ordering)
     if warnings:
@@ -179,10 +184,23 @@ def _elf_rows(
                 "from_packages": expected,
                 **_device_code(member.bundles),
                 **_kpack_code(analysis, arc),
+                **_program(info, member.mode, unresolved + off_path),
             }
         )
     rows.sort(key=lambda r: str(r["path"]))
     return rows, external
+
+
+def _program(info: elf.ElfInfo, mode: int, lost: list[str]) -> dict[str, Any]:
+    """A program's row says whether it can run once installed: executable (its mode in the
+    wheel; none recorded counts as executable) and finding every library it needs."""
+    if not info.is_executable:
+        return {}
+    runs = (mode & 0o111 or not mode) and not lost
+    why = ([] if mode & 0o111 or not mode else [f"mode {mode & 0o777:04o}, not executable"]) + (
+        [f"cannot find {', '.join(lost)}"] if lost else []
+    )
+    return {"program": True, "program_runs": bool(runs), "program_problems": why}
 
 
 def _pe_rows(analysis: WheelAnalysis) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rocm_build import arch
 from rocm_build.binary import kpack
+from rocm_build.bundle.data import data_mode
 from rocm_build.errors import RocmTreeError
 from rocm_build.treepath import TreeGuard
 from rocm_build.wheel import wheelmeta
@@ -172,7 +173,7 @@ def write_device_wheel(output_dir: Path, wheel: DeviceWheel, level: int) -> Path
         for path, arc in wheel.archives:
             writer.add_file(arc, path, 0o644, stored=True)
         for path, arc in wheel.data:
-            writer.add_file(arc, path, 0o644)
+            writer.add_file(arc, path, data_mode(path))
         summary = f"ROCm device code for {wheel.target}"
         meta = wheelmeta.new_metadata(wheel.dist, wheel.version, summary, wheel.requires)
         writer.add_bytes(f"{wheel.dist_info}/METADATA", meta.encode())

@@ -27,6 +27,7 @@ __all__ = [
     "checked_version",
     "ordering_warning",
     "other_rocm",
+    "own_hip",
     "relabel",
     "same_release",
 ]
@@ -122,16 +123,17 @@ def _stem(name: str) -> str:
 def other_rocm(
     host: Mapping[str, elf.ElfInfo], libraries: Sequence[Library], lib_dir: str
 ) -> list[str]:
-    """Members of ``lib_dir`` that are another version of a ROCm library the bundle adds there
-    (``libamdhip64.so.5`` beside the tree's ``libamdhip64.so.6``) and that no other ELF file of
-    the wheel or the bundle needs: left there, they are dead weight at best, and a second
-    runtime for whatever opens them by name."""
+    """Members anywhere in the wheel that are a copy of a ROCm library the bundle adds to
+    ``lib_dir`` (``libamdhip64.so.5`` beside the tree's ``libamdhip64.so.6``, or a copy in
+    ``torch/_vendor``) and that no other ELF file of the wheel or the bundle needs: left there,
+    they are dead weight at best, and a second runtime for whatever opens them by name."""
     adds = {_stem(lib.name) for lib in libraries if lib.origin == "rocm"}
     names = {n for lib in libraries for n in (lib.name, *lib.aliases)}
     found: list[str] = []
     for arc in host:
         base = posixpath.basename(arc)
-        if posixpath.dirname(arc) != lib_dir or _stem(base) not in adds or base in names:
+        replaced = posixpath.dirname(arc) == lib_dir and base in names  # the tree's takes its place
+        if _stem(base) not in adds or replaced:
             continue
         users = [
             other
@@ -141,3 +143,18 @@ def other_rocm(
         if not users:
             found.append(arc)
     return sorted(found)
+
+
+def own_hip(host: Mapping[str, elf.ElfInfo], lib_dir: str) -> list[str]:
+    """The wheel's own HIP runtimes (``libamdhip64.so.*`` members outside ``lib_dir``, where
+    the tree's takes the place of one) that its ELF files use in place of the tree's: each is
+    said, since it is linked against the tree's other libraries (its HSA) and Triton finds HIP
+    only as ``<lib_dir>/libamdhip64.so``."""
+    needed = {n for info in host.values() for n in info.needed}
+    return sorted(
+        arc
+        for arc in host
+        if posixpath.basename(arc).startswith("libamdhip64.so.")
+        and posixpath.basename(arc) in needed
+        and posixpath.dirname(arc) != lib_dir
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from rocm_build import arch, tempfiles
 from rocm_build.binary import elf, kpack
 from rocm_build.bundle import prune, rocmdevice
 from rocm_build.bundle.apply import stream_elf as _stream_elf
-from rocm_build.bundle.data import gfx_tokens
+from rocm_build.bundle.data import data_mode, gfx_tokens, program_info
 from rocm_build.bundle.device import plan_device
 from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from rocm_build.bundle.model import ThinSource
@@ -291,10 +292,19 @@ def _platform_wheel(
     folder = import_folder(dist)
     extra_dirs = on_core.dirs if on_core else ()
     provided = {lib.name for lib in libs} | (on_core.names if on_core else set())
-    external = {n for lib in libs for n in lib.info.needed if n not in provided}
+    programs = [(p, rel, i) for p, rel in data if data_mode(p) & 0o111 and (i := program_info(p))]
+    infos = [lib.info for lib in libs] + [i for _p, _rel, i in programs]
+    external = {n for info in infos for n in info.needed if n not in provided}
     machine = libs[0].info.machine if libs else "EM_X86_64"
-    plat = platform_tag([lib.info for lib in libs], external, machine)
+    plat = platform_tag(infos, external, machine)
     members: list[LibMember] = []
+    # a program (rocFFT's rocfft_rtc_helper) finds this package's and core's libraries
+    lib_dirs = dict.fromkeys([*sorted({f"{folder}/{lib.rel_dir}" for lib in libs}), *extra_dirs])
+    for path, rel, _info in programs:
+        here = posixpath.dirname(f"{folder}/{rel}")
+        search = ":".join(_rel_origin(here, d) for d in lib_dirs)
+        members.append(LibMember(f"{folder}/{rel}", path, True, search or None, None))
+    data = [(p, rel) for p, rel in data if all(p != q for q, _rel, _i in programs)]
     for lib in libs:
         here = f"{folder}/{lib.rel_dir}"
         arc = f"{here}/{lib.name}"
@@ -335,7 +345,7 @@ def _write_platform_wheel(output_dir: Path, wheel: PlatformWheel, level: int) ->
             else:
                 writer.add_file(lib.arcname, lib.source, 0o755)
         for path, arc in wheel.data:
-            writer.add_file(arc, path, 0o644)
+            writer.add_file(arc, path, data_mode(path))
         meta = wheelmeta.new_metadata(wheel.dist, wheel.version, wheel.summary, wheel.requires)
         writer.add_bytes(f"{wheel.dist_info}/METADATA", meta.encode())
         info = wheelmeta.new_wheel_info(list(wheel.tags))

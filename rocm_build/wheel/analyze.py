@@ -71,6 +71,8 @@ class ElfMember(CodeMember):
     kpack_ref: kpack.KpackRef | None = None
     #: its code objects (HIPK wrappers) when kpack-split
     kpack_objects: int = 0
+    #: its mode as the wheel records it (0: none recorded)
+    mode: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,7 +181,12 @@ def _read_elves(
                 bundles = _bundles(reader, view) if device_code and info.has_fatbin else ()
                 ref, objects = _kpack_ref(reader, view) if info.has_kpack_ref else (None, 0)
                 elves[m.name] = ElfMember(
-                    arcname=m.name, bundles=bundles, info=info, kpack_ref=ref, kpack_objects=objects
+                    arcname=m.name,
+                    bundles=bundles,
+                    info=info,
+                    kpack_ref=ref,
+                    kpack_objects=objects,
+                    mode=m.mode or 0,
                 )
         if fault:
             faults.point(fault)
