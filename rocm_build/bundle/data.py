@@ -154,9 +154,8 @@ def data_mode(path: Path) -> int:
 def program_info(path: Path) -> elf.ElfInfo | None:
     """The ELF facts of ``path`` when it is a host program (ET_EXEC, or ET_DYN with PT_INTERP):
     it needs a search path to the bundled libraries as they do."""
-    with path.open("rb") as f:
-        if f.read(4) != elf.ELF_MAGIC:
-            return None
+    if not elf.is_elf(path):
+        return None
     try:
         info = elf.read_elf(path)
     except elf.NotElfError:

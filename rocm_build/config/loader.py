@@ -13,7 +13,6 @@ import difflib
 import enum
 import os
 import re
-import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import arch
+from rocm_build.config.files import CONFIG_FILE, find_config_file, shown_path
 from rocm_build.config.schema import (
     PROJECT_SETTINGS,
     SECTIONS,
@@ -42,7 +42,6 @@ from rocm_build.config.schema import (
     plain_name,
 )
 from rocm_build.errors import ConfigError
-from rocm_build.treepath import denied
 
 #: config's own names, and the schema's (read through config too).
 __all__ = [
@@ -69,7 +68,6 @@ __all__ = [
     "load_defaults",
 ]
 
-CONFIG_FILE = "rocm-build.toml"
 SCALAR_SECTIONS = ("checkout", "build", "bundle", "smoke", "matrix", "triton", "features")
 TABLE_SECTIONS = ("projects", "trains", "targets", "forks", "floors")
 ENV_ALIASES: dict[str, tuple[str, ...]] = {
@@ -301,97 +299,6 @@ def _flatten_scalars(data: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _find_config_file(cwd: Path, explicit: Path | None) -> tuple[Path | None, dict[str, Any]]:
-    if explicit is not None:
-        path = explicit if explicit.is_absolute() else cwd / explicit
-        if not path.exists():
-            msg = f"config file {explicit} does not exist; check --config"
-            raise ConfigError(msg)
-        data = _read_toml(path)
-        if path.name == "pyproject.toml":
-            data = data.get("tool", {}).get("rocm-build", {})
-        return path, data
-    candidate = cwd / CONFIG_FILE
-    if candidate.exists():
-        return candidate, _read_toml(candidate)
-    pyproject = cwd / "pyproject.toml"
-    if pyproject.is_file():
-        section = _read_toml(pyproject).get("tool", {}).get("rocm-build")
-        if section is not None:
-            return pyproject, section
-    return None, {}
-
-
-def _shown_path(path: Path, cwd: Path) -> str:
-    """A config file's path as messages show it: relative to the working directory if inside."""
-    try:
-        return str(path.relative_to(cwd))
-    except ValueError:
-        return str(path)
-
-
-#: More than any config file holds: a bigger one is not read.
-CONFIG_LIMIT = 4 << 20
-_KINDS = {
-    stat.S_IFDIR: "a folder",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a device",
-    stat.S_IFBLK: "a device",
-}
-
-
-def _regular(path: Path, st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        msg = f"config file {path} is {kind}, not a file; pass a TOML file with --config"
-        raise ConfigError(msg)
-
-
-def _config_bytes(path: Path) -> bytes:
-    """A config file's bytes: a regular file (a link to one is fine) of at most
-    ``CONFIG_LIMIT`` bytes. A FIFO, device, socket or folder is refused without waiting on it."""
-    _regular(path, path.stat())  # before opening: a socket cannot be opened at all
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as file:
-        _regular(path, os.fstat(file.fileno()))
-        data = file.read(CONFIG_LIMIT + 1)
-    if len(data) > CONFIG_LIMIT:
-        msg = (
-            f"config file {path} is larger than {CONFIG_LIMIT >> 20} MiB, more than any config "
-            "holds; pass a TOML file with --config"
-        )
-        raise ConfigError(msg)
-    return data
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    """A config file's TOML. A UTF-8 byte order mark (what some Windows editors write) is
-    accepted; anything that is not UTF-8 text is a one-line error."""
-    try:
-        return tomllib.loads(_config_bytes(path).decode("utf-8-sig"))
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"{path}: not valid TOML ({exc}); fix the file or pass another --config"
-        raise ConfigError(msg) from None
-    except RecursionError:
-        msg = (
-            f"{path}: not a usable config (arrays or tables nested too deeply); fix the file or "
-            "pass another --config"
-        )
-        raise ConfigError(msg) from None
-    except UnicodeDecodeError as exc:
-        msg = (
-            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
-            "a config file is TOML in UTF-8: fix the file or pass another --config"
-        )
-        raise ConfigError(msg) from None
-    except PermissionError as exc:
-        raise denied(exc, "the config file") from None
-    except OSError as exc:
-        msg = f"config file {path}: cannot read it ({exc.strerror or exc}); check --config"
-        raise ConfigError(msg) from None
-
-
 def _check_name(where: str, what: str, name: str) -> None:
     """A name that becomes a folder (a project's checkout, a patch series): one plain name."""
     if problem := plain_name(name):
@@ -461,8 +368,8 @@ def load(
     sources = dict.fromkeys(values, Source.DEFAULT)
     allowed = list(values)
 
-    path, file_data = _find_config_file(cwd, config_file)
-    where = _shown_path(path, cwd) if path else CONFIG_FILE
+    path, file_data = find_config_file(cwd, config_file)
+    where = shown_path(path, cwd) if path else CONFIG_FILE
     _file_values(values, sources, defaults, file_data, where)
     _env_values(values, sources, env, allowed)
     project_flags = _flag_values(values, sources, flags or {}, allowed)
