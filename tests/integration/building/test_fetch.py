@@ -219,6 +219,7 @@ def test_cli_fetch_and_build_from_url(server: Server, tmp_path: Path, run_cli: C
 
     (tmp_path / "src" / "torchvision").mkdir(parents=True)
     (tmp_path / "src" / "torchvision" / "version.txt").write_text("0.24.0\n")
+    (tmp_path / "src" / "torchvision" / "setup.py").write_text("")  # a setup.py project
     planned = run_cli(
         [
             "build",
