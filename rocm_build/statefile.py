@@ -41,6 +41,7 @@ __all__ = [
     "content_sha256",
     "facts_unchanged",
     "file_facts",
+    "file_kind",
     "file_sha256",
     "fsync_folder",
     "own_folder",
@@ -66,11 +67,16 @@ _KINDS = {
 }
 
 
+def file_kind(mode: int, default: str = "not a regular file") -> str:
+    """What a file of ``mode`` is, for messages: "a folder", "a FIFO", ..."""
+    return _KINDS.get(stat.S_IFMT(mode), default)
+
+
 def _problem(st: os.stat_result) -> tuple[str, str]:
     """What makes ``st`` no state file of this user's alone, and what to do ("" when nothing)."""
     mode = st.st_mode
     if not stat.S_ISREG(mode):
-        return f"is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}", "move it away"
+        return f"is {file_kind(mode)}", "move it away"
     if st.st_uid != os.geteuid():
         return f"belongs to another user (uid {st.st_uid})", "move it away"
     if mode & 0o002:
@@ -110,7 +116,7 @@ def check(path: Path, what: str) -> os.stat_result | None:
 def _folder_problem(st: os.stat_result) -> str:
     mode = st.st_mode
     if not stat.S_ISDIR(mode):
-        return f"is {_KINDS.get(stat.S_IFMT(mode), 'a file')}, not a folder"
+        return f"is {file_kind(mode, 'a file')}, not a folder"
     if st.st_uid != os.geteuid():
         return f"belongs to another user (uid {st.st_uid})"
     if mode & 0o002 and not mode & stat.S_ISVTX:

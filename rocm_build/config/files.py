@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from rocm_build import statefile
 from rocm_build.errors import ConfigError
 from rocm_build.treepath import denied
 
@@ -49,18 +50,11 @@ def shown_path(path: Path, cwd: Path) -> str:
 
 #: More than any config file holds: a bigger one is not read.
 CONFIG_LIMIT = 4 << 20
-_KINDS = {
-    stat.S_IFDIR: "a folder",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a device",
-    stat.S_IFBLK: "a device",
-}
 
 
 def _regular(path: Path, st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        kind = statefile.file_kind(st.st_mode)
         msg = f"config file {path} is {kind}, not a file; pass a TOML file with --config"
         raise ConfigError(msg)
 

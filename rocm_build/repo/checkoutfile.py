@@ -16,6 +16,7 @@ import os
 import stat
 from pathlib import Path
 
+from rocm_build import statefile
 from rocm_build.errors import UnsafeInput
 
 __all__ = ["LIMIT", "read_text"]
@@ -24,13 +25,6 @@ __all__ = ["LIMIT", "read_text"]
 #: a pyproject.toml) holds.
 LIMIT = 1 << 20
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_KINDS = {
-    stat.S_IFDIR: "a folder",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a device",
-    stat.S_IFBLK: "a device",
-}
 
 
 def _shown(text: str) -> str:
@@ -70,7 +64,7 @@ def read_text(checkout: Path, rel: str | Path, what: str, *, limit: int = LIMIT)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            kind = statefile.file_kind(mode)
             raise _refuse(path, what, f"is {kind}, not a regular file")
         chunks: list[bytes] = []
         size = 0
