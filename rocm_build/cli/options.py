@@ -85,6 +85,8 @@ class OrderedGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         names = super().list_commands(ctx)
+        if ctx.parent is not None:  # a group's own commands (rocm fetch, ...): by name
+            return sorted(names)
         rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
         return sorted(names, key=lambda name: (rank.get(name, len(rank)), name))
 

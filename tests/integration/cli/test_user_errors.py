@@ -45,6 +45,7 @@ def test_help_lists_commands_in_pipeline_order_without_cutting_them(
     assert names == [
         "checkout",
         "save-patches",
+        "fetch",
         "build",
         "bundle",
         "inspect",
