@@ -287,6 +287,21 @@ def _checkout_locked(
     return replace(result, action="checked out") if created else result
 
 
+def _half_initialised(src: Path) -> bool:
+    """``src`` holds only a ``.git`` folder without a HEAD (what a killed ``git init`` leaves):
+    nothing of anyone's is in it."""
+    dot_git = src / ".git"
+    try:
+        return (
+            dot_git.is_dir()
+            and not dot_git.is_symlink()
+            and not (dot_git / "HEAD").exists()
+            and [e.name for e in src.iterdir()] == [".git"]
+        )
+    except OSError:
+        return False
+
+
 def _record_failure(
     p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], ref: git.Ref, *, created: bool
 ) -> None:
@@ -311,6 +326,10 @@ def _resume(
     """An interrupted checkout of ours: repair what the killed git steps damaged, check that
     nothing in it is the user's (by content, not on the journal's word), then clear what the
     killed steps left. Returns False if there is nothing to resume."""
+    if jr.data.get("created") is True and _half_initialised(p.src):
+        # `git init` killed before it wrote HEAD: no commit can exist, the work tree is empty
+        log.info("%s: removing the repository a killed run left half initialised", p.name)
+        shutil.rmtree(p.src)
     if not git.is_repo(p.src):
         if p.src.exists() and not any(p.src.iterdir()):
             p.src.rmdir()

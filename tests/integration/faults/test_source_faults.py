@@ -277,3 +277,18 @@ def test_checkout_after_a_kill_inside_the_submodule_update(
         again = project.rb("checkout", check=False)
         assert again.returncode == 0, f"{half_clone}: {again.stderr}"
         assert checkout_state(project) == reference, half_clone
+
+
+def test_checkout_killed_inside_git_init_resumes(project: Project) -> None:
+    """A kill while ``git init`` writes the new repository (its ``.git`` has no HEAD yet): the
+    re-run removes that husk (no commit can be in it, the work tree is empty) and checks out;
+    found by the random kills above at 0.70 s."""
+    killed = project.rb("checkout", check=False, RB_FAULT_POINT="checkout.journal-begun")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    husk = project.src / ".git"
+    husk.mkdir(parents=True)
+    (husk / "description").write_text("Unnamed repository\n")
+    (husk / "hooks").mkdir()
+    again = project.rb("checkout", check=False)
+    assert again.returncode == 0, again.stderr
+    assert (project.src / ".git" / "HEAD").is_file()

@@ -281,8 +281,8 @@ def _check_run(run: Run) -> None:
     bundled = {Path(w["path"]) for w in report["wheels"]["bundled"]}
     assert all(p.is_file() for p in built | bundled)
     for wheel in bundled:
-        # +rocm6.4.x, or .rocm6.4.x after a dev build's +git<sha8> (torch off a release tag)
-        assert re.search(r"[+.]rocm6\.4\.", wheel.name), wheel.name
+        # +rocm6.4 (major.minor, as PyTorch labels), or .rocm6.4 after a dev build's +git<sha8>
+        assert re.search(r"[+.]rocm6\.4(?![.0-9])", wheel.name), wheel.name
         assert "-manylinux_2_" in wheel.name or ".manylinux_2_" in wheel.name, wheel.name
 
 
