@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import struct
+import tempfile
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -86,8 +87,9 @@ class _Archive:
         self.blobs: list[dict[str, int]] = []  # scheme "none": each code object's place
         self.count = 0
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = path.with_name(f".{path.name}.tmp")
-        self.fh = self.tmp.open("wb")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        self.tmp = Path(tmp)  # a new name (O_EXCL): never a file or link planted beforehand
+        self.fh = os.fdopen(fd, "wb")
         self.fh.write(bytes(ARCHIVE_DATA_OFFSET + (0 if scheme == "none" else 4)))
 
     def add(self, key: str, data: bytes, metadata: dict[str, str]) -> None:
@@ -294,7 +296,13 @@ def decompress_bundle(fh: BinaryIO, bundle: elf.OffloadBundle, shown: str) -> by
 
 def _write(path: Path, data: bytes | bytearray, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.chmod(mode)
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        tmp.chmod(mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
