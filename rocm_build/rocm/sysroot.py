@@ -11,6 +11,7 @@ gained: files the root's owner made stay read-only to the command).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -141,6 +142,56 @@ def run(
     )
     folders = [str(p.resolve()) for p in (cwd, *binds)]
     userns = ["--user", "--map-root-user"] if user_namespace else []
+    # Every run holds the root's folder shared; the empty folders a run made to mount on go
+    # again only when it then gets it alone (no other run may have its binds on them), so a
+    # later run does not find a folder once bound (a ROCm tree) standing empty in the root.
+    lock = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        made = _mount_points(root, folders)
+        try:
+            return _unshare(root, cwd, folders, cmd, userns, env)
+        finally:
+            _remove_mount_points(lock, made)
+    finally:
+        os.close(lock)
+
+
+def _mount_points(root: Path, folders: Sequence[str]) -> list[Path]:
+    """Make the folders in ``root`` that the bound ``folders`` mount on; returns those this call
+    made, parents first."""
+    made: list[Path] = []
+    for folder in dict.fromkeys(folders):
+        point = root
+        for part in Path(folder).parts[1:]:
+            point = point / part
+            if not point.exists():
+                point.mkdir()
+                made.append(point)
+    return made
+
+
+def _remove_mount_points(lock: int, made: Sequence[Path]) -> None:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log.debug("another run uses %d mount point(s) this run made; left", len(made))
+        return
+    for point in reversed(made):
+        try:
+            point.rmdir()
+        except OSError:
+            log.debug("mount point %s left in the root (not empty)", point)
+
+
+def _unshare(
+    root: Path,
+    cwd: Path,
+    folders: Sequence[str],
+    cmd: Sequence[str],
+    userns: Sequence[str],
+    env: Mapping[str, str],
+) -> int:
     result = proc.run(
         [
             "unshare",
@@ -157,7 +208,7 @@ def run(
             "--",
             *cmd,
         ],
-        env=env,
+        env=dict(env),
         check=False,
     )
     return result.returncode
@@ -175,7 +226,7 @@ def _enter(root: Path, cwd: str, folders: Sequence[str], cmd: Sequence[str]) -> 
     for folder in dict.fromkeys(folders):
         if folder == "/":
             continue
-        (root / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        (root / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)  # made by run already
         mounts.append(["mount", "--rbind", folder, str(root / folder.lstrip("/"))])
     for args in mounts:
         proc.run(args, capture=True, what="mount")

@@ -65,8 +65,11 @@ def test_hipcc_in_the_root_builds_for_three_targets_and_runs(
     assert err == 100  # hipErrorNoDevice: HIP 6.4 loaded, there is no GPU here
     assert count == 0
     assert version // 10_000_000 == 6  # HIP_VERSION: major * 10^7 + minor * 10^5 + patch
-    # The private mount namespace leaves nothing mounted behind.
+    # The private mount namespace leaves nothing mounted behind, nor the folders mounted on:
+    # a later run without --bind does not find the tree's path standing (empty) in the root.
     assert str(sid_root) not in Path("/proc/self/mounts").read_text()
+    assert not (sid_root / tmp_path.relative_to("/")).exists()
+    assert not (sid_root / sid_tree.resolve().relative_to("/") / "lib").exists()
 
     failed = run_cli(["rocm", "run", str(sid_root), "--", "sh", "-c", "exit 7"], cwd=tmp_path)
     assert failed.returncode == 7
