@@ -122,10 +122,17 @@ def warning_lines(result: BundleResult) -> Iterator[str]:
             "its search path unchanged)"
         )
     for arc in plan.get("own_hip", []):
+        alias = plan.get("own_hip_alias", "")
+        found = (
+            f"Triton finds it as {alias} (a stub that loads it)"
+            if alias
+            else f"Triton finds HIP only as {plan.get('lib_dir', '')}/libamdhip64.so, "
+            "which is another file"
+        )
         yield (
             f"warning: the wheel's own HIP runtime {arc} is used in place of the tree's, its "
-            "search path set to the tree's libraries it needs (HSA); Triton finds HIP only as "
-            f"{plan.get('lib_dir', '')}/libamdhip64.so: rebuild the wheel without its own copy"
+            f"search path set to the tree's libraries it needs (HSA); {found}: rebuild the "
+            "wheel without its own copy to use the tree's"
         )
     if plan.get("aotriton_images_dropped"):
         yield (

@@ -40,7 +40,13 @@ from rocm_build.bundle.provenance import (
     provenance_in,
     up_to_date,
 )
-from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm, own_hip
+from rocm_build.bundle.rocmlabel import (
+    built_with,
+    checked_version,
+    other_rocm,
+    own_hip,
+    own_hip_alias,
+)
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
@@ -295,7 +301,9 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
         # kept as they are: never linked against the tree's libraries (its HSA, say)
         provisional = replace(planned((), others), other_rocm=others)
     kept = {a: i for a, i in analysis.infos.items() if a not in provisional.left_out}
-    provisional = replace(provisional, own_hip=tuple(own_hip(kept, provisional.lib_dir)))
+    used = tuple(own_hip(kept, provisional.lib_dir))
+    alias = own_hip_alias(analysis.members, provisional.libraries, provisional.lib_dir, used)
+    provisional = replace(provisional, own_hip=used, own_hip_alias=alias)
     out_name = analysis.name.with_version(version).with_platform(provisional.platform_tag)
     names = [lib.name for lib in provisional.libraries]
     gaps = data_target_gaps(job.rocm, job.data_trees, names, job.targets)

@@ -92,6 +92,8 @@ class TorchWheel:
         for lib in plan.libraries:
             written.add(lib.arcname)
             written.update(posixpath.join(plan.lib_dir, a) for a in lib.aliases)
+        if plan.own_hip_alias:
+            written.add(plan.own_hip_alias)
         prefix = lib_dir.rstrip("/") + "/"
         libs = {
             m[len(prefix) :]: m
@@ -132,6 +134,9 @@ class BundlePlan:
     other_rocm: tuple[str, ...] = ()
     #: the wheel's own HIP runtimes its files use in place of the tree's (outside lib_dir)
     own_hip: tuple[str, ...] = ()
+    #: ``<lib_dir>/libamdhip64.so``, an alias stub of the wheel's own HIP runtime in use (the
+    #: name Triton opens), when neither the wheel nor the bundle has one there; "" = none
+    own_hip_alias: str = ""
     #: targets the device code is pruned for and checked against (features kept); () = none
     device_targets: tuple[str, ...] = ()
     #: the written ELF files with device code
@@ -198,6 +203,7 @@ class BundlePlan:
             "aotriton_images_dropped": list(self.images_out_families),
             "other_rocm": list(self.other_rocm),
             "own_hip": list(self.own_hip),
+            "own_hip_alias": self.own_hip_alias,
             "device_targets": list(self.device_targets),
             "device_code": {d.arcname: d.summary() for d in self.device},
             "device_gaps": list(self.device_gaps),
