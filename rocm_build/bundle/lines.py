@@ -146,6 +146,13 @@ def warning_lines(result: BundleResult) -> Iterator[str]:
 
 
 def system_lines(plan: Mapping[str, Any]) -> Iterator[str]:
-    """One line per library taken from the build machine instead of the ROCm tree."""
+    """One line per library taken from the build machine instead of the ROCm tree, and one per
+    library ``--exclude`` leaves out (found at run time)."""
     for lib in plan.get("from_system", []):
         yield f"  from the build machine, not the ROCm tree: {lib['name']} ({lib['source']})"
+    for lib in plan.get("excluded", []):
+        needers = ", ".join(posixpath.basename(n) for n in lib["needed_by"])
+        yield (
+            f"  excluded (--exclude), found at run time: {lib['name']}"
+            + (f" (needed by {needers})" if needers else "")
+        )

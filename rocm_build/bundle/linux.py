@@ -128,6 +128,8 @@ def _fingerprint(job: BundleJob) -> str:
             settings = {**settings, "thin_meta": job.thin.meta}
     if job.allow_rocm_mismatch or job.keep_other_rocm:  # the same: only when set
         settings = {**settings, "mismatch": [job.allow_rocm_mismatch, job.keep_other_rocm]}
+    if job.exclude:  # so do bundles without --exclude
+        settings = {**settings, "exclude": list(job.exclude)}
     d = job.device
     if d.targets:  # so do bundles without --arch
         settings = {**settings, "device_code": [list(d.targets), d.keep_all, d.allow_missing]}
@@ -279,6 +281,7 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
         system_allowed=job.system_libs,
         tree=str(job.rocm),
         thin=job.thin,
+        exclude=job.exclude,
     )
 
     def planned(left_out: Sequence[str], unedited: Sequence[str] = ()) -> BundlePlan:
@@ -407,6 +410,7 @@ def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) 
         "lib_dir": plan.lib_dir,
         "libraries": sorted(summary["libraries"] + earlier, key=lambda x: str(x["name"])),
         "from_system": summary["from_system"],
+        **({"excluded": summary["excluded"]} if plan.excluded else {}),
         "allowed_outside": [str(a) for a in job.allow_outside],
         "data_files": len(plan.data) + int(old.get("data_files", 0)),
         "data_skipped": plan.data_skipped,

@@ -153,6 +153,8 @@ class BundlePlan:
     sources: tuple[tuple[Any, ...], ...] = ()
     #: the input wheel as the plan read it (``statefile.stat_facts`` of the open file)
     input_facts: tuple[int, ...] = ()
+    #: ``--exclude``d NEEDED names, not bundled (found at run time), and who needs each
+    excluded: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def changes_content(self) -> bool:
@@ -198,6 +200,7 @@ class BundlePlan:
             "from_torch": [name for name, _ in self.from_torch],
             "requires": list(self.requires),
             "system_libs": list(self.system_libs),
+            "excluded": [{"name": n, "needed_by": list(w)} for n, w in self.excluded],
             "version": self.version,
             "left_out": list(self.left_out),
             "aotriton_images_dropped": list(self.images_out_families),
