@@ -121,6 +121,14 @@ def warning_lines(result: BundleResult) -> Iterator[str]:
             "it, and whatever opens it by name loads a second ROCm runtime (kept as it is: "
             "its search path unchanged)"
         )
+    replaced = plan.get("replaces_targets")
+    if replaced is not None:
+        now = ";".join(plan.get("targets", [])) or "the wheel's own targets"
+        yield (
+            f"warning: replaces {Path(str(plan.get('output', ''))).name}, bundled for "
+            f"{';'.join(replaced) or 'every target'} (now {now}): bundle into another folder "
+            "(-w DIR) to keep both"
+        )
     for arc in plan.get("own_hip", []):
         alias = plan.get("own_hip_alias", "")
         found = (

@@ -38,6 +38,7 @@ from rocm_build.bundle.provenance import (
     header,
     input_record,
     provenance_in,
+    read_provenance,
     up_to_date,
 )
 from rocm_build.bundle.rocmlabel import (
@@ -167,7 +168,12 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
     own = tuple(sorted(analysis.device_targets))
     resolved = job if job.targets else replace(job, targets=own)
     plan = _device(resolved, _plan(resolved, analysis, fp), analysis)
-    plan = replace(plan, sources=_source_facts(plan), input_facts=read)
+    plan = replace(
+        plan,
+        sources=_source_facts(plan),
+        input_facts=read,
+        replaces_targets=_replaced_targets(Path(plan.output), plan),
+    )
     edited = {c.arcname for c in plan.rpaths} | {d.arcname for d in plan.device if d.pruned}
     extract = tuple(a for a in analysis.elves if a in edited)
     return WheelPlan(
@@ -181,6 +187,19 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
         members=analysis.members,
         summary=plan.summary(),
     )
+
+
+def _replaced_targets(output: Path, plan: BundlePlan) -> tuple[str, ...] | None:
+    """The targets of the fat wheel already at ``output`` when they are not the ones this
+    bundle is for (it would replace a wheel made for other GPUs); None otherwise."""
+    if not output.is_file():
+        return None
+    statefile.check(output, "bundled wheel")
+    old = read_provenance(output, plan.provenance_arcname) or {}
+    targets = old.get("targets")
+    if not isinstance(targets, list) or sorted(map(str, targets)) == sorted(plan.targets):
+        return None
+    return tuple(sorted(map(str, targets)))
 
 
 def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> BundleResult:

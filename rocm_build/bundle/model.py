@@ -137,6 +137,8 @@ class BundlePlan:
     #: ``<lib_dir>/libamdhip64.so``, an alias stub of the wheel's own HIP runtime in use (the
     #: name Triton opens), when neither the wheel nor the bundle has one there; "" = none
     own_hip_alias: str = ""
+    #: the targets of a fat wheel of the same name this bundle replaces, made for other GPUs
+    replaces_targets: tuple[str, ...] | None = None
     #: targets the device code is pruned for and checked against (features kept); () = none
     device_targets: tuple[str, ...] = ()
     #: the written ELF files with device code
@@ -207,6 +209,9 @@ class BundlePlan:
             "other_rocm": list(self.other_rocm),
             "own_hip": list(self.own_hip),
             "own_hip_alias": self.own_hip_alias,
+            "replaces_targets": (
+                None if self.replaces_targets is None else list(self.replaces_targets)
+            ),
             "device_targets": list(self.device_targets),
             "device_code": {d.arcname: d.summary() for d in self.device},
             "device_gaps": list(self.device_gaps),

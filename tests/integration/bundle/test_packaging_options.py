@@ -111,3 +111,23 @@ def test_plat(run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path) -> 
     # --policy is the same flag; bundle.policy the setting
     env = {**SMALL, "ROCM_BUILD_BUNDLE_POLICY": "manylinux_2_5"}
     assert run_cli(args, cwd=tmp_path, env=env).returncode == 10
+
+
+def test_a_fat_wheel_for_other_targets_is_not_replaced_silently(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    base = ["bundle", str(hip_ext_wheel), "--rocm", str(tree_copy), "-w", str(out), "-z", "1"]
+    first = run_cli([*base, "--arch", "gfx90a"], cwd=tmp_path, env=SMALL)
+    assert first.returncode == 0, first.stderr
+    assert "warning: replaces" not in first.stderr  # nothing there yet
+    planned = run_cli(["--json", *base, "--arch", "gfx1030", "--dry-run"], cwd=tmp_path, env=SMALL)
+    assert json.loads(planned.stdout)[0]["plan"]["replaces_targets"] == ["gfx90a"]
+    second = run_cli([*base, "--arch", "gfx1030"], cwd=tmp_path, env=SMALL)
+    assert second.returncode == 0, second.stderr
+    (fat,) = out.glob("*.whl")
+    assert f"warning: replaces {fat.name}, bundled for gfx90a (now gfx1030)" in second.stderr
+    assert "-w DIR" in second.stderr
+    again = run_cli([*base, "--arch", "gfx1030"], cwd=tmp_path, env=SMALL)
+    assert again.returncode == 0, again.stderr
+    assert "warning: replaces" not in again.stderr  # the same targets: up to date
