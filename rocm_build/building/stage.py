@@ -37,7 +37,7 @@ from rocm_build.building.buildplan import (
     read_build_requirements,
 )
 from rocm_build.building.buildvenv import ensure_venv, held
-from rocm_build.errors import BuildFailed, ConfigError, ToolMissing
+from rocm_build.errors import BuildFailed, ConfigError
 from rocm_build.masking import mask_values
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.repo import git
@@ -194,6 +194,9 @@ def _rewrite_requires(wheel: Path, requirement: str) -> None:
 # --- execution ----------------------------------------------------------------------------------
 
 
+_SHOWN_PATHS = 20  # a report names this many of a dirty checkout's paths
+
+
 @dataclass(frozen=True)
 class ProjectResult:
     name: str
@@ -214,12 +217,18 @@ class ProjectResult:
     environment: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     features: tuple[Feature, ...] = ()  # torch's: on or off and why
+    #: Uncommitted paths the wheel was built with (``--allow-dirty``) and their fingerprint.
+    dirty_paths: tuple[str, ...] = ()
+    dirty_fingerprint: str = ""
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
             "wheel": self.wheel.name,
             "version": self.version,
             "commit": self.commit,
+            "dirty": bool(self.dirty_paths),
+            "dirty_fingerprint": self.dirty_fingerprint,
+            "dirty_paths": list(self.dirty_paths[:_SHOWN_PATHS]),
             "gfx_targets": list(self.targets),
             "rocm_version": rocm_version,
             "duration_seconds": round(self.seconds, 1),
@@ -303,33 +312,15 @@ _VOLATILE = re.compile(
 )
 
 
-def _git(source: Path, env: Mapping[str, str], *args: str) -> str | None:
-    try:
-        result = proc.run(["git", *args], cwd=source, env=env, capture=True, check=False)
-    except ToolMissing:
-        return None
-    return result.stdout if result.returncode == 0 else None
-
-
-def _commit(source: Path, env: Mapping[str, str]) -> str:
-    if not (source / ".git").exists():  # not its own repository (git would find a parent's)
-        return ""
-    return (_git(source, env, "rev-parse", "HEAD") or "").strip()
-
-
 def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> str:
-    """What the wheel is made from: the commit, the build environment rocm-build sets, the
-    command, the targets and the tree. "" when that cannot be told (not a git checkout, or
-    uncommitted changes)."""
-    if not (step.source / ".git").exists():
-        return ""
-    head = _git(step.source, step.env, "rev-parse", "HEAD")
-    status = _git(step.source, step.env, "status", "--porcelain", "--untracked-files=no")
-    if not head or status is None or status.strip():
+    """What the wheel is made from: the checkout (its HEADs and the fingerprint of its
+    uncommitted changes, as the survey read them), the build environment rocm-build sets, the
+    command, the targets and the tree. "" when that cannot be told (not a git checkout)."""
+    if not step.worktree.head:
         return ""
     env = {k: step.env.get(k, "") for k in step.changed if not _VOLATILE.match(k)}
     data = {
-        "commit": head.strip(),
+        "checkout": step.worktree.as_key(),
         "env": env,
         "removed": list(step.removed),
         "command": list(step.command),
@@ -409,6 +400,8 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
         environment={k: step.env.get(k, "") for k in step.changed},
         notes=step.notes,
         features=step.features,
+        dirty_paths=step.worktree.paths,
+        dirty_fingerprint=step.worktree.fingerprint,
     )
 
 
@@ -570,7 +563,11 @@ def _build_one(
         if change:
             log.warning("%s: its build did not pin %s; set %s", step.name, dep, change)
             pinned.append(change)
-    notes = [*step.notes, *gitversion.note_upstream(step.name, step.source, wheel)]
+    # A build of uncommitted changes is no upstream commit's source (``gitversion``).
+    upstream = (
+        [] if step.worktree.dirty else gitversion.note_upstream(step.name, step.source, wheel)
+    )
+    notes = [*step.notes, *upstream]
     dest = _place(wheel, plan.output_dir, no_wait=plan.no_wait)
     if step.install_after:
         pip(
@@ -584,7 +581,7 @@ def _build_one(
         name=step.name,
         wheel=dest,
         version=facts.version,
-        commit=_commit(step.source, step.env),
+        commit=step.worktree.head,
         targets=facts.targets,
         sha256=statefile.file_sha256(dest),
         seconds=time.monotonic() - started,
@@ -597,4 +594,6 @@ def _build_one(
         environment={k: step.env.get(k, "") for k in step.changed},
         notes=tuple(notes),
         features=step.features,
+        dirty_paths=step.worktree.paths,
+        dirty_fingerprint=step.worktree.fingerprint,
     )

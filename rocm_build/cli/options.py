@@ -331,6 +331,14 @@ def force_option(help_text: str) -> Decorator[Any]:
     return click.option("--force", is_flag=True, default=None, help=help_text)
 
 
+allow_dirty_option = click.option(
+    "--allow-dirty",
+    is_flag=True,
+    default=None,
+    help="Build checkouts with uncommitted changes (their versions end in .dirty).",
+)
+
+
 def mirror_option() -> Decorator[Any]:
     return click.option(
         "--mirror",

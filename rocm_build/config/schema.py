@@ -190,6 +190,9 @@ class BuildSettings:
     no_index: bool = _setting(bool, "only the find_links folders")
     dry_run: bool = _setting(bool, "print the plan, build nothing")
     force: bool = _setting(bool, "rebuild projects whose inputs are unchanged")
+    allow_dirty: bool = _setting(
+        bool, "build checkouts with uncommitted changes (their wheels' labels end in .dirty)"
+    )
     rocm_cache: str = _setting(str, "downloaded ROCm trees")
     aotriton: str = _setting(str, "pre-fetched aotriton for flash attention: auto, off or a folder")
 
