@@ -91,10 +91,13 @@ def command(
     plan = build_stage.plan(ctx, specs, build_stage.survey(ctx, specs))
     compiler_cache = plan.compiler_cache
     if cfg.build.dry_run:
+        from rocm_build.building import rebuild
+
+        would = rebuild.forecast(plan)  # per project: keep the last wheel, or build and why
         if state.json:
-            state.emit(plan.as_json())
+            state.emit({**plan.as_json(), "would": would})
         else:
-            show_plan(plan)
+            show_plan(plan, would)
         return
     cache_mod.zero_stats(compiler_cache, cfg.env)
     bars = state.progress()
@@ -128,7 +131,7 @@ def show(result: Any, compiler_cache: Any, stats: dict[str, Any]) -> None:
         )
 
 
-def show_plan(plan: Any) -> None:
+def show_plan(plan: Any, would: dict[str, str]) -> None:
     """``build --dry-run``: per project the folder, command, jobs, version and environment."""
     out_console.print(
         f"ROCm {plan.tree.version or '(unknown version)'} at {plan.tree.root}; targets "
@@ -144,6 +147,7 @@ def show_plan(plan: Any) -> None:
         if step.version:
             version = f"{step.version} ({step.version_from})"
         lines = [
+            f"  rebuild: {would.get(step.name, '?')}",
             f"  folder:  {step.source}",
             *([f"  runs in: {step.cwd}"] if step.build_dir else []),
             *([f"  source:  {step.checkout.text}"] if step.checkout else []),
