@@ -221,6 +221,7 @@ def _check_tree(
         if found := _clang_problem(tree.clang_dir, cfg.env):
             blockers.append(Blocker(*found))
             rocm["problems"].append(found[1])
+            rocm["clang_problem"] = found[1]
         else:
             _, rocm["clang_version"] = tool_version(str(tree.clang_dir / "clang"), cfg.env)
     if tree.hipcc is not None:
@@ -325,21 +326,14 @@ def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
         if info["path"]:
             rows.append(Row(name, f"{info['version'] or '?'} ({info['path']})"))
         else:
-            rows.append(Row(name, "not found", False if name == "git" else None))
+            need = ": a build needs it" if name == "git" else ""
+            rows.append(Row(name, f"not found{need}", False if name == "git" else None))
         repair = report.get("git_resume_repair") if name == "git" else None
         if repair:
             rows.append(Row("git resume repair", repair["text"], True if repair["ok"] else None))
     rocm = report.get("rocm")
     if rocm:
-        ok = not rocm["problems"]
-        rows.append(
-            Row("ROCm", f"{rocm['version'] or '?'} at {rocm['root']} ({rocm['layout']})", ok)
-        )
-        clang = rocm.get("clang_version") or str(rocm["clang"])
-        rows.append(Row("clang", clang, bool(rocm["clang"] and rocm.get("clang_version"))))
-        hipcc = rocm.get("hipcc_version") or rocm["hipcc"] or "not found"
-        rows.append(Row("hipcc", str(hipcc), True if rocm["hipcc"] else None))
-        rows.append(Row("device libraries", str(rocm["device_libs"]), bool(rocm["device_libs"])))
+        rows += _tree_rows(rocm)
         rows.append(Row("tree targets", ", ".join(rocm["supported_targets"]) or "none", None))
         kp = rocm["kpack"]
         if kp["split"]:
@@ -348,8 +342,11 @@ def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
             rows.append(Row("kpack", f"split: {text}; {loads}", bool(kp["loader"]) or None))
             if kp["patchelf"]:
                 rows.append(Row("patchelf on kpack", kp["patchelf"]["text"], kp["patchelf"]["ok"]))
-        rows.append(Row("train floor", rocm["floor"]["text"], rocm["floor"]["met"]))
-        rows += [Row("problem", text, False) for text in rocm["problems"]]
+        floor = rocm["floor"]
+        met = floor["met"]
+        rows.append(Row("train floor", floor["text"] + ("" if met is not False else _BELOW), met))
+        # the first problem is on the ROCm row itself
+        rows += [Row("problem", text, False) for text in rocm["problems"][1:]]
         rows += [Row("warning", text, None) for text in rocm["warnings"]]
     for feature in report.get("features", []):
         good = feature["state"].startswith("on") or None
@@ -367,4 +364,33 @@ def _rows(report: Mapping[str, Any], disk_free: int) -> list[Row]:
     rows.append(Row("disk free", human_size(disk_free), machine["disk_free_gib"] > 50 or None))
     jobs = ", ".join(f"{k} {v}" for k, v in machine["suggested_jobs"].items())
     rows.append(Row("suggested jobs", jobs))
+    return rows
+
+
+_BELOW = ": this tree does not meet it (why: on the ROCm row, or a problem row below)"
+
+
+def _tree_rows(rocm: Mapping[str, Any]) -> list[Row]:
+    """The ROCm row (its kind in words; what blocks a build on it, first problem and count)
+    and the clang, hipcc and device library rows: a row marked as blocking says why."""
+    kind = dist.LAYOUT_WORDS.get(rocm["layout"], rocm["layout"])
+    value = f"{rocm['version'] or 'version unknown'} at {rocm['root']} ({kind})"
+    problems = rocm["problems"]
+    if problems:
+        more = f" (and {len(problems) - 1} more below)" if len(problems) > 1 else ""
+        value += f": blocks a build: {problems[0]}{more}"
+    rows = [Row("ROCm", value, not problems)]
+    if not rocm["clang"]:
+        clang = "not found in the tree (lib/llvm/bin/clang): a build needs it"
+    elif not rocm.get("clang_version"):
+        clang = f"{rocm['clang']}/clang cannot run: {rocm.get('clang_problem') or 'no version'}"
+    else:
+        clang = rocm["clang_version"]
+    rows.append(Row("clang", clang, bool(rocm["clang"] and rocm.get("clang_version"))))
+    hipcc = rocm.get("hipcc_version") or rocm["hipcc"] or "not found (bin/hipcc)"
+    rows.append(Row("hipcc", str(hipcc), True if rocm["hipcc"] else None))
+    libs = (
+        rocm["device_libs"] or "not found (no amdgcn/bitcode/*.bc in the tree): a build needs them"
+    )
+    rows.append(Row("device libraries", str(libs), bool(rocm["device_libs"])))
     return rows

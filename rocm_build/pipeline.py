@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,16 @@ from rocm_build.repo import worktree
 from rocm_build.runreport import StageOutcome
 from rocm_build.stages import Outputs, StageResult
 
-__all__ = ["PIPELINE", "Stage", "StageOutcome", "run_all", "stamp_key"]
+__all__ = [
+    "PIPELINE",
+    "Stage",
+    "StageOutcome",
+    "dry_run",
+    "dry_run_lines",
+    "run_all",
+    "stamp_key",
+    "stamp_parts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +143,23 @@ def _load_stamp(run: _Run, stage: str, key: str) -> dict[str, Any] | None:
     return dict(data)
 
 
+def stamp_parts(inputs: Mapping[str, Any]) -> dict[str, str]:
+    """A digest per part of a stage's inputs (a dry run names the parts that changed)."""
+    return {k: stamp_key({k: v}) for k, v in inputs.items()}
+
+
 def _save_stamp(
-    run: _Run, stage: str, key: str, outputs: Sequence[Path], detail: Mapping[str, Any]
+    run: _Run,
+    stage: str,
+    key: str,
+    outputs: Sequence[Path],
+    detail: Mapping[str, Any],
+    parts: Mapping[str, str],
 ) -> None:
     data = {
         "stage": stage,
         "key": key,
+        "parts": dict(parts),
         "outputs": [_file_facts(p) for p in outputs],
         "detail": dict(detail),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -208,7 +228,38 @@ def _build_inputs(run: _Run, _handed: list[Path]) -> dict[str, Any]:
 
 def _build(run: _Run, _handed: list[Path]) -> StageResult:
     found = build_mod.survey(run.ctx, run.specs)  # git and the compiler cache, after checkout
-    return build_mod.execute(build_mod.plan(run.ctx, run.specs, found), run.progress)
+    result = build_mod.execute(build_mod.plan(run.ctx, run.specs, found), run.progress)
+    kept = [p.wheel.name for p in result.projects if p.reused]
+    if not kept:
+        return result
+    # --redo, or a lost stamp: the build checked its wheels, and kept those of the same inputs
+    every = len(kept) == len(result.projects)
+    what = "the previous wheel" if len(kept) == 1 else f"{len(kept)} previous wheels"
+    return _Ran(
+        result,
+        f"output unchanged: {what} kept ({', '.join(kept)}), "
+        f"{'its' if len(kept) == 1 else 'their'} inputs the same as at the last build"
+        + ("" if every else "; the others were built"),
+    )
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """A stage's result with what it ran to but left as it was (``unchanged``)."""
+
+    result: StageResult
+    unchanged: str
+
+    @property
+    def nothing_to_do(self) -> str:
+        return self.result.nothing_to_do
+
+    @property
+    def outputs(self) -> list[Path]:
+        return self.result.outputs
+
+    def as_json(self) -> dict[str, Any]:
+        return self.result.as_json()
 
 
 def _bundle_inputs(run: _Run, built: list[Path]) -> dict[str, Any]:
@@ -224,8 +275,14 @@ def _bundle_inputs(run: _Run, built: list[Path]) -> dict[str, Any]:
 
 def _bundle(run: _Run, built: list[Path]) -> StageResult:
     # Only its outputs: a bundle that finds its wheels up to date still counts as run here,
-    # as it always has (the stamp is what skips the stage).
-    return Outputs(bundle.execute(bundle.plan(run.ctx, built), run.progress).outputs)
+    # as it always has (the stamp is what skips the stage), and says it left them as they were.
+    result = bundle.execute(bundle.plan(run.ctx, built), run.progress)
+    if result.nothing_to_do == "up to date":
+        return _Ran(
+            Outputs(result.outputs),
+            "output unchanged: the fat wheels are up to date for these wheels and settings",
+        )
+    return Outputs(result.outputs)
 
 
 def _smoke_inputs(run: _Run, fat: list[Path]) -> dict[str, Any]:
@@ -292,15 +349,16 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
     faults.point(f"all.after-{name}")
     detail = {stage.keep: run.facts.get(stage.keep)} if stage.keep else {}
     if key is not None:
-        _save_stamp(run, name, key, result.outputs, detail)
+        _save_stamp(run, name, key, result.outputs, detail, stamp_parts(inputs or {}))
         faults.point(f"all.stamped-{name}")
     # nothing to do: the stage checked its own state (checkout does this itself)
     status = "skipped" if result.nothing_to_do else "ran"
-    run.outcomes.append(StageOutcome(name, status, seconds, result.nothing_to_do))
+    unchanged = result.unchanged if isinstance(result, _Ran) else ""
+    run.outcomes.append(StageOutcome(name, status, seconds, result.nothing_to_do or unchanged))
     if result.nothing_to_do:
         run.on_stage(name, "skip", result.nothing_to_do)
     else:
-        run.on_stage(name, "done", f"{seconds:.0f}s")
+        run.on_stage(name, "done", f"{seconds:.0f}s" + (f" ({unchanged})" if unchanged else ""))
     return result.outputs, detail
 
 
@@ -339,24 +397,7 @@ def run_all(
     targets, origin = ctx.build_targets
     tree = ctx.tree
     log.info("targets: %s (%s); ROCm %s at %s", ";".join(targets), origin, tree.version, tree.root)
-    run = _Run(
-        ctx=ctx,
-        specs=tuple(ctx.settings.selected_projects(names)),
-        stamps=ctx.work_dir / "stamps",
-        redo=redo,
-        on_stage=on_stage or (lambda _s, _e, _t: None),
-        progress=progress,
-        junit=junit,
-    )
-    run.facts.update(
-        {
-            "started": time.time(),
-            "tool": __version__,
-            "projects": _names(run),
-            "rocm": {"root": str(tree.root), "version": tree.version},
-            "targets": list(targets),
-        }
-    )
+    run = new_run(ctx, names, redo=redo, on_stage=on_stage, progress=progress, junit=junit)
     try:
         _walk(run, {"smoke": "--no-smoke"} if skip_smoke else {})
     except (RocmBuildError, KeyboardInterrupt) as err:
@@ -371,3 +412,150 @@ def run_all(
             err.args = (hint, *err.args[1:])
         raise
     return runreport.write(ctx, run.facts, run.outcomes, ok=True)
+
+
+def new_run(
+    ctx: RunContext,
+    names: Sequence[str],
+    *,
+    redo: bool = False,
+    on_stage: StageCallback | None = None,
+    progress: Progress = NO_PROGRESS,
+    junit: Path | None = None,
+) -> _Run:
+    """One run of ``all`` on a decided context, its facts started (``pipelinedry`` too)."""
+    run = _Run(
+        ctx=ctx,
+        specs=tuple(ctx.settings.selected_projects(names)),
+        stamps=ctx.work_dir / "stamps",
+        redo=redo,
+        on_stage=on_stage or (lambda _s, _e, _t: None),
+        progress=progress,
+        junit=junit,
+    )
+    targets, _origin = ctx.build_targets
+    run.facts.update(
+        {
+            "started": time.time(),
+            "tool": __version__,
+            "projects": _names(run),
+            "rocm": {"root": str(ctx.tree.root), "version": ctx.tree.version},
+            "targets": list(targets),
+        }
+    )
+    return run
+
+
+# --- all --dry-run ----------------------------------------------------------------------------
+# Per stage, what ``all`` would do, from the stages' own plans and stamps, with nothing
+# written, fetched or built. A stage whose stamp is current for its inputs would be skipped;
+# any other would run, and the reason is named (no stamp, --redo, which inputs changed, its
+# outputs moved). The stages after one that would run take their inputs from it: they run too.
+
+
+def dry_run(
+    ctx: RunContext, names: Sequence[str] = (), *, redo: bool = False, skip_smoke: bool = False
+) -> list[dict[str, Any]]:
+    """One entry per stage: ``stage``, ``would`` ("run", "skip", "not run"), ``why`` and
+    ``details`` (lines); nothing is written."""
+    ctx = ctx.decide()
+    run = new_run(ctx, names, redo=redo)
+    out: list[dict[str, Any]] = []
+    handed: list[Path] | None = []
+    before = ""
+    for stage in PIPELINE:
+        name = stage.name
+        if name == "smoke" and skip_smoke:
+            out.append(_entry(name, "not run", "--no-smoke"))
+            continue
+        if stage.name == "checkout":
+            out.append(_checkout_would(run))
+        elif handed is None:
+            why = "--redo" if run.redo else f"after {before} runs: its inputs are what it makes"
+            out.append(_entry(name, "run", why, list(_details(run, name, None))))
+        else:
+            inputs = stage.inputs(run, handed) or {}
+            key = stamp_key(inputs)
+            stamp = _load_stamp(run, name, key)
+            if stamp is not None:
+                when = stamp.get("finished", "?")
+                out.append(_entry(name, "skip", f"up to date for its inputs (stamp {when})"))
+                handed = [Path(str(o["path"])) for o in stamp["outputs"]]
+                continue
+            why = _why(run, name, inputs)
+            out.append(_entry(name, "run", why, list(_details(run, name, handed))))
+            handed = None
+        before = name
+    return out
+
+
+def dry_run_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
+    """The entries for people: one line per stage, its details indented below."""
+    words = {"run": "would run", "skip": "would be skipped", "not run": "not run"}
+    for e in entries:
+        sep = " " if e["would"] == "not run" else ": "
+        yield f"{e['stage']}: {words[e['would']]}{sep}{_paren(e)}"
+        yield from (f"  {d}" for d in e["details"])
+
+
+def _paren(entry: dict[str, Any]) -> str:
+    return f"({entry['why']})" if entry["would"] == "not run" else entry["why"]
+
+
+def _entry(stage: str, would: str, why: str, details: list[str] | None = None) -> dict[str, Any]:
+    return {"stage": stage, "would": would, "why": why, "details": details or []}
+
+
+def _checkout_would(run: _Run) -> dict[str, Any]:
+    builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
+    plan = sources.plan(run.ctx, _names(run), builtin_origins=builtin)
+    details = [
+        f"{p.name}: {p.origin} at {p.ref or '(a ref another project pins)'} into {p.src}"
+        + (f"; patches: {p.patchset}" if p.apply_patches else "")
+        for p in plan.projects
+    ]
+    why = "it checks each checkout itself (fetching only what is missing)"
+    return _entry("checkout", "run", why, details)
+
+
+def _why(run: _Run, name: str, inputs: Mapping[str, Any]) -> str:
+    """Why a stage with no current stamp would run."""
+    if run.redo:
+        return "--redo"
+    path = run.stamps / f"{name}.json"
+    try:
+        data = statefile.read_json(path, "`all` stamp")
+    except (FileNotFoundError, ValueError):
+        return "it has not finished in this work folder (no stamp)"
+    if not isinstance(data, dict) or not _is_stamp(data):
+        return "its stamp is damaged"
+    if data["key"] == stamp_key(inputs):
+        return "its outputs were changed or removed since it finished"
+    old = data.get("parts")
+    parts = stamp_parts(inputs)
+    changed = [k for k in parts if isinstance(old, dict) and old.get(k) != parts[k]]
+    return f"its inputs changed ({', '.join(changed) or 'the stamp names no parts'})"
+
+
+def _details(run: _Run, name: str, handed: list[Path] | None) -> Iterator[str]:
+    """What the stage's plan says it would do (where its inputs are at hand)."""
+    ctx = run.ctx
+    try:
+        if name == "build":
+            plan = build_mod.plan(ctx, run.specs, build_mod.survey(ctx, run.specs))
+            from rocm_build.building import rebuild
+
+            for project, would in rebuild.forecast(plan).items():
+                yield f"{project}: {would}"
+        elif name == "bundle" and handed:
+            bplan = bundle.plan(ctx, handed)
+            targets = ";".join(bplan.targets) or "each wheel's own"
+            for w in bplan.wheels:
+                yield f"would bundle {w.name} into {bplan.output_dir} (targets: {targets})"
+        elif name == "smoke" and handed:
+            splan = smoke.plan(ctx, handed)
+            yield f"would test {', '.join(w.name for w in splan.wheels)} in {splan.venv}"
+        else:
+            yield f"(its plan needs what the stage before makes; {name} is planned then)"
+    except RocmBuildError as err:
+        yield f"(its plan cannot be made yet: {err})"

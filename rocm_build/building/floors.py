@@ -33,7 +33,7 @@ class Floor:
 
     def describe(self) -> str:
         if self.unknown:
-            return f"{self.train}: not recorded ({self.unknown})"
+            return f"{self.train}: no ROCm floor known ({self.unknown})"
         parts = [f"ROCm {self.rocm} or newer" if self.rocm else "ROCm floor not recorded"]
         parts += [
             f"{name} needs {', '.join(_shown(p) for p in pkgs)}"

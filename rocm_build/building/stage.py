@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from rocm_build import arch, locks, proc, statefile, tempfiles
-from rocm_build.building import gitversion, tritonbuild
+from rocm_build.building import buildinputs, gitversion, tritonbuild
 from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
 from rocm_build.building.buildfeatures import Feature
 from rocm_build.building.buildplan import (
@@ -211,6 +211,7 @@ class ProjectResult:
     pinned: tuple[str, ...] = ()
     inputs: str = ""  # fingerprint of what the wheel was built from ("" = not reusable)
     reused: bool = False  # inputs unchanged: the previous wheel was kept
+    inputs_parts: Mapping[str, str] = field(default_factory=dict)  # a digest per part
     device_code: bool = True  # the wheel was required to carry HIP code objects
     version_from: str = ""  # where the version came from (release tag, dev build, file)
     #: What rocm-build set for the build (masked) and what the plan decided for the user.
@@ -237,6 +238,7 @@ class ProjectResult:
             "retried_with_jobs": self.retried_with,
             "pinned": list(self.pinned),
             "inputs": self.inputs,
+            "inputs_parts": dict(self.inputs_parts),
             "device_code": self.device_code,
             "version_from": self.version_from,
             "environment": mask_values(self.environment),
@@ -306,29 +308,6 @@ def _write_report(plan: BuildPlan, results: Sequence[ProjectResult]) -> Path:
     return path
 
 
-# Settings that change how fast a wheel is built, not what is in it.
-_VOLATILE = re.compile(
-    r"^(MAX_JOBS|CMAKE_BUILD_PARALLEL_LEVEL|CCACHE_\w+|SCCACHE_\w+|CMAKE_\w+_COMPILER_LAUNCHER)$"
-)
-
-
-def _inputs_key(plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]) -> str:
-    """What the wheel is made from: the checkout (its HEADs and the fingerprint of its
-    uncommitted changes, as the survey read them), the build environment rocm-build sets, the
-    command, the targets and the tree. "" when that cannot be told (not a git checkout)."""
-    if not step.worktree.head:
-        return ""
-    env = {k: step.env.get(k, "") for k in step.changed if not _VOLATILE.match(k)}
-    data = {
-        "checkout": step.worktree.as_key(),
-        "env": env,
-        "removed": list(step.removed),
-        "command": list(step.command),
-        "targets": list(plan.targets),
-        "rocm": [str(plan.tree.root), plan.tree.version],
-        "depends": dict(deps),  # a rebuilt torch means its dependents are rebuilt too
-    }
-    return statefile.settings_digest(data)
 
 
 def _previous(plan: BuildPlan) -> dict[str, dict[str, Any]]:
@@ -431,7 +410,7 @@ def _build_all(plan: BuildPlan, progress: Progress) -> BuildResult:
         step, pins = _pinned(plan, planned, built)
         step = _require_triton(plan, step, built)
         deps = {d: wheels.get(d, pins[d]) for d in step.depends}
-        key = _inputs_key(plan, step, deps)
+        key, parts = buildinputs.inputs(plan, step, deps)
         result = _reuse(plan, step, key, previous.get(step.name))
         if result is not None:
             log.info(
@@ -441,6 +420,7 @@ def _build_all(plan: BuildPlan, progress: Progress) -> BuildResult:
             )
         else:
             result = _build_one(plan, step, pins, key, started, progress)
+        result = replace(result, inputs_parts=parts)
         built[step.name] = result.version
         wheels[step.name] = result.sha256
         results.append(result)

@@ -32,7 +32,9 @@ def linux_plan_lines(result: BundleResult) -> Iterator[str]:
     for lib in libs:
         why = "dlopen" if lib["reason"] == "dlopen" else "needed"
         also = f"; also as {', '.join(lib['aliases'])}" if lib["aliases"] else ""
-        yield f"    {lib['name']}  from {lib['origin']}: {lib['source']}  ({why}{also})"
+        size = f"{human_size(lib['size'])}, " if "size" in lib else ""
+        yield f"    {lib['name']}  from {lib['origin']}: {lib['source']}  ({size}{why}{also})"
+    yield from _total_line(plan)
     yield from system_lines(plan)
     yield from (f"  {line}" for line in warning_lines(result))
     targets = ", ".join(plan.get("targets", [])) or "every target"
@@ -164,3 +166,14 @@ def system_lines(plan: Mapping[str, Any]) -> Iterator[str]:
             f"  excluded (--exclude), found at run time: {lib['name']}"
             + (f" (needed by {needers})" if needers else "")
         )
+
+
+def _total_line(plan: Mapping[str, Any]) -> Iterator[str]:
+    """What the bundle adds, uncompressed: its libraries (as in the tree) and data files."""
+    libs = plan.get("libraries", [])
+    lib_bytes = sum(int(lib.get("size", 0)) for lib in libs)
+    data_bytes = int(plan.get("data_bytes", 0))
+    yield (
+        f"  to bundle: {human_size(lib_bytes + data_bytes)} uncompressed ({len(libs)} libraries "
+        f"{human_size(lib_bytes)}, {plan.get('data_files', 0)} data files {human_size(data_bytes)})"
+    )

@@ -187,6 +187,7 @@ class BundlePlan:
                     "source": lib.source,
                     "needed_by": list(lib.needed_by),
                     "aliases": list(lib.aliases),
+                    "size": _file_size(lib.source),  # as in the tree (before any pruning)
                 }
                 for lib in self.libraries
             ],
@@ -197,6 +198,7 @@ class BundlePlan:
             ],
             "rpaths": [asdict(r) for r in self.rpaths],
             "data_files": len(self.data),
+            "data_bytes": sum(d.size for d in self.data),
             "data_skipped": self.data_skipped,
             "data_missing": {tree: list(missing) for tree, missing in self.data_missing},
             "from_torch": [name for name, _ in self.from_torch],
@@ -217,6 +219,13 @@ class BundlePlan:
             "device_gaps": list(self.device_gaps),
             "kpack": self.kpack.summary(),
         }
+
+
+def _file_size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 # --- library lookup -------------------------------------------------------------------------------

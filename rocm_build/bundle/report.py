@@ -456,7 +456,7 @@ def _render(data: dict[str, Any]) -> Iterator[str]:
         names = ", ".join(data["excluded"])
         yield f"excluded libraries (bundle --exclude; found at run time): {names}"
     yield from _coverage_lines(data)
-    yield from _feature_lines(data.get("build_features"))
+    yield from _feature_lines(data.get("build_features"), bool(data["code_targets"]))
     if data.get("device_wheels"):
         yield ""
         yield f"device wheels (pip install '{data['wheel'].split('-')[0]}[device-GFX]'):"
@@ -468,8 +468,9 @@ def _render(data: dict[str, Any]) -> Iterator[str]:
         yield f"  {human_size(n):>12}  {comp}"
 
 
-def _feature_lines(features: Mapping[str, Any] | None) -> Iterator[str]:
-    """What torch was built with, as its own files say (``torchinfo``)."""
+def _feature_lines(features: Mapping[str, Any] | None, device_code: bool) -> Iterator[str]:
+    """What torch was built with, as its own files say (``torchinfo``); a torch with no HIP
+    version, USE_ROCM not on and no device code is a CPU-only wheel, and is called one."""
     if not features:
         return
 
@@ -479,7 +480,11 @@ def _feature_lines(features: Mapping[str, Any] | None) -> Iterator[str]:
     images = ", ".join(features["aotriton_images"]) or "none"
     yield ""
     yield f"torch build features (from {', '.join(features['read_from'])}):"
-    yield f"  HIP: {features['hip'] or 'not recorded'}"
+    hip = features["hip"]
+    if not hip:
+        cpu = not device_code and not features["rocm"] and not features["aotriton"]
+        hip = "none (a CPU-only wheel: no HIP, no device code)" if cpu else "not recorded"
+    yield f"  HIP: {hip}"
     yield f"  GPU kernel asserts: {said(features['gpu_asserts'])}"
     yield (f"  flash attention (aotriton): {said(features['flash_attention'])}; images: {images}")
 
@@ -552,10 +557,15 @@ def _bundled_lines(bundled: list[dict[str, Any]]) -> Iterator[str]:
 def _coverage_lines(data: dict[str, Any]) -> Iterator[str]:
     if data["coverage"]:
         yield ""
-        yield "gfx coverage (requested vs present; bytes per target, uncompressed):"
         req = set(data["requested_targets"])
+        # with no target asked for (--require-arch, or the bundle's --arch), none is "extra"
+        yield (
+            "gfx coverage (requested vs present; bytes per target, uncompressed):"
+            if req
+            else "gfx targets present (bytes per target, uncompressed):"
+        )
         for row in data["coverage"]:
-            mark = "requested" if row["target"] in req else "extra"
+            mark = ("requested " if row["target"] in req else "extra     ") if req else ""
             code = f"code in {len(row['code'])} files" if row["code"] else "NO CODE"
             if row["code"] and row["missing_in"]:
                 code += (
@@ -570,4 +580,4 @@ def _coverage_lines(data: dict[str, Any]) -> Iterator[str]:
                 if row["data"]
                 else ""
             )
-            yield f"  {row['target']:<9} {mark:<9} {code}{data_note}"
+            yield f"  {row['target']:<9} {mark}{code}{data_note}"

@@ -324,8 +324,8 @@ def split_wheel(
         faults.point("bundle.split-host")
         progress.done(task)
     paths = {d.target: str(d.path) for d in devices}
-    names = ", ".join(d.path.name for d in devices)
-    log.info("split %s: host %s, device wheels %s", input_path.name, host.name, names)
+    names = ", ".join(d.path.name for d in devices) or NO_DEVICES
+    log.info("split %s: host %s, device wheels: %s", input_path.name, host.name, names)
     seconds = time.monotonic() - start
     own_json = own_split.summary()
     return SplitResult(
@@ -471,6 +471,11 @@ def _planned(fat: BundleResult, pattern: str) -> SplitResult:
     return SplitResult(fat.input, fat.output, devices, "planned", fat.seconds, bundle=fat.as_json())
 
 
+NO_DEVICES = (
+    "none (no file of any requested target to move out: the host wheel holds the whole bundle)"
+)
+
+
 def lines(result: SplitResult) -> Iterator[str]:
     """One split, for people."""
     word = {"split": "split", "up-to-date": "up to date", "planned": "would split"}[result.status]
@@ -479,6 +484,8 @@ def lines(result: SplitResult) -> Iterator[str]:
         files, size = result.moved.get(target, (0, 0))
         note = f"  ({files} data files, {size} bytes)" if result.status == "split" else ""
         yield f"  {target}: {path}{note}"
-    if result.devices:
+    if not result.devices:
+        yield f"  device wheels: {NO_DEVICES}"
+    else:
         kpacked = ((result.bundle or {}).get("plan") or {}).get("kpack", {}).get("archives")
         yield from kpackown.device_code_lines(list(result.devices), kpacked or [], result.kpack_own)

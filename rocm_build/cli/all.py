@@ -38,6 +38,10 @@ from rocm_build.progress import Progress
 @o.allow_dirty_option
 @click.option("--redo", is_flag=True, help="Run every stage even when its stamp is current.")
 @click.option("--no-smoke", is_flag=True, help="Stop after bundle.")
+@o.dry_run_option(
+    "Say per stage what it would do (skipped, or run and why; builds kept or rebuilt); "
+    "change nothing."
+)
 @pass_state
 def command(
     state: State,
@@ -51,6 +55,7 @@ def command(
     junit: Path | None,
     redo: bool,
     no_smoke: bool,
+    dry_run: bool | None,
     **given: Any,
 ) -> None:
     """checkout, build, bundle and smoke PROJECTS with one configuration.
@@ -81,6 +86,9 @@ def command(
         **o.parse_pairs("--origin", origins, "origin"),
     }
     ctx = state.resolve(flags, tree=True, targets=True)
+    if dry_run:
+        show_dry_run(state, ctx, projects, redo=redo, skip_smoke=no_smoke)
+        return
     bars = state.progress()
     try:
         report = pipeline.run_all(
@@ -104,8 +112,27 @@ def command(
         state.emit(
             {**report.data, "report": str(report.json_path), "markdown": str(report.markdown)}
         )
-    elif not state.quiet:
+    elif state.quiet:
+        # -q: no stage lines, but still where the results are, one line each
+        for wheel in report.data["wheels"]["bundled"]:
+            out_console.print(wheel["path"], markup=False, soft_wrap=True)
+        out_console.print(str(report.markdown), markup=False, soft_wrap=True)
+    else:
         show(report)
+
+
+def show_dry_run(
+    state: State, ctx: Any, projects: tuple[str, ...], *, redo: bool, skip_smoke: bool
+) -> None:
+    """``all --dry-run``: per stage what it would do (``pipeline.dry_run``); nothing changes."""
+    from rocm_build import pipeline
+
+    entries = pipeline.dry_run(ctx, projects, redo=redo, skip_smoke=skip_smoke)
+    if state.json:
+        state.emit({"dry_run": True, "stages": entries})
+        return
+    for line in pipeline.dry_run_lines(entries):
+        out_console.print(line, markup=False, soft_wrap=True)
 
 
 def stage_lines(
@@ -133,8 +160,12 @@ def stage_lines(
 def show(report: Any) -> None:
     """Human summary of a run: each stage, the fat wheels, where the run report is."""
     for stage in report.data["stages"]:
+        # a stage that ran and left its output as it was says so: "ran (output unchanged: ...)"
+        why = f"; {stage['reason']}" if stage.get("reason") else ""
         out_console.print(
-            f"{stage['stage']:>8}: {stage['status']} ({stage['seconds']} s)", markup=False
+            f"{stage['stage']:>8}: {stage['status']} ({stage['seconds']} s{why})",
+            markup=False,
+            soft_wrap=True,
         )
     for wheel in report.data["wheels"]["bundled"]:
         out_console.print(f"fat wheel: {wheel['path']}", markup=False, soft_wrap=True)

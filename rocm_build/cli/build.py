@@ -94,10 +94,13 @@ def command(
     plan = build_stage.plan(ctx, specs, build_stage.survey(ctx, specs))
     compiler_cache = plan.compiler_cache
     if cfg.build.dry_run:
+        from rocm_build.building import rebuild
+
+        would = rebuild.forecast(plan)  # per project: keep the last wheel, or build and why
         if state.json:
-            state.emit(plan.as_json())
+            state.emit({**plan.as_json(), "would": would})
         else:
-            show_plan(plan)
+            show_plan(plan, would)
         return
     cache_mod.zero_stats(compiler_cache, cfg.env)
     bars = state.progress()
@@ -131,7 +134,7 @@ def show(result: Any, compiler_cache: Any, stats: dict[str, Any]) -> None:
         )
 
 
-def show_plan(plan: Any) -> None:
+def show_plan(plan: Any, would: dict[str, str]) -> None:
     """``build --dry-run``: per project the folder, command, jobs, version and environment."""
     out_console.print(
         f"ROCm {plan.tree.version or '(unknown version)'} at {plan.tree.root}; targets "
@@ -148,6 +151,7 @@ def show_plan(plan: Any) -> None:
             version = f"{step.version} ({step.version_from})"
         dirty = step.worktree.paths
         lines = [
+            f"  rebuild: {would.get(step.name, '?')}",
             f"  folder:  {step.source}",
             *(
                 [f"  uncommitted: {', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}"]

@@ -25,6 +25,7 @@ from urllib.parse import unquote
 from rocm_build import faults, locks, proc, statefile, tempfiles
 from rocm_build.binary import elf
 from rocm_build.errors import CommandFailed, FetchError, RocmBuildError, RocmTreeError, ToolMissing
+from rocm_build.rocm import dist
 from rocm_build.rocm.debindex import (
     AptIndex,
     Release,
@@ -61,7 +62,7 @@ CLANG19_PACKAGES = (
     "libllvm19",
     "libclang-common-19-dev",
 )
-_STAMP = ".rocm-build-debtree.json"
+_STAMP = dist.DEBIAN_STAMP
 _STAMP_WHAT = "rocm debian stamp"
 #: Bumped when the arrangement changes, so trees made by an older rocm-build are remade.
 _LAYOUT = 2

@@ -71,12 +71,23 @@ def is_url(value: str) -> bool:
     return urlparse(value).scheme in ("http", "https", "file")
 
 
+#: The stamp ``rocm debian`` writes into a tree it assembled (``debtree``).
+DEBIAN_STAMP = ".rocm-build-debtree.json"
+#: Each layout, in the words ``doctor`` shows.
+LAYOUT_WORDS = {
+    "therock": "a TheRock tree",
+    "debian": "assembled from Debian packages by rocm-build rocm debian",
+    "opt-rocm": "an /opt/rocm-style install",
+    "rocm-sdk-devel": "the rocm[devel] wheel's tree",
+}
+
+
 @dataclass(frozen=True)
 class RocmTree:
     """Facts about one ROCm tree, read once."""
 
     root: Path
-    layout: str  # "therock" | "opt-rocm" | "rocm-sdk-devel"
+    layout: str  # "therock" | "debian" | "opt-rocm" | "rocm-sdk-devel" (see LAYOUT_WORDS)
     version: str  # "" when no version file was found
     version_source: str
     clang_dir: Path | None
@@ -248,6 +259,8 @@ def _open_tree(root: Path) -> RocmTree:
     _require_readable(root)
     if root.name.startswith(_SDK_DEVEL):
         layout = "rocm-sdk-devel"
+    elif (root / DEBIAN_STAMP).is_file():  # TheRock's arrangement, of Debian's packages
+        layout = "debian"
     elif (root / "share" / "therock").is_dir() or (root / "lib" / "llvm").is_dir():
         layout = "therock"
     else:

@@ -74,7 +74,7 @@ def test_a_floor_of_your_own_replaces_the_trains(tmp_path: Path) -> None:
 def test_a_train_without_a_table_is_unknown() -> None:
     floor = floors.floor_of("9.9", {})
     assert floor.unknown == 'no [floors."9.9"] table'
-    assert "not recorded" in floor.describe()
+    assert "no ROCm floor known" in floor.describe()
 
 
 @pytest.mark.parametrize(

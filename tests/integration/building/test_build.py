@@ -168,11 +168,24 @@ def test_unchanged_inputs_are_not_rebuilt_and_rebuilds_hit_the_cache(
     workspace: Workspace, tmp_path: Path
 ) -> None:
     env = {"CCACHE_DIR": str(tmp_path / "fresh-ccache")}
+
+    def rebuild_line(*args: str) -> str:
+        res = workspace.build("torch", "--cache", "ccache", "--dry-run", *args, env=env)
+        assert res.returncode == 0, res.stderr
+        return next(ln.strip() for ln in res.stdout.splitlines() if "rebuild:" in ln)
+
+    assert rebuild_line() == (
+        "rebuild: would build: no previous wheel (it was not built in this work folder)"
+    )
     first = workspace.build("torch", "--cache", "ccache", env=env, as_json=True)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["cache"]["hits"] == 0
     wheel = workspace.wheel("torch")
     built_at = wheel.stat().st_mtime_ns
+    assert rebuild_line() == f"rebuild: up to date: keeps {wheel.name}"
+    assert rebuild_line("--arch", "gfx90a") == (
+        f"rebuild: would build: changed since {wheel.name}: the build environment, the gfx targets"
+    )
 
     again = workspace.build("torch", "--cache", "ccache", env=env)
     assert again.returncode == 0, again.stderr
@@ -188,6 +201,8 @@ def test_unchanged_inputs_are_not_rebuilt_and_rebuilds_hit_the_cache(
     subprocess.run(
         ["git", "commit", "-qm", "notes"], cwd=src, check=True, env={**os.environ, **GIT_IDENTITY}
     )
+    changed = f"rebuild: would build: changed since {wheel.name}: the checkout's commit"
+    assert rebuild_line().startswith(changed)  # (its version, from git, is in the environment)
     third = workspace.build("torch", "--cache", "ccache", env=env, as_json=True)
     assert third.returncode == 0, third.stderr
     data = json.loads(third.stdout)

@@ -94,7 +94,8 @@ def test_doctor_names_the_train_floor_the_tree_misses(
     # A built-in train: its floor is not recorded, and doctor says why instead of passing silently.
     result = run_cli([*args, "--train", "2.9"], cwd=tmp_path, env=WIDE)
     assert result.returncode == 0, result.stderr
-    assert "2.9: not recorded (v2.9.1's cmake/public/LoadHIP.cmake is not in the" in result.stdout
+    assert "2.9: no ROCm floor known (v2.9.1's cmake/public/LoadHIP.cmake" in result.stdout
+    assert "reference index" not in result.stdout  # rocm-build's own research words
     # The built-in 2.14 floor requires hipfile only from ROCm 7.14: a 5.2.3 tree passes it.
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -124,3 +125,26 @@ def test_doctor_counts_a_floor_package_only_from_its_rocm_version(
     assert result.returncode == 8, result.stderr
     assert "hipfile" not in result.stderr  # the built-in 2.14 table is replaced
     assert "release train 2.14 needs ROCm 7.2 or newer" in result.stderr
+
+
+def test_every_blocking_row_says_why_and_the_tree_kind_is_named(
+    rocm_tree: Path, tmp_path: Path, run_cli: CliRunner
+) -> None:
+    # The Debian tree lacks MIOpen, rocBLAS, ... and cannot target gfx1100: the ROCm row is "!!".
+    args = ["doctor", "torch", "--rocm", str(rocm_tree), "--arch", "gfx1100"]
+    result = run_cli(args, cwd=tmp_path, env=WIDE)
+    assert result.returncode == 8
+    (rocm,) = [line for line in result.stdout.splitlines() if line.split()[1:2] == ["ROCm"]]
+    assert rocm.startswith("!!"), result.stdout
+    # made by rocm-build rocm debian (its stamp is in the tree): not called a TheRock tree
+    assert "(assembled from Debian packages by rocm-build rocm debian)" in rocm, rocm
+    assert "therock" not in rocm.lower(), rocm
+    assert ": blocks a build: torch needs CMake packages missing from lib/cmake: " in rocm, rocm
+    assert "(and 1 more below)" in rocm, rocm
+    assert "!! problem" in result.stdout
+    assert "cannot target gfx1100" in result.stdout
+    for line in result.stdout.splitlines():
+        if line.startswith("!!"):
+            label_and_value = line[2:].strip()
+            assert len(label_and_value.split(None, 1)) == 2, line  # a value, never bare
+            assert not label_and_value.endswith(("None", "?")), line

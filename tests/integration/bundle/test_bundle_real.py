@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.binary import elf
+from rocm_build.sizes import human_size
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared
@@ -214,6 +215,16 @@ def test_dry_run_plans_and_writes_nothing(
     assert not out_dir.exists() or not list(out_dir.iterdir())
     assert f"would bundle {hip_ext_wheel.name} -> " in text.stdout
     assert "libamdhip64.so.5  from rocm" in text.stdout
+    # each library's size, and the total that would be bundled
+    hip = (tree_copy / "lib" / "libamdhip64.so.5").resolve()
+    line = next(ln for ln in text.stdout.splitlines() if "libamdhip64.so.5  from rocm" in ln)
+    assert f"({human_size(hip.stat().st_size)}, needed" in line, line
+    total = next(ln for ln in text.stdout.splitlines() if ln.startswith("  to bundle: "))
+    assert re.fullmatch(
+        r"  to bundle: [0-9.]+ [kMG]?B uncompressed \(\d+ libraries [0-9.]+ [kMG]?B, "
+        r"\d+ data files [0-9.]+ [kMG]?B\)",
+        total.replace("bytes", "B"),
+    ), total
     assert "search path of hipext/_kern.so: - -> $ORIGIN/lib" in text.stdout
     data = json.loads(
         _bundle(run_cli, hip_ext_wheel, tree_copy, out_dir, "--json", "--dry-run").stdout

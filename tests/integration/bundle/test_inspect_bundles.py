@@ -124,3 +124,35 @@ def test_a_rocm10_label_is_warned_about(tmp_path: Path) -> None:
     (warning,) = data["warnings"]
     assert "sorts below a +rocm7/8/9 wheel" in warning
     assert any("warning: 1.0+rocm10.0: PEP 440" in line for line in report.render(data))
+
+
+def test_targets_are_listed_not_called_extra_when_none_was_asked_for(
+    run_cli, libs: dict[str, Path], tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    wheel = make_wheel(tmp_path, "kernels", "1.0", {"kernels/libplain.so": libs["plain"]})
+    text = run_cli(["inspect", str(wheel)], cwd=tmp_path).stdout
+    rows = [line for line in text.splitlines() if line.startswith("  gfx")]
+    assert len(rows) == 3, text
+    assert not any("extra" in row or "requested" in row for row in rows), text
+    asked = run_cli(["inspect", str(wheel), "--require-arch", "gfx90a"], cwd=tmp_path).stdout
+    marks = {
+        line.split()[0]: line.split()[1] for line in asked.splitlines() if line.startswith("  gfx")
+    }
+    assert marks == {"gfx90a": "requested", "gfx1030": "extra", "gfx906": "extra"}, asked
+
+
+def test_a_cpu_torch_is_called_cpu_only_not_hip_not_recorded(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # What a CPU torch records: hip None in version.py, USE_ROCM OFF in the build strings.
+    macros = (
+        '#define CAFFE2_BUILD_STRINGS { \\\n  { "USE_ROCM", "OFF" }, \\\n'
+        '  { "USE_CUDA", "OFF" }, \\\n}\n'
+    )
+    files = {
+        "torch/__init__.py": b"",
+        "torch/version.py": b"__version__ = '2.9.0+cpu'\nhip = None\ncuda = None\n",
+        "torch/include/caffe2/core/macros.h": macros.encode(),
+    }
+    wheel = make_wheel(tmp_path, "torch", "2.9.0+cpu", files)
+    text = run_cli(["inspect", str(wheel)], cwd=tmp_path).stdout
+    assert "HIP: none (a CPU-only wheel: no HIP, no device code)" in text, text
+    assert "not recorded" not in text.split("HIP:")[1].splitlines()[0]

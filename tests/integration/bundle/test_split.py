@@ -235,3 +235,7 @@ def test_wheel_without_per_target_data_gets_no_device_wheels(
     with zipfile.ZipFile(host) as zf:
         meta = zf.read("hipext-1.0.0.dist-info/METADATA").decode()
     assert "Provides-Extra" not in meta
+    # what the split made is said in words: no "device wheels " with nothing after it
+    said = res.stdout + res.stderr
+    assert "device wheels: none (no file of any requested target" in said, said
+    assert not any(line.rstrip().endswith("device wheels") for line in said.splitlines()), said

@@ -181,3 +181,66 @@ def test_all_runs_every_stage_and_resumes(
     assert saved.returncode == 0, saved.stderr
     assert sorted((work / "patches").rglob("*.patch")) == patch_files
     assert {p: p.read_bytes() for p in patch_files} == before
+
+
+def test_all_says_what_it_did_quietly_redone_and_dry(
+    run_cli: CliRunner,
+    tmp_path: Path,
+    rocm_tree: Path,
+    hipify_path: Path,
+    offline_wheels: Path,
+) -> None:
+    """-q still names the results; --redo that keeps the same wheels says so; --dry-run says
+    per stage what it would do and changes nothing. (Every check is made, then all are told.)"""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(EXAMPLE / "rocm-build.toml", work)
+    shutil.copytree(EXAMPLE / "patches", work / "patches")
+    origin = make_repo(tmp_path / "vecadd-repo")
+    args = ["all", "--origin", f"vecadd={origin}", "--rocm", str(rocm_tree), "--no-smoke"]
+    args += ["--find-links", str(offline_wheels)]
+    env = {"TORCH_HIPIFY_PATH": str(hipify_path), "ROCM_BUILD_BUNDLE_COMPRESSION_LEVEL": "1"}
+    first = run_cli(args, cwd=work, env=env)
+    assert first.returncode == 0, first.stderr
+    wrong: list[str] = []
+    report_md = work / ".rocm-build" / "run-report.md"
+
+    # -q: no stage lines, but the fat wheel and the run report, one line each
+    quiet = run_cli(["-q", *args], cwd=work, env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    lines = quiet.stdout.splitlines()
+    if len(lines) != 2 or not lines[0].endswith(".whl") or lines[1] != str(report_md):
+        wrong.append(f"-q all printed {quiet.stdout!r}")
+
+    # --redo: build and bundle run again, and keep the same wheels: not a bare "ran"
+    redo = run_cli([*args, "--redo"], cwd=work, env=env)
+    assert redo.returncode == 0, redo.stderr
+    said = stage_lines(redo.stderr)
+    for stage in ("build", "bundle"):
+        if "(output unchanged: " not in said.get(stage, ""):
+            wrong.append(f"--redo {stage}: {said.get(stage)!r}")
+    summary = [line.strip() for line in redo.stdout.splitlines() if line.strip()]
+    if not any(s.startswith("build: ran (") and "output unchanged" in s for s in summary):
+        wrong.append(f"--redo summary: {redo.stdout!r}")
+
+    # --dry-run: each stage and what it would do; nothing written
+    stamps = work / ".rocm-build" / "stamps"
+    before = {p.name: p.stat().st_mtime_ns for p in [*stamps.iterdir(), report_md]}
+    dry = run_cli([*args, "--dry-run"], cwd=work, env=env)
+    if dry.returncode != 0:
+        wrong.append(f"all --dry-run: exit {dry.returncode}: {dry.stderr[-400:]}")
+    else:
+        out = dry.stdout
+        for want in ("checkout:", "build: would be skipped", "bundle: would be skipped"):
+            if want not in out:
+                wrong.append(f"all --dry-run has no {want!r}: {out!r}")
+        if "smoke: not run (--no-smoke)" not in out:
+            wrong.append(f"all --dry-run smoke line: {out!r}")
+        after = {p.name: p.stat().st_mtime_ns for p in [*stamps.iterdir(), report_md]}
+        if after != before:
+            wrong.append("all --dry-run wrote files")
+    # a changed setting: the dry run names the stage that would run and why
+    dry2 = run_cli([*args, "--dry-run", "--cache", "none"], cwd=work, env=env)
+    if "build: would run: its inputs changed (settings)" not in dry2.stdout:
+        wrong.append(f"all --dry-run --cache none: {dry2.stdout!r} {dry2.stderr[-300:]!r}")
+    assert not wrong, "\n".join(wrong)
