@@ -308,8 +308,6 @@ def _write_report(plan: BuildPlan, results: Sequence[ProjectResult]) -> Path:
     return path
 
 
-
-
 def _previous(plan: BuildPlan) -> dict[str, dict[str, Any]]:
     """The projects of the last build's report. A report that is damaged or of other types is
     as good as none (its projects are built again); one that is no regular file of this user's
