@@ -304,7 +304,7 @@ def _with_shape(step: ProjectStep, tree: dist.RocmTree) -> ProjectStep:
     shape = buildshape.detect(step.cwd, step.name)
     env, changed = dict(step.env), dict(step.changed)
     sysdeps = tree.sysdeps_dir / "include" if tree.sysdeps_dir else None
-    found = buildshape.apply_to(env, changed, shape, sysdeps)
+    found = buildshape.apply_to(env, changed, shape, sysdeps, step.name)
     launcher = step.hip_launcher if shape.name == buildshape.SETUP_PY else None
     if step.hip_launcher and not launcher and tree.clang_dir:  # no hipcc: the tree's clang
         env["HIP_CLANG_PATH"] = changed["HIP_CLANG_PATH"] = str(tree.clang_dir)

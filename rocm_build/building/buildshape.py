@@ -12,6 +12,11 @@ PyTorch changed how it builds twice in 2026 (issue 32):
   forwarded inside CMake, so ``CMAKE_PROJECT_INCLUDE_BEFORE`` may never run for the top-level
   project; ``-C cmake.define.X=Y`` (config settings of the PEP 517 build) always reaches CMake.
 
+  scikit-build-core copies the package from the source tree through the git ignore files, so a
+  file the build writes there that ``.gitignore`` lists (torch's ``torch/version.py``) is left
+  out of the wheel unless ``-C sdist.include=PATH`` names it (the wheel's package copy reads
+  ``sdist.include``; ``wheel.exclude`` and the ignore files cannot take it back).
+
 ``detect`` reads the checkout (pure); ``apply`` gives a planned step its shape's routes.
 """
 
@@ -37,6 +42,7 @@ __all__ = [
     "apply_to",
     "detect",
     "gpu_assert_defines",
+    "kept_generated",
     "pip_command",
     "routes",
 ]
@@ -49,6 +55,9 @@ _ENABLE_HIP = re.compile(r"enable_language\s*\(\s*HIP\b", re.IGNORECASE)
 _INCLUDE = "CMAKE_PROJECT_INCLUDE_BEFORE"
 #: torch's GPU assert switches as CMake definitions (2.14's reference knobs).
 GPU_ASSERT_DEFINES = ("USE_ROCM_KERNEL_ASSERT", "TORCH_USE_HIP_DSA")
+#: Per project, what its build writes into its own package in the source tree and its
+#: ``.gitignore`` lists: scikit-build-core leaves these out of the wheel unless told.
+GENERATED_IGNORED = {"torch": ("torch/version.py",)}
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,12 @@ def gpu_assert_defines(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(f"--config-settings=cmake.define.{d}=ON" for d in GPU_ASSERT_DEFINES)
 
 
+def kept_generated(project: str) -> tuple[str, ...]:
+    """The ``-C sdist.include=PATH`` settings that keep ``project``'s generated, git-ignored
+    files in a scikit-build-core wheel."""
+    return tuple(f"--config-settings=sdist.include={p}" for p in GENERATED_IGNORED.get(project, ()))
+
+
 @dataclass(frozen=True)
 class Routes:
     """What a shape changes in a step: variables set and dropped, config settings, notes."""
@@ -111,8 +126,11 @@ class Routes:
     notes: tuple[str, ...]
 
 
-def routes(shape: Shape, env: Mapping[str, str], sysdeps_include: Path | None) -> Routes:
-    """Each setting by the route that reaches CMake in ``shape`` (``env``: the step's so far)."""
+def routes(
+    shape: Shape, env: Mapping[str, str], sysdeps_include: Path | None, project: str = ""
+) -> Routes:
+    """Each setting by the route that reaches CMake in ``shape`` (``env``: the step's so far;
+    ``project``: the step's name, for its generated files)."""
     add: dict[str, str] = {}
     drop: list[str] = []
     settings: tuple[str, ...] = ()
@@ -124,6 +142,12 @@ def routes(shape: Shape, env: Mapping[str, str], sysdeps_include: Path | None) -
             "sysdeps headers through CPLUS_INCLUDE_PATH/C_INCLUDE_PATH (HIP compiles by CMake "
             "read no CFLAGS/CXXFLAGS)"
         )
+    clang = env.get("HIP_CLANG_PATH")
+    if shape.name in (NATIVE_HIP, SCIKIT_BUILD_CORE) and clang and "HIPCXX" not in env:
+        # CMake finds its HIP compiler by HIPCXX, else by `hipconfig --hipclangpath` (a tree
+        # without hipconfig, as Debian's, leaves it at "Failed to find HIP root directory").
+        add["HIPCXX"] = str(Path(clang) / "clang++")
+        notes.append("HIP compiler for CMake's HIP language by HIPCXX (the tree's clang++)")
     if shape.name in (NATIVE_HIP, SCIKIT_BUILD_CORE) and "CMAKE_HIP_COMPILER_LAUNCHER" in env:
         notes.append("HIP objects through the cache by CMAKE_HIP_COMPILER_LAUNCHER")
     if shape.name == SCIKIT_BUILD_CORE:
@@ -134,6 +158,12 @@ def routes(shape: Shape, env: Mapping[str, str], sysdeps_include: Path | None) -
                 "GPU asserts as -C cmake.define."
                 + "=ON, cmake.define.".join(GPU_ASSERT_DEFINES)
                 + f"=ON (scikit-build-core may never run {_INCLUDE})"
+            )
+        if kept := kept_generated(project):
+            settings += kept
+            notes.append(
+                "generated, git-ignored files kept in the wheel by -C sdist.include: "
+                + ", ".join(GENERATED_IGNORED[project])
             )
     return Routes(add, tuple(drop), settings, tuple(notes))
 
@@ -150,10 +180,14 @@ def pip_command(python: Path, wheel_dir: Path, settings: tuple[str, ...]) -> tup
 
 
 def apply_to(
-    env: dict[str, str], changed: dict[str, str], shape: Shape, sysdeps_include: Path | None
+    env: dict[str, str],
+    changed: dict[str, str],
+    shape: Shape,
+    sysdeps_include: Path | None,
+    project: str = "",
 ) -> Routes:
     """``routes`` applied to a step's ``env`` and ``changed`` in place; returns them."""
-    found = routes(shape, env, sysdeps_include)
+    found = routes(shape, env, sysdeps_include, project)
     for key in found.drop:
         env.pop(key, None)
         changed.pop(key, None)

@@ -93,7 +93,8 @@ def test_the_plan_names_the_shape_and_builds_skbuild_through_pip(tmp_path: Path)
     assert "--config-settings=cmake.define.USE_ROCM_KERNEL_ASSERT=ON" in step.command
     assert step.command[1:4] == ("-m", "pip", "wheel")
     assert "CMAKE_PROJECT_INCLUDE_BEFORE" not in step.env
-    assert step.notes[-2].startswith("build shape: scikit-build-core")
+    assert "--config-settings=sdist.include=torch/version.py" in step.command
+    assert any(n.startswith("build shape: scikit-build-core") for n in step.notes)
     assert buildplan.BuildPlan.as_json(replace(made, steps=(step,)))["projects"][0]["shape"] == (
         "scikit-build-core"
     )
@@ -120,3 +121,28 @@ def test_the_hipcc_wrappers_stay_with_the_hipcc_shape(tmp_path: Path) -> None:
     assert torch.env["HIP_CLANG_PATH"] == str(tree.clang_dir)
     assert vision.hip_launcher == launcher
     assert vision.env["HIP_CLANG_PATH"] == str(tmp_path / "w" / "bin")
+
+
+def test_cmake_hip_shapes_take_the_trees_clang_by_hipcxx() -> None:
+    """CMake's HIP language finds clang by HIPCXX or `hipconfig --hipclangpath`; a tree without
+    hipconfig (Debian's) needs HIPCXX. The hipcc shape keeps hipcc's own search."""
+    env = {"HIP_CLANG_PATH": "/r/lib/llvm/bin"}
+    for name in (buildshape.NATIVE_HIP, buildshape.SCIKIT_BUILD_CORE):
+        found = buildshape.routes(buildshape.Shape(name, "t"), env, None)
+        assert found.add == {"HIPCXX": "/r/lib/llvm/bin/clang++"}
+    setup = buildshape.routes(buildshape.Shape(buildshape.SETUP_PY, "t"), env, None)
+    assert "HIPCXX" not in setup.add
+    mine = {**env, "HIPCXX": "/mine/clang++"}
+    assert buildshape.routes(buildshape.Shape(buildshape.NATIVE_HIP, "t"), mine, None).add == {}
+
+
+def test_scikit_build_core_keeps_torchs_generated_version_file() -> None:
+    """torch/version.py is written into the checkout and listed in its .gitignore; only
+    sdist.include brings it past scikit-build-core's ignore files into the wheel."""
+    shape = buildshape.Shape(buildshape.SCIKIT_BUILD_CORE, "test")
+    found = buildshape.routes(shape, {}, None, "torch")
+    assert found.config_settings == ("--config-settings=sdist.include=torch/version.py",)
+    assert any("torch/version.py" in n for n in found.notes)
+    assert buildshape.routes(shape, {}, None, "torchvision").config_settings == ()
+    native = buildshape.routes(buildshape.Shape(buildshape.NATIVE_HIP, "t"), {}, None, "torch")
+    assert native.config_settings == ()

@@ -1,0 +1,115 @@
+"""Compiler cache on the torch-shaped HIP fixture, per build shape: a cold build vs the same build
+from another folder with the shared ccache, for torch 2.13's shape (setup.py runs CMake, whose
+HIP language compiles the kernels) and 2.14's (scikit-build-core).
+
+Builds tests/integration/building/hipshapeproject (the index kernel plus --kernels copies of it
+and the sysdeps kernel) for two gfx targets with the ROCm 5.2 tree's clang, the environment and
+routes ``build`` plans (tests/integration/building/hipshape.py), ccache configured by
+``cache.resolve_cache`` (CMAKE_HIP_COMPILER_LAUNCHER). Times the whole wheel build (CMake's
+configure and compiler checks, compiles, link, wheel) and reads ccache's own statistics.
+
+    python benchmarks/bench_build_cache.py [--rocm DIR] [--kernels 6] [--repeat 1]
+
+Without --rocm it assembles the Debian ROCm tree (rocm_build.rocm.debtree) in the test cache
+($RB_TEST_CACHE or ~/.cache/rocm-build-tests), as the tests do. Needs the package index once
+(a venv with scikit-build-core, cmake, ninja, setuptools, wheel; kept in benchmarks/_work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+from rocm_build.building import buildshape, cache  # noqa: E402
+from rocm_build.rocm import debtree  # noqa: E402
+from tests.integration.building import hipshape  # noqa: E402
+
+TARGETS = ("gfx90a", "gfx1030")
+SHAPES = (buildshape.NATIVE_HIP, buildshape.SCIKIT_BUILD_CORE)
+
+
+def _python() -> Path:
+    work = HERE / "_work" / "hipshape"
+    python = work / "venv" / "bin" / "python"
+    if not python.exists():
+        work.mkdir(parents=True, exist_ok=True)
+        hipshape.build_python(work)
+    return python
+
+
+def _timed_build(
+    folder: Path, shape: str, python: Path, view: Path, c: cache.CompilerCache, kernels: int
+) -> tuple[float, dict[str, int]]:
+    project = hipshape.checkout(folder, shape, kernels=kernels)
+    step = hipshape.plan(project, python, view, TARGETS, extra=c.env)
+    env = dict(step.env)
+    cache.zero_stats(c, env)
+    start = time.perf_counter()
+    done = hipshape.build(project, step)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{shape} build failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    return took, cache.cache_stats(c, env)
+
+
+def run_shape(
+    shape: str, python: Path, tree: Path, kernels: int
+) -> tuple[float, float, dict[str, int], dict[str, int]]:
+    with tempfile.TemporaryDirectory(prefix="bench-build-cache-") as tmp:
+        root = Path(tmp)
+        view = hipshape.hip_lang_view(tree, root / "tree")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
+        c = cache.resolve_cache(
+            "ccache", "", env, cache_dir=root / "ccache", base_dir=root / "checkouts"
+        )
+        folders = root / "checkouts"
+        cold, cold_stats = _timed_build(folders / "a" / "torch", shape, python, view, c, kernels)
+        warm, warm_stats = _timed_build(folders / "b" / "torch", shape, python, view, c, kernels)
+        return cold, warm, cold_stats, warm_stats
+
+
+def _rate(stats: dict[str, int]) -> str:
+    total = stats["hits"] + stats["misses"]
+    return f"{stats['hits']}/{total} ({100 * stats['hits'] / total:.0f}%)" if total else "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rocm", type=Path, help="a ROCm tree (default: the Debian 5.2 tree)")
+    parser.add_argument("--kernels", type=int, default=6, help="copies of the index kernel")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    if shutil.which("ccache") is None:
+        raise SystemExit("needs ccache")
+    test_cache = Path(os.environ.get("RB_TEST_CACHE") or Path.home() / ".cache/rocm-build-tests")
+    tree = args.rocm or debtree.assemble(test_cache / "rocm-debian", cache=test_cache)
+    python = _python()
+    units = args.kernels + 2
+    print(f"{units} .hip files x {len(TARGETS)} targets ({', '.join(TARGETS)}), ccache")
+    print(
+        "| shape | cold build | second build, other folder | ratio | hits (cold) | hits (second) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    for shape in SHAPES:
+        runs = [run_shape(shape, python, tree, args.kernels) for _ in range(args.repeat)]
+        cold = statistics.median(r[0] for r in runs)
+        warm = statistics.median(r[1] for r in runs)
+        cold_stats, warm_stats = runs[-1][2], runs[-1][3]
+        print(
+            f"| {shape} | {cold:.1f} s | {warm:.1f} s | {100 * warm / cold:.0f}% "
+            f"| {_rate(cold_stats)} | {_rate(warm_stats)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

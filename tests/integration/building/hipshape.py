@@ -1,0 +1,175 @@
+"""The torch-shaped HIP fixture (``hipshapeproject``) built for real by the ROCm 5.2 tree's clang
+through CMake's HIP language, in torch 2.13's shape (setup.py runs CMake) or torch 2.14's
+(scikit-build-core), with the routes ``buildshape`` gives each shape; and the readers that tell
+what the build made (its code objects, disassembled by the tree's llvm-objdump).
+
+Shared by the tests and ``benchmarks/bench_build_cache.py``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocm_build.binary import elf
+from rocm_build.building import buildshape
+from rocm_build.building.buildfeatures import GPU_ASSERTS_CMAKE
+from rocm_build.rocm import dist
+
+PROJECT = Path(__file__).parent / "hipshapeproject"
+PROBE = "rb_sysdeps_probe.h"
+LIBRARY = "torch/lib/libhipshape_kernels.so"
+#: What the build venv needs for both shapes (setup.py's bdist_wheel, scikit-build-core's).
+BUILD_REQUIREMENTS = ("scikit-build-core", "cmake", "ninja", "setuptools>=70.1", "wheel")
+#: A stub for the AMDDeviceLibs package Debian's hip-lang config asks for (find_dependency) and
+#: Debian does not ship; the device libraries themselves are the tree's bitcode.
+_DEVICE_LIBS_STUB = "set(AMDDeviceLibs_FOUND TRUE)\n"
+
+
+def build_python(where: Path) -> Path:
+    """A venv with scikit-build-core, cmake, ninja, setuptools and wheel from the registry."""
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *BUILD_REQUIREMENTS], check=True)
+    return python
+
+
+def _links(src: Path, dest: Path, skip: tuple[str, ...] = ()) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in src.iterdir():
+        if entry.name not in skip:
+            os.symlink(entry, dest / entry.name)
+
+
+def hip_lang_view(tree: Path, dest: Path) -> Path:
+    """``tree`` seen through a folder of links where CMake's HIP language works: Debian's
+    hip-lang files find their libraries four folders up (``lib/x86_64-linux-gnu``), so the view
+    puts the tree at ``<dest>/rocm`` with that folder beside it; hip-lang's own folder is a copy
+    (it resolves its real path). The sysdeps folder gets an ``include`` folder with the one header
+    nothing else has (``PROBE``), as TheRock's trees keep libdrm's headers there."""
+    root = dest / "rocm"
+    _links(tree, root, skip=("lib",))
+    _links(tree / "lib", root / "lib", skip=("cmake", "rocm_sysdeps"))
+    _links(tree / "lib" / "cmake", root / "lib" / "cmake", skip=("hip-lang",))
+    shutil.copytree(tree / "lib" / "cmake" / "hip-lang", root / "lib" / "cmake" / "hip-lang")
+    stub = root / "lib" / "cmake" / "AMDDeviceLibs" / "AMDDeviceLibsConfig.cmake"
+    stub.parent.mkdir()
+    stub.write_text(_DEVICE_LIBS_STUB)
+    sysdeps = root / "lib" / "rocm_sysdeps"
+    _links(tree / "lib" / "rocm_sysdeps", sysdeps, skip=("include",))
+    (sysdeps / "include").mkdir()
+    (sysdeps / "include" / PROBE).write_text("#pragma once\n#define RB_SYSDEPS_PROBE_SCALE 2.0f\n")
+    (dest / "lib").mkdir()
+    os.symlink(tree / "lib", dest / "lib" / "x86_64-linux-gnu")
+    os.symlink(tree / "include", dest / "include")
+    os.symlink(tree / "lib" / "llvm", dest / "llvm")
+    return root
+
+
+def checkout(dest: Path, shape: str, kernels: int = 0) -> Path:
+    """A copy of the fixture in ``shape`` (``buildshape.NATIVE_HIP`` or ``SCIKIT_BUILD_CORE``);
+    ``kernels`` more copies of the index kernel (for the benchmark)."""
+    project = shutil.copytree(PROJECT, dest)
+    pyproject = project / "skbuild-pyproject.toml"
+    if shape == buildshape.SCIKIT_BUILD_CORE:
+        pyproject.rename(project / "pyproject.toml")
+    else:
+        pyproject.unlink()
+    text = (project / "kernels" / "index_kernel.hip").read_text()
+    for n in range(kernels):
+        copy = text.replace("index_kernel", f"index_kernel_{n}").replace("launch_index", f"li{n}")
+        (project / "kernels" / f"index_kernel_{n}.hip").write_text(copy)
+    return project
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the plan runs for the fixture: the environment and the command."""
+
+    shape: buildshape.Shape
+    env: dict[str, str]
+    command: tuple[str, ...]
+    routes: buildshape.Routes
+
+
+def plan(
+    project: Path,
+    python: Path,
+    view: Path,
+    targets: tuple[str, ...],
+    *,
+    gpu_asserts: bool = False,
+    extra: Mapping[str, str] | None = None,
+    route_as: str = "",
+) -> Step:
+    """The fixture's step as ``build`` plans it: the tree's environment (``dist.compose_env``),
+    the GPU assert include when asked (as ``buildfeatures`` sets it), then the routes of the
+    detected shape, or of ``route_as`` (a wrong route, for the controls)."""
+    shape = buildshape.detect(project, "torch")
+    tree = dist.open_tree(view)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
+    base["PATH"] = f"{python.parent}{os.pathsep}{base['PATH']}"
+    add = {**(extra or {})}
+    if gpu_asserts:
+        add["CMAKE_PROJECT_INCLUDE_BEFORE"] = str(GPU_ASSERTS_CMAKE)
+    composed = dist.compose_env(base, tree=tree, targets=targets, jobs=2, extra=add)
+    env, changed = dict(composed.env), dict(composed.changed)
+    sysdeps = tree.sysdeps_dir / "include" if tree.sysdeps_dir else None
+    routed = buildshape.Shape(route_as, "control") if route_as else shape
+    found = buildshape.apply_to(env, changed, routed, sysdeps, project="torch")
+    wheels = project / "wheels"
+    if shape.name == buildshape.SCIKIT_BUILD_CORE:
+        command = buildshape.pip_command(python, wheels, found.config_settings)
+    else:
+        command = (str(python), "setup.py", "bdist_wheel", "--dist-dir", str(wheels))
+    return Step(shape, env, command, found)
+
+
+def build(project: Path, step: Step) -> subprocess.CompletedProcess[str]:
+    """Runs the step in the checkout (its output kept for the failure message)."""
+    return subprocess.run(step.command, cwd=project, env=step.env, capture_output=True, text=True)
+
+
+def built_wheel(project: Path) -> Path:
+    (wheel,) = (project / "wheels").glob("torch-*.whl")
+    return wheel
+
+
+def wheel_library(project: Path, dest: Path) -> Path:
+    """The kernel library of the checkout's wheel, extracted to ``dest``."""
+    with zipfile.ZipFile(built_wheel(project)) as zf:
+        (dest / "lib.so").write_bytes(zf.read(LIBRARY))
+    return dest / "lib.so"
+
+
+def code_objects(library: Path) -> dict[str, list[bytes]]:
+    """Each target's code objects in the library's offload bundles (``rocm_build.binary.elf``)."""
+    data = library.read_bytes()
+    found: dict[str, list[bytes]] = {}
+    for bundle in elf.offload_bundles(library):
+        assert not bundle.compressed, "the 5.2 clang writes uncompressed bundles"
+        for entry in bundle.entries:
+            if entry.target and entry.size:
+                start = bundle.file_offset + entry.offset
+                found.setdefault(entry.target, []).append(data[start : start + entry.size])
+    return found
+
+
+def disassemble(view: Path, code: bytes, target: str, work: Path) -> str:
+    """``llvm-objdump -d --mcpu=<target>`` of the tree on one code object."""
+    path = work / f"{target}.co"
+    path.write_bytes(code)
+    objdump = view / "lib" / "llvm" / "bin" / "llvm-objdump"
+    done = subprocess.run(
+        [str(objdump), "-d", f"--mcpu={target}", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout

@@ -1,0 +1,129 @@
+"""torch 2.13's and 2.14's shapes built for real (issue 32): CMake's HIP language compiles the
+fixture's kernels with the ROCm 5.2 tree's clang, through setup.py (native HIP) or
+scikit-build-core, with the routes ``buildshape`` gives each shape. What reaches the compiler is
+read from the result: the code objects of the wheel's library, disassembled by the tree's
+llvm-objdump (GPU asserts), the wheel's members (the git-ignored generated file), the build's
+own failure (the sysdeps header). Each control takes the route of the other shape and fails."""
+
+from __future__ import annotations
+
+import dataclasses
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build.building import buildshape
+from rocm_build.building.buildfeatures import GPU_ASSERTS_CMAKE
+
+from . import hipshape
+
+pytestmark = pytest.mark.slow
+TARGETS = ("gfx90a",)
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hipshape.build_python(tmp_path_factory.mktemp("hipshape-venv"))
+
+
+@pytest.fixture(scope="module")
+def view(rocm_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hipshape.hip_lang_view(rocm_tree, tmp_path_factory.mktemp("hipshape-tree"))
+
+
+def _built(project: Path, step: hipshape.Step) -> Path:
+    done = hipshape.build(project, step)
+    assert done.returncode == 0, f"{done.stdout[-6000:]}\n{done.stderr[-6000:]}"
+    return hipshape.built_wheel(project)
+
+
+def _assert_path(project: Path, view: Path) -> dict[str, bool]:
+    """Per target: whether the index kernel's code object has the assert's failure path (the
+    call to ``__assert_fail`` and its ``s_trap``)."""
+    found = {}
+    for target, codes in hipshape.code_objects(hipshape.wheel_library(project, project)).items():
+        text = "\n".join(hipshape.disassemble(view, c, target, project) for c in codes)
+        assert "<_Z12index_kernel" in text, text[:2000]  # the kernel is there either way
+        found[target] = "__assert_fail" in text and "s_trap" in text
+    assert sorted(found) == sorted(TARGETS)
+    return found
+
+
+def _members(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.namelist()
+
+
+@pytest.mark.parametrize("shape", [buildshape.NATIVE_HIP, buildshape.SCIKIT_BUILD_CORE])
+def test_gpu_asserts_reach_the_device_code_by_the_shapes_route(
+    shape: str, tmp_path: Path, python: Path, view: Path
+) -> None:
+    on = hipshape.checkout(tmp_path / "on", shape)
+    step = hipshape.plan(on, python, view, TARGETS, gpu_asserts=True)
+    assert step.shape.name == shape
+    _built(on, step)
+    assert _assert_path(on, view) == dict.fromkeys(TARGETS, True)
+    off = hipshape.checkout(tmp_path / "off", shape)
+    _built(off, hipshape.plan(off, python, view, TARGETS))
+    assert _assert_path(off, view) == dict.fromkeys(TARGETS, False)
+
+
+def test_the_setup_py_route_on_the_skbuild_shape_loses_asserts_and_the_generated_file(
+    tmp_path: Path, python: Path, view: Path
+) -> None:
+    """The control: asserts asked for the setup.py way (CMAKE_PROJECT_INCLUDE_BEFORE in the
+    environment, no -C settings), as before the scikit-build-core route."""
+    project = hipshape.checkout(tmp_path / "c", buildshape.SCIKIT_BUILD_CORE)
+    step = hipshape.plan(project, python, view, TARGETS, gpu_asserts=True)
+    assert "CMAKE_PROJECT_INCLUDE_BEFORE" not in step.env  # the route moved it into -C
+    wrong = dataclasses.replace(
+        step,
+        env={**step.env, "CMAKE_PROJECT_INCLUDE_BEFORE": str(GPU_ASSERTS_CMAKE)},
+        command=buildshape.pip_command(python, project / "wheels", ()),
+    )
+    wheel = _built(project, wrong)
+    assert _assert_path(project, view) == dict.fromkeys(TARGETS, False)
+    # torch/version.py was written (the build log says so) but .gitignore dropped it.
+    assert (project / "torch" / "version.py").is_file()
+    assert "torch/version.py" not in _members(wheel)
+
+
+def test_the_skbuild_route_keeps_the_generated_git_ignored_file(
+    tmp_path: Path, python: Path, view: Path
+) -> None:
+    project = hipshape.checkout(tmp_path / "g", buildshape.SCIKIT_BUILD_CORE)
+    step = hipshape.plan(project, python, view, TARGETS)
+    assert "--config-settings=sdist.include=torch/version.py" in step.command
+    with zipfile.ZipFile(_built(project, step)) as zf:
+        assert zf.read("torch/version.py").decode().startswith("__version__")
+
+
+def test_the_skbuild_route_on_the_native_shape_loses_asserts(
+    tmp_path: Path, python: Path, view: Path
+) -> None:
+    """The control: setup.py reads no -C settings; dropping the include leaves asserts off."""
+    project = hipshape.checkout(tmp_path / "n", buildshape.NATIVE_HIP)
+    step = hipshape.plan(
+        project, python, view, TARGETS, gpu_asserts=True, route_as=buildshape.SCIKIT_BUILD_CORE
+    )
+    _built(project, step)
+    assert _assert_path(project, view) == dict.fromkeys(TARGETS, False)
+
+
+def test_a_native_hip_compile_finds_the_sysdeps_header_only_by_the_route(
+    tmp_path: Path, python: Path, view: Path
+) -> None:
+    """The header is only in the tree's lib/rocm_sysdeps/include. CXXFLAGS names it too (the
+    setup.py shape's route), but CMake's HIP compiles read CMAKE_HIP_FLAGS, not CXXFLAGS."""
+    project = hipshape.checkout(tmp_path / "s", buildshape.NATIVE_HIP)
+    step = hipshape.plan(project, python, view, TARGETS)
+    include = str(view / "lib" / "rocm_sysdeps" / "include")
+    assert step.env["CPLUS_INCLUDE_PATH"].split(":")[0] == include
+    assert f"-I{include}" in step.env["CXXFLAGS"]
+    env = {k: v for k, v in step.env.items() if k not in ("CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH")}
+    failed = hipshape.build(project, dataclasses.replace(step, env=env))
+    assert failed.returncode != 0
+    assert f"'{hipshape.PROBE}' file not found" in failed.stdout + failed.stderr
+    again = hipshape.checkout(tmp_path / "s2", buildshape.NATIVE_HIP)
+    _built(again, hipshape.plan(again, python, view, TARGETS))
