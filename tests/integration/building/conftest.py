@@ -90,6 +90,14 @@ class Workspace:
         (found,) = self.wheels.glob(f"{project}-*.whl")
         return found
 
+    def without_submodules(self, project: str = "torch") -> None:
+        """The project's checkout as one whose submodules were never initialised: nothing of
+        ``third_party`` in its tree, and nothing uncommitted (git status is clean)."""
+        src = self.root / "src" / project
+        env = {**os.environ, **GIT_IDENTITY}
+        for args in (["rm", "-rq", "third_party"], ["commit", "-qm", "no submodules"]):
+            subprocess.run(["git", *args], cwd=src, env=env, check=True)
+
 
 @pytest.fixture
 def workspace(

@@ -6,7 +6,6 @@ anything is built."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from tests.conftest import CliRunner
@@ -70,7 +69,7 @@ def test_a_ck_build_without_torchs_submodule_stops_before_building(workspace: Wo
     (step,) = json.loads(dry.stdout)["projects"]
     assert step["env"]["USE_ROCM_CK_SDPA"] == "1"
     assert "USE_ROCM_CK_GEMM" not in step["env"]  # left to the train's default
-    shutil.rmtree(workspace.root / "src" / "torch" / "third_party")
+    workspace.without_submodules()
     res = workspace.build("torch", env=env)
     assert res.returncode == 8, res.stderr
     assert "Traceback" not in res.stderr

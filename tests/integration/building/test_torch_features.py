@@ -5,7 +5,6 @@ third_party/composable_kernel; MSLK on for gfx942/gfx950) and stops on a value n
 from __future__ import annotations
 
 import json
-import shutil
 from typing import Any
 
 from .conftest import Workspace, read_member
@@ -70,7 +69,7 @@ def test_the_dry_run_says_each_feature_and_why(workspace: Workspace) -> None:
 
 
 def test_ck_without_torchs_submodule_stops_before_building(workspace: Workspace) -> None:
-    shutil.rmtree(workspace.root / "src" / "torch" / "third_party")
+    workspace.without_submodules()
     res = workspace.build("torch")
     assert res.returncode == 8, res.stdout[-3000:] + res.stderr[-3000:]
     assert "Traceback" not in res.stderr
