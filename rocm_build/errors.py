@@ -71,7 +71,8 @@ class FetchError(RocmBuildError):
 
 
 class DirtyCheckout(RocmBuildError):
-    """A checkout holds work that a step would overwrite."""
+    """A checkout holds work that a step would overwrite, or uncommitted changes a build would
+    build (``build``/``all`` without ``--allow-dirty``)."""
 
     exit_code = 6
 
@@ -146,7 +147,8 @@ EXIT_CODES: dict[int, str] = {
     CommandFailed.exit_code: "an external command failed (its log is named)",
     FetchError.exit_code: "a git fetch or download failed after its retries",
     DirtyCheckout.exit_code: (
-        "a checkout holds work a step would overwrite (`save-patches` it, or `--force`)"
+        "a checkout holds work a step would overwrite (`save-patches` it, or `--force`), or "
+        "uncommitted changes `build` would build (commit or stash them, or `--allow-dirty`)"
     ),
     PatchConflict.exit_code: "a saved patch does not apply (the repository was restored)",
     RocmTreeError.exit_code: (

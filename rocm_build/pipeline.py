@@ -37,6 +37,7 @@ from rocm_build.config.loader import Config
 from rocm_build.context import RunContext
 from rocm_build.errors import RocmBuildError
 from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.repo import worktree
 from rocm_build.runreport import StageOutcome
 from rocm_build.stages import Outputs, StageResult
 
@@ -210,10 +211,14 @@ def _manifest_entries(ctx: RunContext, names: Sequence[str]) -> dict[str, Any]:
 
 
 def _build_inputs(run: _Run, _handed: list[Path]) -> dict[str, Any]:
+    """The build's key: also each checkout as it is now (HEADs, and the fingerprint of its
+    uncommitted changes), not only as the manifest says checkout left it, so an edit or a
+    commit of the user's after checkout is never answered with the last run's wheels."""
     return {
         "tool": __version__,
         "python": sys.version,
         "sources": _manifest_entries(run.ctx, _names(run)),
+        "checkouts": {n: worktree.read(run.ctx.src_dir / n).as_key() for n in _names(run)},
         "rocm": run.facts["rocm"],
         "targets": list(run.ctx.targets),
         "settings": _settings(run.ctx.settings, "build."),

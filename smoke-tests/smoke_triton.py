@@ -3,7 +3,8 @@
 ``python smoke_triton.py --result FILE imports PKG [PKG...]``: import the packages in that order,
 then ask Triton's AMD backend where it finds the HIP runtime and load it the way the backend does
 (by that path), so the result says which runtime files the process mapped.
-``... compile GFX [GFX...]``: compile a small kernel ahead of time for each target (no GPU used).
+``... compile GFX [GFX...]``: compile a small kernel ahead of time for each target (no GPU used);
+a target this Triton refuses as unsupported (its own verdict) is listed apart from the failures.
 ``... flash``: ``torch.backends.cuda.is_flash_attention_available()``, or null where this torch
 has no such function.
 The result goes to FILE as JSON: stdout belongs to the packages, which may print.
@@ -11,11 +12,15 @@ The result goes to FILE as JSON: stdout belongs to the packages, which may print
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import json
+import os
 import sys
+import tempfile
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,15 +82,57 @@ def compile_for(targets: list[str]) -> dict[str, Any]:
 
     signature = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}
     sizes: dict[str, Any] = {}
+    unsupported: dict[str, str] = {}
     for target in targets:
         arch = target.split(":", 1)[0]
+        with _stderr_captured() as said:
+            try:
+                src = ASTSource(add, signature=signature, constexprs={"BLOCK": 64})
+                compiled = triton.compile(src, target=GPUTarget("hip", arch, _warp_size(arch)))
+                sizes[target] = len(compiled.asm["hsaco"])
+            except BaseException:
+                sizes[target] = traceback.format_exc()
+        verdict = _unsupported_verdict(said.text, arch)
+        if verdict is not None and not isinstance(sizes[target], int):
+            unsupported[target] = verdict
+            del sizes[target]
+        elif not isinstance(sizes[target], int):
+            sizes[target] += said.text[-3000:]
+    return {"hsaco": sizes, "unsupported": unsupported}
+
+
+def _unsupported_verdict(stderr: str, arch: str) -> str | None:
+    """Triton's own word that it has no code generator for ``arch``: its AMD backend keeps the
+    list of the ISA families it generates code for in its compiled core (no Python API tells
+    it), and refuses any other target with an MLIR diagnostic ``unsupported target: 'gfxN'``.
+    The line it printed, or None when it did not refuse the target."""
+    for line in stderr.splitlines():
+        if f"unsupported target: '{arch}'" in line:
+            return line.strip()
+    return None
+
+
+class _Captured:
+    text = ""
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[_Captured]:
+    """File descriptor 2 into a temporary file while the block runs (its text in ``.text``
+    afterwards): Triton's compiled core writes its diagnostics there, not to sys.stderr."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    said = _Captured()
+    with tempfile.TemporaryFile() as fh:
+        os.dup2(fh.fileno(), 2)
         try:
-            src = ASTSource(add, signature=signature, constexprs={"BLOCK": 64})
-            compiled = triton.compile(src, target=GPUTarget("hip", arch, _warp_size(arch)))
-            sizes[target] = len(compiled.asm["hsaco"])
-        except BaseException:
-            sizes[target] = traceback.format_exc()
-    return {"hsaco": sizes}
+            yield said
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            fh.seek(0)
+            said.text = fh.read().decode("utf-8", "replace")
 
 
 def flash() -> dict[str, Any]:

@@ -6,6 +6,7 @@ setting. Skipped as a whole, with the reason, when triton is not among the packa
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -46,17 +47,27 @@ def test_imports_and_finds_hip_in_the_wheels(smoke: SmokeConfig, order: tuple[st
 
 
 def test_compiles_ahead_of_time_for_each_target(smoke: SmokeConfig) -> None:
+    """Each requested target Triton generates code for compiles; one this Triton refuses as
+    unsupported (its own verdict, read from the installed Triton) is reported, not failed:
+    torch and ROCm may support a target that Triton's AMD backend does not."""
     if not smoke.targets:
         pytest.skip("no requested targets given (--rocm-arch / SMOKE_ARCH)")
     got = sup.run_script(SCRIPT, "compile", *smoke.targets, what="triton.compile for")
-    sizes = got["hsaco"]
-    smoke.facts.setdefault("triton", {})["hsaco_bytes"] = sizes
+    sizes, unsupported = got["hsaco"], got["unsupported"]
+    facts = smoke.facts.setdefault("triton", {})
+    facts["hsaco_bytes"] = sizes
+    facts["unsupported_targets"] = sorted(unsupported)
     failed = {t: v for t, v in sizes.items() if not isinstance(v, int) or v <= 0}
     assert not failed, "triton.compile failed for:\n" + "\n".join(
         f"{t}: {str(v).strip().splitlines()[-1] if str(v).strip() else v}"
         for t, v in failed.items()
     )
-    assert sorted(sizes) == sorted(smoke.targets)
+    assert sorted([*sizes, *unsupported]) == sorted(smoke.targets)
+    if unsupported:
+        note = ", ".join(sorted(unsupported))
+        if not sizes:
+            pytest.skip(f"this Triton supports none of the targets ({note}): nothing to compile")
+        warnings.warn(f"this Triton does not support {note}: not compiled", stacklevel=1)
 
 
 def test_flash_attention_matches_the_setting(smoke: SmokeConfig) -> None:

@@ -23,7 +23,7 @@ _VOLATILE = re.compile(
 
 #: Each part of the fingerprint, in the words a person reads.
 PART_WORDS = {
-    "commit": "the checkout's commit",
+    "checkout": "the checkout (its commits or uncommitted changes)",
     "env": "the build environment",
     "removed": "the variables removed from the environment",
     "command": "the build command",
@@ -45,18 +45,15 @@ def git_out(source: Path, env: Mapping[str, str], *args: str) -> str | None:
 def inputs(
     plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]
 ) -> tuple[str, dict[str, str]]:
-    """What the wheel is made from: the commit, the build environment rocm-build sets, the
+    """What the wheel is made from: the checkout (HEADs and the fingerprint of its uncommitted
+    changes, as the survey read them), the build environment rocm-build sets, the
     command, the targets and the tree, as one digest and one per part. ("", {}) when that
-    cannot be told (not a git checkout, or uncommitted changes)."""
-    if not (step.source / ".git").exists():
-        return "", {}
-    head = git_out(step.source, step.env, "rev-parse", "HEAD")
-    status = git_out(step.source, step.env, "status", "--porcelain", "--untracked-files=no")
-    if not head or status is None or status.strip():
+    cannot be told (not a git checkout)."""
+    if not step.worktree.head:
         return "", {}
     env = {k: step.env.get(k, "") for k in step.changed if not _VOLATILE.match(k)}
     data: dict[str, Any] = {
-        "commit": head.strip(),
+        "checkout": step.worktree.as_key(),  # its HEADs and uncommitted changes
         "env": env,
         "removed": list(step.removed),
         "command": list(step.command),

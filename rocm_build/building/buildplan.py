@@ -18,7 +18,6 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from rocm_build import proc
 from rocm_build.building import (
@@ -32,13 +31,19 @@ from rocm_build.building import (
 )
 from rocm_build.building.buildjobs import GIB, default_jobs, memory_available
 from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
-from rocm_build.building.buildversion import Revision, read_revision, release_version
+from rocm_build.building.buildversion import (
+    Revision,
+    mark_dirty,
+    project_version,
+    read_revision,
+    refuse_dirty,
+)
 from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
 from rocm_build.building.prefetch import llvm_cache_dir
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BuildFailed, ConfigError, RocmTreeError
-from rocm_build.repo import checkoutfile
+from rocm_build.repo import checkoutfile, worktree
 from rocm_build.rocm import dist
 
 __all__ = [
@@ -62,33 +67,6 @@ log = logging.getLogger(__name__)
 REPORT_NAME = "build-report.json"
 #: Variables of the user's that the build keeps though ``dist`` clears their family.
 KEPT_NAMES = ("HIP_CLANG_LAUNCHER", "HIPCXX")
-
-
-def project_version(
-    source: Path, spec: ProjectSpec, label: str, revision: Revision | None = None
-) -> str:
-    """The version the build is told to use: the version file (for a ``version_from_tag``
-    project: the release tag's version, or the version file +git<sha8> for a development
-    build) plus the local label; "" when the project has no version file (it versions itself)."""
-    if not spec.version_file or not spec.version_env:
-        return ""
-    path = source / spec.version_file
-    text = checkoutfile.read_text(source, spec.version_file, f"{spec.name}'s version file")
-    if text is None:
-        return ""
-    base = text.strip()
-    if spec.version_from_tag and revision is not None and revision.commit:
-        tagged = release_version(revision.tag)
-        dev = f"git{revision.commit[:8]}"
-        base = tagged or (f"{base}.{dev}" if "+" in base else f"{base}+{dev}")
-    local = label.lstrip("+")
-    text = f"{base}.{local}" if "+" in base else f"{base}+{local}"
-    try:
-        Version(text)
-    except InvalidVersion:
-        msg = f"{spec.name}: '{text}' is not a valid version; fix --version-suffix or {path}"
-        raise ConfigError(msg) from None
-    return text
 
 
 #: PEP 517/518's fallback for a pyproject.toml without a [build-system] table (torchvision's and
@@ -164,6 +142,8 @@ class ProjectStep:
     #: How hipcc's clang runs through the compiler cache (``hiplauncher``); None = it does not.
     hip_launcher: hiplauncher.HipLauncher | None = None
     shape: buildshape.Shape | None = None  # how the project builds (``buildshape``)
+    #: The checkout's HEADs and uncommitted state, as the survey found it (``repo.worktree``).
+    worktree: worktree.WorkTree = field(default_factory=worktree.WorkTree)
 
     @property
     def cwd(self) -> Path:
@@ -212,6 +192,7 @@ class BuildPlan:
                     "jobs": s.jobs,
                     "version": s.version,
                     "version_from": s.version_from,
+                    "dirty": list(s.worktree.paths),
                     "checkout": s.checkout.as_json() if s.checkout else None,
                     "device_code": s.device_code,
                     "notes": list(s.notes),
@@ -237,11 +218,14 @@ class Survey:
 
     compiler_cache: CompilerCache  # ``ccache --version`` (or sccache's)
     revisions: Mapping[str, Revision]  # per project built with version_from_tag: git's answer
+    #: Per project: its checkout's HEADs and uncommitted changes (none = a clean checkout).
+    worktrees: Mapping[str, worktree.WorkTree] = field(default_factory=dict)
 
 
 def survey(ctx: RunContext, specs: Sequence[ProjectSpec]) -> Survey:
     """Pick the compiler cache (asking it for its version and storage backends) and read the
-    revision of each checkout whose version comes from its release tag (git)."""
+    revision of each checkout whose version comes from its release tag and every checkout's
+    state: HEADs and uncommitted changes, submodules' too (git)."""
     cfg = ctx.settings
     return Survey(
         compiler_cache=resolve_cache(
@@ -252,6 +236,7 @@ def survey(ctx: RunContext, specs: Sequence[ProjectSpec]) -> Survey:
             for s in specs
             if s.version_from_tag
         },
+        worktrees={s.name: worktree.read(ctx.src_dir / s.name) for s in specs},
     )
 
 
@@ -259,10 +244,12 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
     """The build plan for the run context (``build`` and ``all`` share it): its decided tree
     and targets, and what ``survey`` found.
 
-    Refuses a tree that cannot build these projects for these targets (its warnings are logged);
-    everything else comes from the settings.
+    Refuses a tree that cannot build these projects for these targets (its warnings are logged),
+    and a checkout with uncommitted changes unless ``build.allow_dirty`` (then its wheel's local
+    label is marked ``.dirty``); everything else comes from the settings.
     """
     cfg = ctx.settings
+    refuse_dirty(found.worktrees, allow=cfg.build.allow_dirty)
     tree, targets = ctx.tree, ctx.targets
     check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
     for warning in check.warnings:
@@ -297,11 +284,14 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
         else str(cfg.absolute(cfg.build.aotriton)),
         revisions=found.revisions,
         llvm_url=cfg.triton.llvm_url,
+        worktrees=found.worktrees,
     )
     sources = buildsource.read_sources(cfg, ctx.src_dir, [s.name for s in made.steps])
     made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))
     made = _with_features(made, ctx)
-    made = _with_triton(made, ctx, dist.local_version_label(tree.version, cfg.build.version_suffix))
+    label = dist.local_version_label(tree.version, cfg.build.version_suffix)
+    triton = found.worktrees.get(tritonbuild.TRITON)
+    made = _with_triton(made, ctx, mark_dirty(label) if triton and triton.dirty else label)
     if launcher := hiplauncher.plan_launcher(compiler_cache, tree, ctx.work_dir):
         steps = tuple(replace(add_env(s, launcher.env), hip_launcher=launcher) for s in made.steps)
         made = replace(made, steps=steps)
@@ -393,6 +383,7 @@ class _Shared:
     revisions: Mapping[str, Revision]
     aotriton: str
     llvm_url: str
+    worktrees: Mapping[str, worktree.WorkTree]
 
 
 def make_plan(
@@ -419,6 +410,7 @@ def make_plan(
     revisions: Mapping[str, Revision] | None = None,
     aotriton: str = "auto",
     llvm_url: str = "",
+    worktrees: Mapping[str, worktree.WorkTree] | None = None,
 ) -> BuildPlan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
@@ -444,6 +436,7 @@ def make_plan(
         revisions=revisions or {},
         aotriton=aotriton,
         llvm_url=llvm_url,
+        worktrees=worktrees or {},
     )
     return BuildPlan(
         steps=tuple(_step(shared, spec) for spec in specs),
@@ -515,7 +508,9 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
     source = _source(shared, spec)
     n = shared.jobs or default_jobs(shared.cores, shared.memory, spec.job_memory_gb)
     revision = shared.revisions.get(spec.name)
-    version = project_version(source, spec, shared.label, revision)
+    tree_state = shared.worktrees.get(spec.name, worktree.WorkTree())
+    label = mark_dirty(shared.label) if tree_state.dirty else shared.label
+    version = project_version(source, spec, label, revision)
     version_from = _version_from(spec, revision) if version else "set by the project"
     versions = dict.fromkeys(spec.version_env, version) if version else {}
     pin_env = pairs(spec.pin_env, "pin_env", spec.name)
@@ -582,4 +577,5 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         device_code=spec.device_code,
         notes=chosen.notes,
         build_dir=cwd,
+        worktree=tree_state,
     )

@@ -20,11 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build.errors import ConfigError, RocmBuildError
-from rocm_build.repo import git
-from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
+from packaging.version import InvalidVersion, Version
 
-__all__ = ["RELEASE_TAG", "Revision", "read_revision", "release_version"]
+from rocm_build.config.loader import ProjectSpec
+from rocm_build.errors import ConfigError, DirtyCheckout, RocmBuildError
+from rocm_build.repo import checkoutfile, git
+from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
+from rocm_build.repo.worktree import WorkTree
+
+__all__ = [
+    "DIRTY",
+    "RELEASE_TAG",
+    "Revision",
+    "mark_dirty",
+    "project_version",
+    "read_revision",
+    "refuse_dirty",
+    "release_version",
+]
 
 #: A release tag: ``v2.9.1``, ``v2.10.0-rc3``.
 RELEASE_TAG = re.compile(r"^v(\d+\.\d+(?:\.\d+)*)(?:-rc\d+)?$")
@@ -93,3 +106,59 @@ def read_revision(source: Path, name: str, src_dir: Path) -> Revision:
 def _has(source: Path, commit: str) -> bool:
     res = git.run(source, "cat-file", "-e", f"{commit}^{{commit}}", check=False)
     return res.status == 0
+
+
+def project_version(
+    source: Path, spec: ProjectSpec, label: str, revision: Revision | None = None
+) -> str:
+    """The version the build is told to use: the version file (for a ``version_from_tag``
+    project: the release tag's version, or the version file +git<sha8> for a development
+    build) plus the local label; "" when the project has no version file (it versions itself)."""
+    if not spec.version_file or not spec.version_env:
+        return ""
+    path = source / spec.version_file
+    text = checkoutfile.read_text(source, spec.version_file, f"{spec.name}'s version file")
+    if text is None:
+        return ""
+    base = text.strip()
+    if spec.version_from_tag and revision is not None and revision.commit:
+        tagged = release_version(revision.tag)
+        dev = f"git{revision.commit[:8]}"
+        base = tagged or (f"{base}.{dev}" if "+" in base else f"{base}+{dev}")
+    local = label.lstrip("+")
+    text = f"{base}.{local}" if "+" in base else f"{base}+{local}"
+    try:
+        Version(text)
+    except InvalidVersion:
+        msg = f"{spec.name}: '{text}' is not a valid version; fix --version-suffix or {path}"
+        raise ConfigError(msg) from None
+    return text
+
+
+#: The local label's last segment on a wheel built from a checkout with uncommitted changes.
+DIRTY = "dirty"
+
+
+def mark_dirty(label: str) -> str:
+    """The local label ``label`` (``+rocm7.14``, "" for none) of a build of uncommitted changes:
+    ``+rocm7.14.dirty`` (PEP 440 joins local segments with ``.``; a wheel so named sorts above
+    the clean one of the same commit, and pip never takes it for a release)."""
+    body = label.lstrip("+")
+    return f"+{body}.{DIRTY}" if body else f"+{DIRTY}"
+
+
+def refuse_dirty(worktrees: Mapping[str, WorkTree], *, allow: bool) -> None:
+    """Stop (``DirtyCheckout``, exit 6) at the first checkout with uncommitted changes, naming
+    it, its first changed paths and the ways on; nothing when ``allow``."""
+    if allow:
+        return
+    for name, state in worktrees.items():
+        if not state.dirty:
+            continue
+        shown = ", ".join(state.paths[:3])
+        more = f" and {len(state.paths) - 3} more" if len(state.paths) > 3 else ""
+        msg = (
+            f"{name}: its checkout has uncommitted changes ({shown}{more}); commit them, "
+            f"`git stash` them, or pass --allow-dirty to build them into a wheel marked .{DIRTY}"
+        )
+        raise DirtyCheckout(msg)

@@ -50,7 +50,7 @@ def _one(
     step = stage._require_triton(plan, step, {d: kept[d][0] for d in in_run})
     key, parts = inputs(plan, step, {d: kept[d][1] if d in kept else pins[d] for d in pins})
     if not key:
-        return "would build: its checkout has uncommitted changes (or is no git checkout)", None
+        return "would build: its checkout is no git checkout (nothing to compare)", None
     if key == prev.get("inputs"):
         return f"up to date: keeps {wheel.name}", (str(prev["version"]), str(prev["sha256"]))
     old = prev.get("inputs_parts")

@@ -194,6 +194,9 @@ def _rewrite_requires(wheel: Path, requirement: str) -> None:
 # --- execution ----------------------------------------------------------------------------------
 
 
+_SHOWN_PATHS = 20  # a report names this many of a dirty checkout's paths
+
+
 @dataclass(frozen=True)
 class ProjectResult:
     name: str
@@ -215,12 +218,18 @@ class ProjectResult:
     environment: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     features: tuple[Feature, ...] = ()  # torch's: on or off and why
+    #: Uncommitted paths the wheel was built with (``--allow-dirty``) and their fingerprint.
+    dirty_paths: tuple[str, ...] = ()
+    dirty_fingerprint: str = ""
 
     def as_json(self, rocm_version: str) -> dict[str, Any]:
         return {
             "wheel": self.wheel.name,
             "version": self.version,
             "commit": self.commit,
+            "dirty": bool(self.dirty_paths),
+            "dirty_fingerprint": self.dirty_fingerprint,
+            "dirty_paths": list(self.dirty_paths[:_SHOWN_PATHS]),
             "gfx_targets": list(self.targets),
             "rocm_version": rocm_version,
             "duration_seconds": round(self.seconds, 1),
@@ -299,15 +308,6 @@ def _write_report(plan: BuildPlan, results: Sequence[ProjectResult]) -> Path:
     return path
 
 
-_git = buildinputs.git_out
-
-
-def _commit(source: Path, env: Mapping[str, str]) -> str:
-    if not (source / ".git").exists():  # not its own repository (git would find a parent's)
-        return ""
-    return (_git(source, env, "rev-parse", "HEAD") or "").strip()
-
-
 def _previous(plan: BuildPlan) -> dict[str, dict[str, Any]]:
     """The projects of the last build's report. A report that is damaged or of other types is
     as good as none (its projects are built again); one that is no regular file of this user's
@@ -377,6 +377,8 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
         environment={k: step.env.get(k, "") for k in step.changed},
         notes=step.notes,
         features=step.features,
+        dirty_paths=step.worktree.paths,
+        dirty_fingerprint=step.worktree.fingerprint,
     )
 
 
@@ -539,7 +541,11 @@ def _build_one(
         if change:
             log.warning("%s: its build did not pin %s; set %s", step.name, dep, change)
             pinned.append(change)
-    notes = [*step.notes, *gitversion.note_upstream(step.name, step.source, wheel)]
+    # A build of uncommitted changes is no upstream commit's source (``gitversion``).
+    upstream = (
+        [] if step.worktree.dirty else gitversion.note_upstream(step.name, step.source, wheel)
+    )
+    notes = [*step.notes, *upstream]
     dest = _place(wheel, plan.output_dir, no_wait=plan.no_wait)
     if step.install_after:
         pip(
@@ -553,7 +559,7 @@ def _build_one(
         name=step.name,
         wheel=dest,
         version=facts.version,
-        commit=_commit(step.source, step.env),
+        commit=step.worktree.head,
         targets=facts.targets,
         sha256=statefile.file_sha256(dest),
         seconds=time.monotonic() - started,
@@ -566,4 +572,6 @@ def _build_one(
         environment={k: step.env.get(k, "") for k in step.changed},
         notes=tuple(notes),
         features=step.features,
+        dirty_paths=step.worktree.paths,
+        dirty_fingerprint=step.worktree.fingerprint,
     )

@@ -74,6 +74,7 @@ def apply_plan(
         pass_ = _Pass(plan, reader, writer, Path(scratch), progress, task, rename)
         later = pass_.members(extracted)
         pass_.libraries(linkers)
+        pass_.own_hip_alias(linkers, extracted)
         pass_.data_files()
         pass_.kpack_archives()
         pass_.provenance(provenance)
@@ -206,6 +207,22 @@ class _Pass:
                 faults.point("bundle.alias")
             self.progress.advance(self.task, src.stat().st_size)
             faults.point("bundle.library")
+
+    def own_hip_alias(self, linkers: Sequence[str], extracted: Mapping[str, Path]) -> None:
+        """The stub by which Triton finds the wheel's own HIP runtime in use: it NEEDs that
+        runtime's name and searches the runtime's folder, relative to its own."""
+        arc = self.plan.own_hip_alias
+        if not arc:
+            return
+        used = self.plan.own_hip[0]
+        src = extracted.get(used) or self.reader.extract(used, self.scratch / "own-hip")
+        stub = alias_stub(linkers, src, posixpath.basename(arc), self.scratch)
+        rel = posixpath.relpath(posixpath.dirname(used), posixpath.dirname(arc))
+        rpath = "$ORIGIN" if rel == "." else f"$ORIGIN/{rel}"
+        self.methods[arc] = stream_elf(
+            self.writer, arc, stub, rpath, self.scratch, 0o755, content=""
+        )
+        faults.point("bundle.alias")
 
     def data_files(self) -> None:
         for data in self.plan.data:

@@ -40,6 +40,8 @@ class BundleJob:
     #: copies of added libraries are kept (see :mod:`.rocmlabel`)
     allow_rocm_mismatch: bool = False
     keep_other_rocm: bool = False
+    #: ``bundle.exclude``: libraries never bundled, left to the loader at run time
+    exclude: tuple[str, ...] = ()
     device: DeviceOptions = NO_DEVICE
     env: Mapping[str, str] | None = None  # None: this process's
     no_wait: bool = False

@@ -123,11 +123,26 @@ def warning_lines(result: BundleResult) -> Iterator[str]:
             "it, and whatever opens it by name loads a second ROCm runtime (kept as it is: "
             "its search path unchanged)"
         )
+    replaced = plan.get("replaces_targets")
+    if replaced is not None:
+        now = ";".join(plan.get("targets", [])) or "the wheel's own targets"
+        yield (
+            f"warning: replaces {Path(str(plan.get('output', ''))).name}, bundled for "
+            f"{';'.join(replaced) or 'every target'} (now {now}): bundle into another folder "
+            "(-w DIR) to keep both"
+        )
     for arc in plan.get("own_hip", []):
+        alias = plan.get("own_hip_alias", "")
+        found = (
+            f"Triton finds it as {alias} (a stub that loads it)"
+            if alias
+            else f"Triton finds HIP only as {plan.get('lib_dir', '')}/libamdhip64.so, "
+            "which is another file"
+        )
         yield (
             f"warning: the wheel's own HIP runtime {arc} is used in place of the tree's, its "
-            "search path set to the tree's libraries it needs (HSA); Triton finds HIP only as "
-            f"{plan.get('lib_dir', '')}/libamdhip64.so: rebuild the wheel without its own copy"
+            f"search path set to the tree's libraries it needs (HSA); {found}: rebuild the "
+            "wheel without its own copy to use the tree's"
         )
     if plan.get("aotriton_images_dropped"):
         yield (
@@ -141,9 +156,16 @@ def warning_lines(result: BundleResult) -> Iterator[str]:
 
 
 def system_lines(plan: Mapping[str, Any]) -> Iterator[str]:
-    """One line per library taken from the build machine instead of the ROCm tree."""
+    """One line per library taken from the build machine instead of the ROCm tree, and one per
+    library ``--exclude`` leaves out (found at run time)."""
     for lib in plan.get("from_system", []):
         yield f"  from the build machine, not the ROCm tree: {lib['name']} ({lib['source']})"
+    for lib in plan.get("excluded", []):
+        needers = ", ".join(posixpath.basename(n) for n in lib["needed_by"])
+        yield (
+            f"  excluded (--exclude), found at run time: {lib['name']}"
+            + (f" (needed by {needers})" if needers else "")
+        )
 
 
 def _total_line(plan: Mapping[str, Any]) -> Iterator[str]:

@@ -38,9 +38,16 @@ from rocm_build.bundle.provenance import (
     header,
     input_record,
     provenance_in,
+    read_provenance,
     up_to_date,
 )
-from rocm_build.bundle.rocmlabel import built_with, checked_version, other_rocm, own_hip
+from rocm_build.bundle.rocmlabel import (
+    built_with,
+    checked_version,
+    other_rocm,
+    own_hip,
+    own_hip_alias,
+)
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
@@ -122,6 +129,8 @@ def _fingerprint(job: BundleJob) -> str:
             settings = {**settings, "thin_meta": job.thin.meta}
     if job.allow_rocm_mismatch or job.keep_other_rocm:  # the same: only when set
         settings = {**settings, "mismatch": [job.allow_rocm_mismatch, job.keep_other_rocm]}
+    if job.exclude:  # so do bundles without --exclude
+        settings = {**settings, "exclude": list(job.exclude)}
     d = job.device
     if d.targets:  # so do bundles without --arch
         settings = {**settings, "device_code": [list(d.targets), d.keep_all, d.allow_missing]}
@@ -159,7 +168,12 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
     own = tuple(sorted(analysis.device_targets))
     resolved = job if job.targets else replace(job, targets=own)
     plan = _device(resolved, _plan(resolved, analysis, fp), analysis)
-    plan = replace(plan, sources=_source_facts(plan), input_facts=read)
+    plan = replace(
+        plan,
+        sources=_source_facts(plan),
+        input_facts=read,
+        replaces_targets=_replaced_targets(Path(plan.output), plan),
+    )
     edited = {c.arcname for c in plan.rpaths} | {d.arcname for d in plan.device if d.pruned}
     extract = tuple(a for a in analysis.elves if a in edited)
     return WheelPlan(
@@ -173,6 +187,19 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
         members=analysis.members,
         summary=plan.summary(),
     )
+
+
+def _replaced_targets(output: Path, plan: BundlePlan) -> tuple[str, ...] | None:
+    """The targets of the fat wheel already at ``output`` when they are not the ones this
+    bundle is for (it would replace a wheel made for other GPUs); None otherwise."""
+    if not output.is_file():
+        return None
+    statefile.check(output, "bundled wheel")
+    old = read_provenance(output, plan.provenance_arcname) or {}
+    targets = old.get("targets")
+    if not isinstance(targets, list) or sorted(map(str, targets)) == sorted(plan.targets):
+        return None
+    return tuple(sorted(map(str, targets)))
 
 
 def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> BundleResult:
@@ -273,6 +300,7 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
         system_allowed=job.system_libs,
         tree=str(job.rocm),
         thin=job.thin,
+        exclude=job.exclude,
     )
 
     def planned(left_out: Sequence[str], unedited: Sequence[str] = ()) -> BundlePlan:
@@ -295,7 +323,9 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
         # kept as they are: never linked against the tree's libraries (its HSA, say)
         provisional = replace(planned((), others), other_rocm=others)
     kept = {a: i for a, i in analysis.infos.items() if a not in provisional.left_out}
-    provisional = replace(provisional, own_hip=tuple(own_hip(kept, provisional.lib_dir)))
+    used = tuple(own_hip(kept, provisional.lib_dir))
+    alias = own_hip_alias(analysis.members, provisional.libraries, provisional.lib_dir, used)
+    provisional = replace(provisional, own_hip=used, own_hip_alias=alias)
     out_name = analysis.name.with_version(version).with_platform(provisional.platform_tag)
     names = [lib.name for lib in provisional.libraries]
     gaps = data_target_gaps(job.rocm, job.data_trees, names, job.targets)
@@ -399,6 +429,7 @@ def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) 
         "lib_dir": plan.lib_dir,
         "libraries": sorted(summary["libraries"] + earlier, key=lambda x: str(x["name"])),
         "from_system": summary["from_system"],
+        **({"excluded": summary["excluded"]} if plan.excluded else {}),
         "allowed_outside": [str(a) for a in job.allow_outside],
         "data_files": len(plan.data) + int(old.get("data_files", 0)),
         "data_skipped": plan.data_skipped,

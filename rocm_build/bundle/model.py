@@ -92,6 +92,8 @@ class TorchWheel:
         for lib in plan.libraries:
             written.add(lib.arcname)
             written.update(posixpath.join(plan.lib_dir, a) for a in lib.aliases)
+        if plan.own_hip_alias:
+            written.add(plan.own_hip_alias)
         prefix = lib_dir.rstrip("/") + "/"
         libs = {
             m[len(prefix) :]: m
@@ -132,6 +134,11 @@ class BundlePlan:
     other_rocm: tuple[str, ...] = ()
     #: the wheel's own HIP runtimes its files use in place of the tree's (outside lib_dir)
     own_hip: tuple[str, ...] = ()
+    #: ``<lib_dir>/libamdhip64.so``, an alias stub of the wheel's own HIP runtime in use (the
+    #: name Triton opens), when neither the wheel nor the bundle has one there; "" = none
+    own_hip_alias: str = ""
+    #: the targets of a fat wheel of the same name this bundle replaces, made for other GPUs
+    replaces_targets: tuple[str, ...] | None = None
     #: targets the device code is pruned for and checked against (features kept); () = none
     device_targets: tuple[str, ...] = ()
     #: the written ELF files with device code
@@ -148,6 +155,8 @@ class BundlePlan:
     sources: tuple[tuple[Any, ...], ...] = ()
     #: the input wheel as the plan read it (``statefile.stat_facts`` of the open file)
     input_facts: tuple[int, ...] = ()
+    #: ``--exclude``d NEEDED names, not bundled (found at run time), and who needs each
+    excluded: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def changes_content(self) -> bool:
@@ -195,11 +204,16 @@ class BundlePlan:
             "from_torch": [name for name, _ in self.from_torch],
             "requires": list(self.requires),
             "system_libs": list(self.system_libs),
+            "excluded": [{"name": n, "needed_by": list(w)} for n, w in self.excluded],
             "version": self.version,
             "left_out": list(self.left_out),
             "aotriton_images_dropped": list(self.images_out_families),
             "other_rocm": list(self.other_rocm),
             "own_hip": list(self.own_hip),
+            "own_hip_alias": self.own_hip_alias,
+            "replaces_targets": (
+                None if self.replaces_targets is None else list(self.replaces_targets)
+            ),
             "device_targets": list(self.device_targets),
             "device_code": {d.arcname: d.summary() for d in self.device},
             "device_gaps": list(self.device_gaps),

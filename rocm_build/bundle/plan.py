@@ -24,8 +24,7 @@ from rocm_build.bundle.policy import (
     is_loader,
     is_path,
     platform_tag,
-    policy_priority,
-    tag_for_policy,
+    requested_tag,
 )
 from rocm_build.errors import BundleError, UnsafeInput
 from rocm_build.wheel import wheelmeta
@@ -88,6 +87,9 @@ class PlanRules:
     system_allowed: Sequence[str] = ("*",)
     tree: str = ""
     thin: ThinSource | None = None
+    #: ``--exclude`` (``bundle.exclude``): names or patterns never bundled; each stays a NEEDED
+    #: entry for the loader to find at run time, and is not walked (what only it needs stays out)
+    exclude: Sequence[str] = ()
 
 
 def make_plan(
@@ -107,7 +109,15 @@ def make_plan(
     lib_dir = r.lib_dir.strip("/")
     host = {arc: info for arc, info in wheel.elves.items() if info.is_host}
     closure = _Closure(
-        lib_dir, index, r.whitelist, r.torch, r.thin, r.rocm_only, r.system_allowed, host
+        lib_dir,
+        index,
+        r.whitelist,
+        r.torch,
+        r.thin,
+        r.rocm_only,
+        r.system_allowed,
+        host,
+        tuple(r.exclude),
     )
     closure.resolve(r.dlopen_patterns, r.tree)
     libraries = closure.libraries()
@@ -130,6 +140,7 @@ def make_plan(
         from_torch=tuple(sorted(closure.from_torch.items())),
         requires=tuple(closure.requires(metadata)),
         system_libs=tuple(sorted(closure.system)),
+        excluded=tuple((n, tuple(sorted(set(w)))) for n, w in sorted(closure.excluded.items())),
         platform_tag=_platform_tag(host, closure.system, libraries, r.policy, name),
         provenance_arcname=f"{lib_dir.split('/', 1)[0]}/{PROVENANCE}",
         fingerprint=r.fingerprint,
@@ -148,6 +159,7 @@ class _Closure:
     rocm_only: Sequence[str]
     system_allowed: Sequence[str]
     host: Mapping[str, elf.ElfInfo]
+    exclude: tuple[str, ...] = ()
     # The loader looks a NEEDED name up as a file name in the search path: a member provides
     # the name it has, never its SONAME (a member libfoo_real.so with SONAME libfoo.so.1 does
     # not answer NEEDED libfoo.so.1).
@@ -163,6 +175,8 @@ class _Closure:
     #: thin: name -> (distribution, folder)
     from_packages: dict[str, tuple[str, str]] = field(default_factory=dict)
     system: set[str] = field(default_factory=set)
+    #: ``exclude``d names -> who needs them (left to the loader at run time)
+    excluded: dict[str, list[str]] = field(default_factory=dict)
     #: name in the wheel -> the other names it is opened by (after :meth:`libraries`)
     forced: dict[str, tuple[str, ...]] = field(default_factory=dict)
     queue: list[tuple[str, elf.ElfInfo]] = field(default_factory=list)
@@ -184,6 +198,8 @@ class _Closure:
             for cand in self.index.dlopen_candidates(dlopen_patterns, like):
                 name = cand.info.soname or cand.path.name
                 if self._known(name) or (self.torch and name in self.torch.libs):
+                    continue
+                if self._excluded(name) or self._excluded(cand.path.name):
                     continue
                 self.add(cand, name, "dlopen", "")
             self.walk()
@@ -214,6 +230,9 @@ class _Closure:
                     f"{name}{needers}: the ROCm tree's {link} is a symlink to {target}, which "
                     "does not exist; repair the tree (unpack or install it again) or fix the link"
                 )
+
+    def _excluded(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.exclude)
 
     def _known(self, name: str) -> bool:
         return name in self.provided or name in self.grafted or name in self.same
@@ -257,6 +276,8 @@ class _Closure:
                     self.system.add(name)
                 elif name in self.provided:
                     continue
+                elif self._excluded(name):
+                    self.excluded.setdefault(name, []).append(who)
                 elif name in self.grafted or name in self.same:
                     self.needers[self.same.get(name, name)].append(who)
                 elif self.torch is not None and name in self.torch.libs:
@@ -372,7 +393,8 @@ def _platform_tag(
     policy: str,
     wheel_name: WheelName,
 ) -> str:
-    """The tag the result satisfies; the requested policy's, if it satisfies that."""
+    """The tag the result satisfies; the requested one (``--plat``, ``bundle.policy``) if the
+    result satisfies it (see :func:`.policy.requested_tag`)."""
     if not host:
         return wheel_name.platform_tag
     infos = [*host.values(), *(lib.info for lib in libraries)]
@@ -380,13 +402,7 @@ def _platform_tag(
     tag = platform_tag(infos, set(system), machine)
     if policy in ("auto", ""):
         return tag
-    best = tag.split(".")[0]
-    if best.startswith("linux_") or policy_priority(best) < policy_priority(policy):
-        raise BundleError(
-            f"the wheel's contents satisfy {best}, not the requested {policy}: build against "
-            "an older glibc, or set bundle.policy to auto"
-        )
-    return tag_for_policy(policy, machine)
+    return requested_tag(tag, policy, machine)
 
 
 def _system_refusal(

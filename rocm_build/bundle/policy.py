@@ -12,9 +12,16 @@ from typing import Any
 
 from rocm_build.binary import elf
 from rocm_build.bundle.libraries import MACHINE_ARCH
-from rocm_build.errors import ConfigError
+from rocm_build.errors import BundleError, ConfigError
 
-__all__ = ["is_loader", "platform_tag", "policy_priority", "policy_whitelist", "tag_for_policy"]
+__all__ = [
+    "is_loader",
+    "platform_tag",
+    "policy_priority",
+    "policy_whitelist",
+    "requested_tag",
+    "tag_for_policy",
+]
 
 
 @cache
@@ -28,10 +35,11 @@ def _policies() -> tuple[dict[str, Any], ...]:
 def policy_whitelist(name: str = "auto") -> frozenset[str]:
     """Libraries a manylinux wheel may take from the system (the newest policy's list if auto)."""
     policies = [p for p in _policies() if p["name"] != "linux"]
-    if name in ("auto", ""):
+    base, _ = split_arch(name)
+    if name in ("auto", "") or _past_newest(base):
         chosen = policies[-1]
     else:
-        matches = [p for p in policies if name in (p["name"], *p["aliases"])]
+        matches = [p for p in policies if base in (p["name"], *p["aliases"])]
         if not matches:
             known = ", ".join(p["name"] for p in policies)
             raise ConfigError(f"unknown manylinux policy '{name}'; known: {known}")
@@ -116,6 +124,64 @@ def _past_newest_policy(required: Mapping[str, set[str]], ext: set[str], arch: s
 
 
 # --- planning -------------------------------------------------------------------------------------
+
+
+_ARCH_SUFFIX = re.compile(r"_(x86_64|aarch64|ppc64le|s390x|armv7l|i686)$")
+
+
+def split_arch(name: str) -> tuple[str, str]:
+    """``manylinux_2_28_x86_64`` -> (``manylinux_2_28``, ``x86_64``); no suffix: (name, "")."""
+    found = _ARCH_SUFFIX.search(name)
+    return (name[: found.start()], found.group(1)) if found else (name, "")
+
+
+def glibc_minor(name: str) -> int | None:
+    """The glibc 2.N a manylinux policy (name or alias, no architecture) stands for."""
+    for p in _policies():
+        if name in (p["name"], *p["aliases"]) and p["name"] != "linux":
+            return int(str(p["name"]).rsplit("_", 1)[-1])
+    found = re.fullmatch(r"manylinux_2_(\d+)", name)
+    return int(found.group(1)) if found else None
+
+
+def _past_newest(base: str) -> bool:
+    """A PEP 600 tag newer than auditwheel's newest policy (it has no table of its own)."""
+    newest = next(p for p in reversed(_policies()) if p["name"] != "linux")
+    minor = glibc_minor(base)
+    return minor is not None and minor > int(str(newest["name"]).rsplit("_", 1)[-1])
+
+
+def requested_tag(best: str, plat: str, machine: str, flag: str = "--plat") -> str:
+    """The tag for ``--plat PLAT`` (``bundle.policy``), given ``best``, the tag the files
+    satisfy: PLAT's own (with its aliases) when its glibc is at least the one ``best`` needs;
+    a lower one is refused (``BundleError``, exit 10), as auditwheel repair --plat does."""
+    arch = MACHINE_ARCH.get(machine, "x86_64")
+    base, suffix = split_arch(plat)
+    want = glibc_minor(base)
+    if want is None:
+        known = ", ".join(p["name"] for p in _policies() if p["name"] != "linux")
+        raise ConfigError(f"{flag} {plat}: not a manylinux tag; use auto or one of {known}")
+    if suffix and suffix != arch:
+        raise ConfigError(
+            f"{flag} {plat} is for {suffix}, the wheel's files are {arch}: "
+            f"pass --plat {base}_{arch}"
+        )
+    first = best.split(".")[0]
+    need = None if first.startswith("linux_") else glibc_minor(split_arch(first)[0])
+    if need is None:
+        raise BundleError(
+            f"{flag} {plat}: the wheel's files satisfy no manylinux tag ({first}: a library "
+            "outside the policy, or symbol versions no policy allows); run rocm-build inspect "
+            "on the output to see them, or leave --plat at auto"
+        )
+    if need > want:
+        raise BundleError(
+            f"{flag} {plat}: the wheel's files need glibc 2.{need} ({first}), newer than "
+            f"{base} allows; build against an older glibc, or pass --plat {first} (or newer)"
+        )
+    if _past_newest(base):
+        return f"{base}_{arch}"
+    return tag_for_policy(base, machine)
 
 
 def policy_priority(name: str) -> int:

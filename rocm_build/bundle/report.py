@@ -103,6 +103,9 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         "elf_files": rows,
         "pe_files": pe_rows,
         "bundled": prov.get("libraries", []),
+        "excluded": sorted(
+            {str(x.get("name")) for x in prov.get("excluded", []) if isinstance(x, dict)}
+        ),
         "bundle": {k: v for k, v in prov.items() if k not in ("libraries", "sources")},
         "code_targets": code_targets,
         "requested_targets": wanted,
@@ -147,6 +150,7 @@ def _elf_rows(
     provided = {posixpath.basename(a) for a in elves}
     whitelist = policy_whitelist("auto")
     from_torch = set(prov.get("from_torch", []))
+    excluded = {str(x.get("name")) for x in prov.get("excluded", []) if isinstance(x, dict)}
     rows: list[dict[str, Any]] = []
     external: set[str] = set()
     folders = _search_folders(elves)
@@ -167,9 +171,13 @@ def _elf_rows(
             if n not in paths
         ]
         expected = _from_packages(arc, info, unresolved, requires, own, rocm_names)
-        unresolved = [n for n in unresolved if n not in expected]
+        left = [n for n in unresolved if n in excluded and n not in expected]
+        unresolved = [n for n in unresolved if n not in expected and n not in left]
+        # as auditwheel: an excluded library does not count against the platform tag
         external |= {
-            n for n in info.needed if n not in provided and n not in from_torch | set(expected)
+            n
+            for n in info.needed
+            if n not in provided and n not in from_torch | set(expected) | excluded
         }
         rows.append(
             {
@@ -179,6 +187,7 @@ def _elf_rows(
                 "runpath": list(info.runpath),
                 "escaping": escaping,
                 "unresolved": unresolved,
+                "excluded": left,
                 "needed_paths": paths,
                 "off_search_path": off_path,
                 "from_packages": expected,
@@ -442,6 +451,10 @@ def _render(data: dict[str, Any]) -> Iterator[str]:
     yield ""
     yield from _file_lines(data)
     yield from _bundled_lines(data["bundled"])
+    if data.get("excluded"):
+        yield ""
+        names = ", ".join(data["excluded"])
+        yield f"excluded libraries (bundle --exclude; found at run time): {names}"
     yield from _coverage_lines(data)
     yield from _feature_lines(data.get("build_features"), bool(data["code_targets"]))
     if data.get("device_wheels"):
@@ -493,6 +506,9 @@ def _file_lines(data: dict[str, Any]) -> Iterator[str]:
             yield f"    ESCAPES THE WHEEL: {', '.join(row['escaping'])}"
         if row["unresolved"]:
             yield f"    NOT IN THE WHEEL: {', '.join(row['unresolved'])}"
+        if row.get("excluded"):
+            names = ", ".join(row["excluded"])
+            yield f"    EXCLUDED (bundle --exclude; found at run time): {names}"
         if row.get("needed_paths"):
             yield (
                 "    NEEDED BY PATH, OUTSIDE THE WHEEL (bundle refuses it): "

@@ -28,6 +28,7 @@ __all__ = [
     "ordering_warning",
     "other_rocm",
     "own_hip",
+    "own_hip_alias",
     "relabel",
     "same_release",
 ]
@@ -158,3 +159,15 @@ def own_hip(host: Mapping[str, elf.ElfInfo], lib_dir: str) -> list[str]:
         and posixpath.basename(arc) in needed
         and posixpath.dirname(arc) != lib_dir
     )
+
+
+def own_hip_alias(
+    members: Sequence[str], libraries: Sequence[Library], lib_dir: str, used: Sequence[str]
+) -> str:
+    """Where Triton will find the wheel's own HIP runtime in use (``used``, from
+    :func:`own_hip`): ``<lib_dir>/libamdhip64.so``, unless the wheel or the bundle already puts
+    a file there. "" when no own runtime is used or the name is taken."""
+    arc = posixpath.join(lib_dir, "libamdhip64.so")
+    taken = {*members, *(posixpath.join(lib_dir, n) for lib in libraries for n in lib.aliases)}
+    taken.update(lib.arcname for lib in libraries)
+    return arc if used and arc not in taken else ""

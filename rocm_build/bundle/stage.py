@@ -75,6 +75,7 @@ class BundlePlans:
             thin=self.thin,
             allow_rocm_mismatch=s.allow_rocm_mismatch,
             keep_other_rocm=s.keep_other_rocm,
+            exclude=tuple(s.exclude),
             device=DeviceOptions(
                 self.device_targets, not s.prune_device_code, s.allow_missing_arch
             ),

@@ -24,7 +24,7 @@ from rocm_build.bundle.model import BundleResult, DataFile
 from rocm_build.bundle.provenance import fingerprint, header, up_to_date
 from rocm_build.bundle.rocmlabel import built_with, checked_version
 from rocm_build.config.loader import ProjectSpec
-from rocm_build.errors import BundleError, RocmTreeError
+from rocm_build.errors import BundleError, ConfigError, RocmTreeError
 from rocm_build.progress import Progress
 from rocm_build.treepath import TreeGuard
 from rocm_build.wheel import rawdeflate, wheelmeta
@@ -115,6 +115,11 @@ def plan_windows(job: BundleJob) -> WheelPlan:
     and the tree; what delvewheel adds is known when it has run (``execute``)."""
     job = replace(job, wheel=job.wheel.resolve())
     wheel, rocm, output_dir = job.wheel, job.rocm, job.output_dir
+    if job.exclude:
+        raise ConfigError(
+            f"{wheel.name}: --exclude (bundle.exclude) works on Linux wheels only so far; "
+            "bundle this Windows wheel without it"
+        )
     dirs = [rocm / d for d in ("bin", "lib") if (rocm / d).is_dir()]
     if not dirs:
         raise RocmTreeError(f"{rocm} has no bin/ or lib/ folder with DLLs; pass --rocm DIR")

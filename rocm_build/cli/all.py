@@ -35,6 +35,7 @@ from rocm_build.progress import Progress
 @o.offline_option("Never use a package index.")
 @o.python_option("Interpreter for the smoke environment.")
 @o.junit_option
+@o.allow_dirty_option
 @click.option("--redo", is_flag=True, help="Run every stage even when its stamp is current.")
 @click.option("--no-smoke", is_flag=True, help="Stop after bundle.")
 @o.dry_run_option(
@@ -77,6 +78,7 @@ def command(
         "build.cache": given["cache"],
         "build.find_links": links,
         "build.no_index": offline,
+        "build.allow_dirty": given["allow_dirty"],
         "smoke.find_links": links,
         "smoke.offline": offline,
         "smoke.python": python,

@@ -31,6 +31,7 @@ from rocm_build.masking import mask_values
 @click.option("--no-index", is_flag=True, default=None, help="Only --find-links folders.")
 @o.dry_run_option("Show per project the environment, command and folder; build nothing.")
 @o.force_option("Rebuild even when nothing changed since the last.")
+@o.allow_dirty_option
 @pass_state
 def command(
     state: State,
@@ -51,6 +52,7 @@ def command(
     no_index: bool | None,
     dry_run: bool | None,
     force: bool | None,
+    allow_dirty: bool | None,
 ) -> None:
     """Build wheels of PROJECTS (default: the release train's) against a ROCm tree.
 
@@ -79,6 +81,7 @@ def command(
             "build.no_index": no_index,
             "build.dry_run": dry_run,
             "build.force": force,
+            "build.allow_dirty": allow_dirty,
         },
         tree=True,
         targets=True,
@@ -146,9 +149,15 @@ def show_plan(plan: Any, would: dict[str, str]) -> None:
         version = "(set by the project)"
         if step.version:
             version = f"{step.version} ({step.version_from})"
+        dirty = step.worktree.paths
         lines = [
             f"  rebuild: {would.get(step.name, '?')}",
             f"  folder:  {step.source}",
+            *(
+                [f"  uncommitted: {', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}"]
+                if dirty
+                else []
+            ),
             *([f"  runs in: {step.cwd}"] if step.build_dir else []),
             *([f"  source:  {step.checkout.text}"] if step.checkout else []),
             f"  command: {shlex.join(step.command)}",

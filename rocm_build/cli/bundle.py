@@ -16,7 +16,7 @@ from rocm_build.sizes import human_size
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @o.rocm_option("Libraries and data are taken from it.")
 @o.arch_option("Data is kept for these; default: the targets of the wheel's own device code.")
-@o.output_dir_option
+@o.wheel_dir_option
 @click.option(
     "--lib-dir", metavar="DIR", help="Library folder inside the wheel (default: the project's)."
 )
@@ -35,7 +35,21 @@ from rocm_build.sizes import human_size
     help="auto: from the wheel's tag; windows wheels go through delvewheel.",
 )
 @click.option(
-    "--policy", metavar="POLICY", help="manylinux policy to tag with (default: the best that fits)."
+    "--plat",
+    "--policy",
+    "plat",
+    type=o.Setting("bundle.policy"),
+    metavar="TAG",
+    help="manylinux tag of the output, as auditwheel's --plat (manylinux_2_28_x86_64); one "
+    "older than the files need is exit 10 (default: auto, the best that fits; --policy is the "
+    "same flag).",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="LIB",
+    help="A library not to bundle (soname or pattern: 'libfoo.so.*'; repeatable): it stays "
+    "NEEDED, found at run time, and what only it needs stays out too.",
 )
 @click.option(
     "-z",
@@ -48,8 +62,8 @@ from rocm_build.sizes import human_size
     "--deflater",
     type=o.Setting("bundle.deflater"),
     default=None,
-    help="What deflates new members: zlib (the default: auditwheel's size), zlib-ng or isal "
-    "(faster, larger), libdeflate.",
+    help="What deflates new members: libdeflate (the default: faster, within 1% of auditwheel's "
+    "size), zlib (auditwheel's size), zlib-ng or isal (faster, larger).",
 )
 @o.dry_run_option(
     "Print what would be bundled (libraries, data, search paths, tag); write nothing."
@@ -113,7 +127,8 @@ def command(
     lib_dir: str | None,
     with_wheels: tuple[Path, ...],
     platform: str | None,
-    policy: str | None,
+    plat: str | None,
+    exclude: tuple[str, ...],
     compression_level: int | None,
     deflater: str | None,
     dry_run: bool | None,
@@ -135,7 +150,8 @@ def command(
             "arch": arch,
             "output_dir": o.text(output_dir),
             "bundle.platform": platform,
-            "bundle.policy": policy,
+            "bundle.policy": plat,
+            "bundle.exclude": list(exclude) or None,
             "bundle.compression_level": compression_level,
             "bundle.deflater": deflater,
             "bundle.dry_run": dry_run,

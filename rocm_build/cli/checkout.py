@@ -9,7 +9,7 @@ import click
 
 from rocm_build import config
 from rocm_build.cli import options as o
-from rocm_build.cli.render import State, close_bars, out_console, pass_state
+from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 
 
 def checkout_flags(
@@ -76,6 +76,13 @@ def command(
     """
     from rocm_build import sources as sources_stage
 
+    if old_jobs is not None:
+        err_console.print(
+            "warning: checkout --jobs is the old spelling of --fetch-jobs (parallel submodule "
+            "fetches; build's -j/--jobs is compile jobs): use --fetch-jobs",
+            markup=False,
+            soft_wrap=True,
+        )
     flags: dict[str, Any] = {
         **checkout_flags(src_dir, patches_dir, patchset),
         "train": train,

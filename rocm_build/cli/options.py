@@ -42,7 +42,11 @@ class Setting(_ParamType):
         return "N" if spec.kind is int else self.name.upper()
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        flag = max(param.opts, key=len) if param is not None else config.flag_name(self.key)
+        flag = (
+            next((x for x in param.opts if x.startswith("--")), param.opts[0])
+            if param is not None
+            else config.flag_name(self.key)
+        )
         return config.check(self.key, value, f"flag {flag}")
 
 
@@ -247,6 +251,18 @@ def output_dir(*, required: bool = False) -> Decorator[Any]:
 
 output_dir_option = output_dir()
 
+#: bundle's output folder, as auditwheel and delvewheel name it (``-w/--wheel-dir``, what
+#: cibuildwheel's repair command passes ``{dest_dir}`` to); ``--output-dir`` is the same flag.
+wheel_dir_option = click.option(
+    "-w",
+    "--wheel-dir",
+    "--output-dir",
+    "output_dir",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Where the bundled wheels go (default: ./wheels; --output-dir is the same flag).",
+)
+
 
 def target_family_option(note: str) -> Decorator[Any]:
     """--target-family: the FAMILY of ROCm's rocm-sdk-libraries-FAMILY package."""
@@ -313,6 +329,14 @@ def dry_run_option(help_text: str) -> Decorator[Any]:
 
 def force_option(help_text: str) -> Decorator[Any]:
     return click.option("--force", is_flag=True, default=None, help=help_text)
+
+
+allow_dirty_option = click.option(
+    "--allow-dirty",
+    is_flag=True,
+    default=None,
+    help="Build checkouts with uncommitted changes (their versions end in .dirty).",
+)
 
 
 def mirror_option() -> Decorator[Any]:

@@ -98,6 +98,11 @@ def show(result: Any) -> None:
             break
     for pkg, found in result.facts.get("found_targets", {}).items():
         out_console.print(f"  code objects in {pkg}: {';'.join(found)}")
+    refused = result.facts.get("triton", {}).get("unsupported_targets", [])
+    if refused:
+        out_console.print(
+            f"  Triton: does not support {';'.join(refused)} (its own verdict; not compiled)"
+        )
     show_devices(result.facts.get("devices", []))
     if result.upstream is not None:
         for line in result.upstream.lines():

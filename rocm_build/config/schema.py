@@ -104,6 +104,20 @@ def plain_name(value: str) -> str:
     )
 
 
+_MANYLINUX = re.compile(
+    r"(manylinux1|manylinux2010|manylinux2014|manylinux_2_\d+)"
+    r"(_(x86_64|aarch64|ppc64le|s390x|armv7l|i686))?"
+)
+
+
+def manylinux_tag(value: str) -> str:
+    """What makes ``value`` neither auto nor a manylinux tag (``manylinux_2_28_x86_64``,
+    ``manylinux_2_28``, ``manylinux2014``), or ""."""
+    if value in ("auto", "") or _MANYLINUX.fullmatch(value):
+        return ""
+    return "must be auto or a manylinux tag such as manylinux_2_28_x86_64 or manylinux2014"
+
+
 def requirement_marker(value: str) -> str:
     """What makes ``value`` no environment marker for one requirement line of a wheel's
     METADATA (and one ``|``-separated entry of ``PYTORCH_EXTRA_INSTALL_REQUIREMENTS``), or ""
@@ -176,6 +190,9 @@ class BuildSettings:
     no_index: bool = _setting(bool, "only the find_links folders")
     dry_run: bool = _setting(bool, "print the plan, build nothing")
     force: bool = _setting(bool, "rebuild projects whose inputs are unchanged")
+    allow_dirty: bool = _setting(
+        bool, "build checkouts with uncommitted changes (their wheels' labels end in .dirty)"
+    )
     rocm_cache: str = _setting(str, "downloaded ROCm trees")
     aotriton: str = _setting(str, "pre-fetched aotriton for flash attention: auto, off or a folder")
 
@@ -200,7 +217,14 @@ class BundleSettings:
     platform: str = _setting(
         str, "auto (from the wheel tag), linux or windows", choices=("auto", "linux", "windows")
     )
-    policy: str = _setting(str, "manylinux policy to tag with; auto = the best that fits")
+    policy: str = _setting(
+        str,
+        "manylinux tag of the output (--plat); auto = the best that fits",
+        shape=manylinux_tag,
+    )
+    exclude: tuple[str, ...] = _setting(
+        list, "libraries not bundled: left NEEDED, found at run time (sonames or patterns)"
+    )
     dlopen_libs: tuple[str, ...] = _setting(list, "libraries ROCm loads by name (fnmatch patterns)")
     data_trees: tuple[str, ...] = _setting(
         list, "data the bundled libraries find next to themselves"

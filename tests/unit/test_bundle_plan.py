@@ -11,7 +11,7 @@ import pytest
 from rocm_build import bundle
 from rocm_build.binary.elf import ElfInfo
 from rocm_build.bundle import policy as bundle_policy
-from rocm_build.errors import BundleError
+from rocm_build.errors import BundleError, ConfigError
 from rocm_build.wheel.wheelfile import WheelName
 
 GLIBC = (("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.14")),)
@@ -271,3 +271,44 @@ def test_glibc_past_auditwheels_newest_policy_is_still_manylinux() -> None:
     assert plan({"ext/_k.so": lib("k", "libc.so.6", versions=private)}).platform_tag == (
         "linux_x86_64"
     )
+
+
+def test_excluded_library_stays_needed_and_brings_nothing_in() -> None:
+    """--exclude: the library is not bundled, nor what only it needs (HSA, numa), nor the
+    libraries ROCm dlopens (nothing of ROCm is in the wheel); it is recorded with who needs it."""
+    ext = {"ext/_k.so": lib("k", "libamdhip64.so.5", "libc.so.6")}
+    p = plan(ext, exclude=("libamdhip64.so.*",))
+    assert p.libraries == ()
+    assert p.excluded == (("libamdhip64.so.5", ("ext/_k.so",)),)
+    assert p.summary()["excluded"] == [{"name": "libamdhip64.so.5", "needed_by": ["ext/_k.so"]}]
+    assert p.platform_tag.startswith("manylinux_")  # as auditwheel: not counted against it
+    # a dependency something else needs still comes
+    both = {**ext, "ext/_n.so": lib("n", "libnuma.so.1")}
+    p = plan(both, exclude=("libamdhip64.so.5",))
+    names = {x.name for x in p.libraries}
+    assert "libnuma.so.1" in names
+    assert not names & {"libamdhip64.so.5", "libhsa-runtime64.so.1"}
+    # excluding a dependency leaves the rest of the closure
+    p = plan(ext, exclude=("libhsa-runtime64.so.1",))
+    assert {x.name for x in p.libraries} == {"libamdhip64.so.5", "libamd_comgr.so.2"}
+    assert p.excluded == (("libhsa-runtime64.so.1", ("ext/lib/libamdhip64.so.5",)),)
+    # a dlopened library can be excluded too
+    p = plan(ext, exclude=("libamd_comgr.so*",))
+    assert "libamd_comgr.so.2" not in {x.name for x in p.libraries}
+
+
+def test_requested_plat() -> None:
+    old = (("libc.so.6", ("GLIBC_2.2.5",)),)
+    ext = {"ext/_k.so": lib("k", "libc.so.6", versions=old)}
+    # a newer tag than needed is allowed; with or without the architecture; aliases kept
+    assert plan(ext, policy="manylinux_2_28_x86_64").platform_tag == "manylinux_2_28_x86_64"
+    assert plan(ext, policy="manylinux2014").platform_tag == (
+        "manylinux_2_17_x86_64.manylinux2014_x86_64"
+    )
+    # past auditwheel's newest policy: PEP 600's tag
+    assert plan(ext, policy="manylinux_2_99").platform_tag == "manylinux_2_99_x86_64"
+    new = (("libc.so.6", ("GLIBC_2.34",)),)
+    with pytest.raises(BundleError, match=r"need glibc 2\.34 .*pass --plat manylinux_2_34_x86_64"):
+        plan({"ext/_k.so": lib("k", "libc.so.6", versions=new)}, policy="manylinux_2_28_x86_64")
+    with pytest.raises(ConfigError, match="is for aarch64"):
+        plan(ext, policy="manylinux_2_28_aarch64")

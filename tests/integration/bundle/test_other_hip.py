@@ -6,9 +6,12 @@ against the tree's HSA. Real wheels around the 5.2 tree's real ``libamdhip64.so.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
+from rocm_build.binary import elf
 from tests.integration.bundle.helpers import cc_shared, make_wheel
 
 #: keeps the bundles small: of the libraries ROCm dlopens, only hiprtc's builtins
@@ -83,4 +86,23 @@ def test_a_wheels_own_hip_runtime_in_use_is_said(  # type: ignore[no-untyped-def
     assert f"warning: the wheel's own HIP runtime {USED} is used in place of the tree's" in (
         res.stderr
     )
-    assert "Triton finds HIP only as x/lib/libamdhip64.so" in res.stderr
+    assert "Triton finds it as x/lib/libamdhip64.so (a stub that loads it)" in res.stderr
+    # The name Triton opens loads the wheel's own runtime, the one the extension uses.
+    assert plan["own_hip_alias"] == "x/lib/libamdhip64.so"
+    (fat,) = (tmp_path / "o2").glob("*.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(fat) as zf:
+        zf.extractall(site)
+    stub = site / "x/lib/libamdhip64.so"
+    assert elf.read_elf(stub).needed == ("libamdhip64.so.5",)
+    assert elf.read_elf(stub).search_path == ("$ORIGIN/../_vendor",)
+    probe = (
+        "import ctypes, sys\n"
+        "ctypes.CDLL(sys.argv[1])\n"
+        "print('\\n'.join(l.split()[-1] for l in open('/proc/self/maps') if 'amdhip64' in l))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", probe, str(stub)], capture_output=True, text=True, check=True
+    )
+    runtimes = {Path(line).resolve() for line in ran.stdout.split()} - {stub.resolve()}
+    assert runtimes == {(site / USED).resolve()}, ran.stdout

@@ -205,7 +205,7 @@ def test_ccob_whose_raw_size_lies_is_exit_10_everywhere(
     else:
         mingw = shutil.which("x86_64-w64-mingw32-gcc")
         if mingw is None:
-            pytest.skip("needs mingw-w64 (dev/apt-packages.txt)")
+            pytest.skip("needs mingw-w64 (dev/apt-packages-test.txt)")
         member, tag = "bomb/kern.dll", "cp311-cp311-win_amd64"
         array = ",".join(str(b) for b in _lying_ccob())
         src = tmp_path / "kern.c"

@@ -22,7 +22,7 @@ MINGW = "x86_64-w64-mingw32-gcc"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        shutil.which(MINGW) is None, reason="needs mingw-w64 (dev/apt-packages.txt)"
+        shutil.which(MINGW) is None, reason="needs mingw-w64 (dev/apt-packages-test.txt)"
     ),
 ]
 

@@ -32,7 +32,7 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     """``redis://127.0.0.1:PORT`` of a private redis-server (Debian's ``redis-server``)."""
     server = shutil.which("redis-server")
     if server is None:
-        pytest.fail("redis-server is not installed: run dev/setup (dev/apt-packages.txt)")
+        pytest.fail("redis-server is not installed: run dev/setup (dev/apt-packages-test.txt)")
     data = tmp_path / "redis"
     data.mkdir()
     port = _free_port()

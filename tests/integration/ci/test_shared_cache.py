@@ -63,7 +63,7 @@ def _resolve(url: str, local: Path, base: Path) -> cache.CompilerCache:
 def _needs_tools() -> None:
     for tool in ("ccache", "cmake", "ninja"):
         if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed: run dev/setup (dev/apt-packages.txt)")
+            pytest.fail(f"{tool} is not installed: run dev/setup (dev/apt-packages-test.txt)")
 
 
 def test_resolve_finds_the_installed_ccache(tmp_path: Path, redis_url: str) -> None:

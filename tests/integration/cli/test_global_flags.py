@@ -38,6 +38,10 @@ def test_fetch_jobs_and_the_hidden_old_spelling(run_cli: CliRunner, tmp_path: Pa
     assert "checkout.jobs = 3  (flag)" in new.stderr, new.stderr
     old = run_cli(["checkout", "nosuch", "--jobs", "4"], cwd=tmp_path)
     assert "checkout.jobs = 4  (flag)" in old.stderr, old.stderr
+    # build's -j/--jobs is compile jobs: the old spelling says what it is now
+    said = "warning: checkout --jobs is the old spelling of --fetch-jobs"
+    assert said in old.stderr
+    assert said not in new.stderr
     bad = run_cli(["checkout", "--fetch-jobs", "0"], cwd=tmp_path)
     assert bad.returncode == 2
     assert "flag --fetch-jobs: 'checkout.jobs' must be int (>= 1)" in _one_line_error(bad.stderr)

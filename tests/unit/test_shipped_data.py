@@ -1,0 +1,52 @@
+"""The data rocm-build reads from auditwheel and delvewheel is there, in the shape it reads.
+
+Neither file is an API the packages promise (auditwheel's ``policy/manylinux-policy.json``,
+delvewheel's ``_dll_list`` module), so pyproject.toml bounds both to the major versions this test
+has passed on; it is the test to run before raising a bound."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from rocm_build.binary import pe
+from rocm_build.bundle import policy
+from tests.conftest import REPO
+
+
+def _bound(name: str) -> Requirement:
+    import tomllib
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    (req,) = [Requirement(d) for d in deps if Requirement(d).name == name]
+    return req
+
+
+def test_auditwheel_policies_have_the_fields_read() -> None:
+    installed = Version(metadata.version("auditwheel"))
+    assert installed in _bound("auditwheel").specifier
+    policies = policy._policies()
+    assert len(policies) > 5
+    for p in policies:
+        assert {"name", "aliases", "priority", "symbol_versions", "lib_whitelist"} <= set(p)
+    names = {p["name"] for p in policies}
+    assert {"linux", "manylinux_2_17", "manylinux_2_28"} <= names
+    assert "libc.so.6" in policy.policy_whitelist("manylinux_2_28")
+    assert "libamdhip64.so.6" not in policy.policy_whitelist("manylinux_2_28")
+
+
+def test_delvewheels_dll_lists_have_the_names_read() -> None:
+    from delvewheel import _dll_list
+
+    installed = Version(metadata.version("delvewheel"))
+    assert installed in _bound("delvewheel").specifier
+    for attr in ("ignore_names_x64", "ignore_names_arm64", "ignore_names_x86"):
+        names = getattr(_dll_list, attr)
+        assert "kernel32.dll" in names, attr
+        assert all(isinstance(n, str) and n == n.lower() for n in names), attr
+    assert all(isinstance(r, re.Pattern) for r in _dll_list.ignore_regexes)
+    assert pe.windows_provides("KERNEL32.dll", "IMAGE_FILE_MACHINE_AMD64")
+    assert not pe.windows_provides("amdhip64_6.dll", "IMAGE_FILE_MACHINE_AMD64")
