@@ -201,7 +201,10 @@ def test_unchanged_inputs_are_not_rebuilt_and_rebuilds_hit_the_cache(
     subprocess.run(
         ["git", "commit", "-qm", "notes"], cwd=src, check=True, env={**os.environ, **GIT_IDENTITY}
     )
-    changed = f"rebuild: would build: changed since {wheel.name}: the checkout's commit"
+    changed = (
+        f"rebuild: would build: changed since {wheel.name}: "
+        "the checkout (its commits or uncommitted changes)"
+    )
     assert rebuild_line().startswith(changed)  # (its version, from git, is in the environment)
     third = workspace.build("torch", "--cache", "ccache", env=env, as_json=True)
     assert third.returncode == 0, third.stderr
