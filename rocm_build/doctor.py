@@ -311,7 +311,7 @@ def _clang_problem(
             return RocmTreeError, (
                 f"the tree's {clang} needs a newer C library than this machine has ({glibc[1]} "
                 "not found): run rocm-build in a root of the tree's distribution (rocm-build rocm "
-                "sysroot, then rocm run ROOT --bind TREE -- ...; README: Modern ROCm)"
+                "sysroot, then rocm run ROOT --bind TREE -- ...; docs/quickstart.md: Modern ROCm)"
             )
         return RocmTreeError, (
             f"the tree's {clang} --version fails (exit {result.returncode}: {last.strip()[:200]}):"

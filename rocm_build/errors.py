@@ -138,7 +138,8 @@ class Interrupted(RocmBuildError):
     exit_code = 130
 
 
-#: Exit code -> meaning, for ``--help``; the README's exit-code table says the same (a test checks).
+#: Exit code -> meaning, for ``--help``; the tables of the README and docs/exit-codes.md say the
+#: same (a test checks).
 EXIT_CODES: dict[int, str] = {
     0: 'success, including "nothing to do"',
     1: "other error a user can fix",

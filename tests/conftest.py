@@ -107,7 +107,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 #: About the most disk the whole suite uses at once from a fresh clone (ROCm trees and root
-#: included), measured with ``df`` during ``.ci/run``; see README "Development".
+#: included), measured with ``df`` during ``.ci/run``; see docs/development.md.
 SUITE_DISK_GB = 30
 
 

@@ -132,13 +132,8 @@ def nobody_python() -> Iterator[Path]:
         for dist in _requirement_closure("rocm-build")[1:]:
             _copy_installed(dist, venv)
         site = _site_packages(python)
-        shutil.copytree(
+        shutil.copytree(  # with its package data: the smoke suite, the shipped series
             REPO / "rocm_build", site / "rocm_build", ignore=shutil.ignore_patterns("__pycache__")
-        )
-        shutil.copytree(  # where a regular install puts the smoke suite (pyproject's data-files)
-            REPO / "smoke-tests",
-            venv / "share" / "rocm-build" / "smoke-tests",
-            ignore=shutil.ignore_patterns("__pycache__"),
         )
         for path in base.rglob("*"):  # a umask of 077 would keep them from nobody
             path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)

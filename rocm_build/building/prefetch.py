@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import statefile, tempfiles
+from rocm_build import locks, statefile, tempfiles
 from rocm_build.errors import ConfigError, FetchError, UnsafeInput
 from rocm_build.masking import mask_url
 from rocm_build.repo import aotritoncmake, checkoutfile, llvmpin
@@ -191,6 +191,9 @@ def _download_json(d: Download) -> dict[str, str]:
     return {"what": d.what, "url": mask_url(d.url), "sha256": d.sha256}
 
 
+_CACHE_HINT = "or point XDG_CACHE_HOME at a folder of your own"
+
+
 def plan(
     what: Sequence[str],
     *,
@@ -209,6 +212,11 @@ def plan(
         msg = f"fetch --what: unknown {', '.join(unknown)} (known: {', '.join(WHAT)})"
         raise ConfigError(msg)
     aot_cache, llvm_cache = aotriton_cache_dir(env, work_dir), llvm_cache_dir(env, work_dir)
+    # The rule of every cache: links planted in a folder others may write to could make the
+    # build take what is not the download (locks.check_cache_folder; exit 14).
+    shared = [(aot_cache.parent, "download cache")] if aot_cache.parent.name == "rocm-build" else []
+    for folder, what_ in [*shared, (aot_cache, "aotriton cache"), (llvm_cache, "LLVM cache")]:
+        locks.check_cache_folder(folder, what_, _CACHE_HINT)
     aot = None
     notes = []
     if "aotriton" in what:

@@ -15,7 +15,7 @@ facts, a library index and settings (:mod:`.plan`, with :mod:`.libraries`, :mod:
 (:mod:`.rocmwheels`). This module exports the stage, those pairs and the pure planner (what
 tests and benchmarks call); the rest is imported from its module.
 
-Rules (see the README's "Fat wheels" section):
+Rules (see docs/bundle.md):
 
 * the NEEDED closure of every host ELF in the wheel is resolved in the ROCm tree first, then in
   the build machine's library folders; what the manylinux policy allows from the system stays

@@ -1,5 +1,6 @@
 """The smoke stage: install the wheels into a fresh venv with no ROCm in reach and run the
-suite in ``smoke-tests/`` (:mod:`.stage`); :mod:`.upstream` summarises PyTorch's own tests."""
+suite in ``suite/`` (package data, :mod:`.stage`); :mod:`.upstream` summarises PyTorch's own
+tests."""
 
 from __future__ import annotations
 

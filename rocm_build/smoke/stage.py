@@ -1,9 +1,10 @@
 """smoke: install wheels into a fresh virtual environment and prove they work there.
 
 Plan first (``plan``: which wheels, which import names, which targets, the scrubbed
-environment), then ``execute``: create the venv, install only the given wheels plus pytest, copy the
-smoke suite (``smoke-tests/``) next to it and run it with every ROCm location removed from the
-environment, so a library that would load from a system ROCm or the build tree fails the run.
+environment), then ``execute``: create the venv, install only the given wheels plus pytest, copy
+the smoke suite (``suite/``, package data: :func:`suite_dir`) next to it and run it with every
+ROCm location removed from the environment, so a library that would load from a system ROCm or
+the build tree fails the run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -186,17 +188,20 @@ class SmokeResult:
 
 
 def suite_dir() -> Path:
-    """The smoke suite shipped beside the package (a checkout or an editable install)."""
-    here = Path(__file__).resolve().parents[1]
-    installed = Path(sys.prefix) / "share" / "rocm-build" / "smoke-tests"
-    for candidate in (here.parent / "smoke-tests", installed):
-        if (candidate / "conftest.py").is_file():
-            return candidate
-    msg = (
-        "the smoke suite (smoke-tests/) is not beside rocm_build; "
-        f"nor in {installed}; reinstall rocm-build (pip install -e .)"
-    )
-    raise ConfigError(msg)
+    """The smoke suite, package data of ``rocm_build.smoke`` (its ``suite/`` folder) in a
+    checkout, an editable install and a regular one alike. A real folder: it is copied next to
+    the environment under test and run there by that environment's pytest."""
+    suite = resources.files("rocm_build.smoke") / "suite"
+    if not isinstance(suite, Path):
+        msg = (
+            f"the smoke suite is inside an archive ({suite}), not a folder pytest can run; "
+            "install rocm-build as a regular package (pip install rocm-build)"
+        )
+        raise ConfigError(msg)
+    if not (suite / "conftest.py").is_file():
+        msg = f"the smoke suite is not in {suite}; reinstall rocm-build"
+        raise ConfigError(msg)
+    return suite
 
 
 def import_names(wheel: Path) -> tuple[str, ...]:

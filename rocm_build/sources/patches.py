@@ -15,9 +15,9 @@ import os
 import re
 import shutil
 import stat
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from rocm_build import faults, statefile, tempfiles
@@ -72,19 +72,23 @@ def series_root(patches_dir: Path, patchset: str, subfolder: str) -> Path:
 
 
 def installed_dir() -> Path:
-    """Where a regular install puts the series rocm-build ships (pyproject's data-files)."""
-    return Path(sys.prefix) / "share" / "rocm-build" / "patches"
+    """The series rocm-build ships: package data of ``rocm_build.sources`` (its
+    ``shipped_patches/`` folder, ``<train>/<project>/``), in a checkout, an editable install
+    and a regular one alike. It belongs to rocm-build: save-patches never writes there."""
+    folder = resources.files("rocm_build.sources") / "shipped_patches"
+    if not isinstance(folder, Path):
+        msg = (
+            f"the shipped patch series are inside an archive ({folder}), not a folder git can "
+            "apply from; install rocm-build as a regular package (pip install rocm-build)"
+        )
+        raise ConfigError(msg)
+    return folder
 
 
 def shipped_dir() -> Path | None:
-    """The series rocm-build ships: ``patches/`` beside the package (a checkout of rocm-build,
-    an editable install), else the installed copy; None when neither is there."""
-    checkout = Path(__file__).resolve().parents[2]
-    # pyproject.toml beside it: a source tree, not a site-packages that some other
-    # distribution may have put a top-level "patches" into.
-    if (checkout / "pyproject.toml").is_file() and (checkout / "patches").is_dir():
-        return checkout / "patches"
-    return installed_dir() if installed_dir().is_dir() else None
+    """The series rocm-build ships (:func:`installed_dir`); None when the folder is missing."""
+    folder = installed_dir()
+    return folder if folder.is_dir() else None
 
 
 def find_root(

@@ -1,4 +1,4 @@
-"""The smoke suite's own stdlib ELF reader (smoke-tests/smoke_elf.py) on real objects."""
+"""The smoke suite's own stdlib ELF reader (rocm_build/smoke/suite/smoke_elf.py) on real objects."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import struct
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "smoke-tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "rocm_build" / "smoke" / "suite"))
 
 import smoke_elf
 

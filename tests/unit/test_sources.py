@@ -45,7 +45,7 @@ def test_plan_takes_refs_from_the_train(tmp_path: Path) -> None:
 def test_plan_takes_the_shipped_series_where_the_user_has_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The shipped folder stands in for rocm-build's own patches/ (which ships no series).
+    # The shipped folder stands in for rocm-build's own (shipped_patches/: no series yet).
     shipped = tmp_path / "shipped"
     for project in ("torch", "torchvision"):
         (shipped / "2.10" / project / "base").mkdir(parents=True)

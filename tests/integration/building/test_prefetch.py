@@ -23,6 +23,7 @@ from rocm_build.building import prefetch
 from rocm_build.errors import FetchError
 from rocm_build.repo import llvmpin
 from rocm_build.rocm.dist import open_tree
+from tests import hostile
 from tests.conftest import CliRunner
 from tests.integration.building.test_fetch import PADDING, Server, small_tree_tarball
 
@@ -298,3 +299,25 @@ def test_the_tree_is_never_an_aotriton_prefix(setup: Setup, run_cli: CliRunner) 
     assert planned.returncode == 0, planned.stderr
     (step,) = json.loads(planned.stdout)["projects"]
     assert "AOTRITON_INSTALLED_PREFIX" not in step["env"]
+
+
+@pytest.mark.parametrize("where", ["aotriton", "llvm"])
+@pytest.mark.parametrize("attack", hostile.FOLDER_ATTACKS)
+def test_a_hostile_prefetch_cache_folder_is_refused_or_left_alone(
+    setup: Setup, run_cli: CliRunner, tmp_path: Path, attack: str, where: str
+) -> None:
+    """The download caches ``fetch`` fills (``<cache>/rocm-build/aotriton`` and ``llvm``) under
+    the usual attacks (tests/hostile.py): a file, a link elsewhere, another user's folder, one
+    others may write to. Each is refused in one line (exit 14; a file there: exit 2 or 14) and
+    left as it is; nothing is written where a link points, nothing is downloaded into it."""
+    if attack in ("symlink", "foreign-owner"):
+        hostile.need_root("a link or a folder owned by another user")
+    planted = hostile.plant(
+        setup.cache() / where, attack, elsewhere=tmp_path / "elsewhere", folder=True
+    )
+    res = setup.cli(run_cli, "fetch")
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+    assert res.returncode in ((2, 14) if attack == "wrong-type" else (14,)), res.stderr
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    planted.assert_left_alone()

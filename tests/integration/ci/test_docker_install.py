@@ -1,7 +1,7 @@
 """The Docker image's install step, without Docker: the files docker/Dockerfile COPYs (what its
 docker/Dockerfile.dockerignore lets into the build context) are laid out as in the image and
 installed by the image's own pip command into a fresh venv, so the COPY lines cannot drift from
-what pip needs (pyproject's data files, the README it reads)."""
+what pip needs (the package with its package data, the README it reads)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.ci.test_shipped_patches import installed_locations
 
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 DOCKERIGNORE = REPO / "docker" / "Dockerfile.dockerignore"
@@ -126,4 +127,9 @@ def test_the_image_install_step_installs_exactly_what_the_dockerfile_copies(
         [venv / "bin" / "rocm-build", "--version"], capture_output=True, text=True, check=False
     )
     assert version.returncode == 0, version.stderr
-    assert (venv / "share" / "rocm-build" / "smoke-tests" / "pytest.ini").is_file()
+    found = installed_locations(venv / "bin" / "python", tmp_path)
+    package = Path(found["package"]).parent  # the package data with it, not under share/
+    assert package.is_relative_to(venv)
+    assert found["suite_dir"] == str(package / "smoke" / "suite")
+    assert found["shipped_dir"] == str(package / "sources" / "shipped_patches")
+    assert (package / "smoke" / "suite" / "pytest.ini").is_file()

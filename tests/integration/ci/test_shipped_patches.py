@@ -1,25 +1,31 @@
-"""The series rocm-build ships (top-level patches/): one folder per release train, each series
-well-formed (no network: the CI job ci/shipped-patches.yml applies them to their upstream), all
-of it in the installed package; a user's own series win over them, and save-patches never
-writes into the installed copy."""
+"""The series rocm-build ships (rocm_build/sources/shipped_patches/, package data): one folder
+per release train, each series well-formed (no network: the CI job ci/shipped-patches.yml applies
+them to their upstream); it and the smoke suite (rocm_build/smoke/suite/) are in the built wheel
+and found by an installed rocm-build; a user's own series win over them, and save-patches never
+writes into the shipped copy."""
 
 from __future__ import annotations
 
-import fnmatch
+import json
+import os
+import shutil
 import subprocess
-import tomllib
+import sys
+import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rocm_build import config
+from rocm_build import config, smoke
 from rocm_build.errors import FileAccessError, RocmBuildError
 from rocm_build.sources import patches
 from tests.conftest import REPO, CliRunner
 from tests.integration.ci.test_checks import rocm_build_calls, unknown_calls
 
-SHIPPED = REPO / "patches"
+SHIPPED = REPO / "rocm_build" / "sources" / "shipped_patches"
+SUITE = REPO / "rocm_build" / "smoke" / "suite"
 GOOD = """From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001
 From: A <a@example.org>
 Subject: [PATCH] fix
@@ -109,25 +115,135 @@ def test_the_series_check_finds_what_is_wrong(tmp_path: Path) -> None:
     ]
 
 
-def test_every_shipped_file_is_installed_with_the_package() -> None:
-    """pyproject's data-files list each folder: a file under patches/ none of them matches
-    would be missing from a pip-installed rocm-build."""
-    data_files = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "data-files"
+# --- package data: a built wheel holds both folders, an installed rocm-build finds them --------
+
+#: The package data that ships as folders (rel. to the repository), by the lookup that finds them.
+PACKAGE_DATA = {"suite_dir": SUITE, "shipped_dir": SHIPPED}
+
+
+def data_files(folder: Path) -> list[str]:
+    """Every file of a package-data folder, relative to it."""
+    return [
+        p.relative_to(folder).as_posix()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
     ]
-    globs = [g for target, gs in data_files.items() if "patches" in target for g in gs]
-    for target, gs in data_files.items():
-        for g in gs:
-            if g.startswith("patches/"):
-                assert target == "share/rocm-build/" + str(Path(g).parent), (target, g)
-    files = [p.relative_to(REPO).as_posix() for p in SHIPPED.rglob("*") if p.is_file()]
-    assert files
-    missing = [f for f in files if not any(fnmatch.fnmatchcase(f, g) for g in globs)]
-    assert missing == []
+
+
+def wheel_problems(names: set[str]) -> list[str]:
+    """What a wheel of rocm-build (its member names) lacks of the package data, or holds where
+    a data-files install would put it (``*.data/``, not found by importlib.resources)."""
+    expected = [
+        f"{folder.relative_to(REPO).as_posix()}/{f}"
+        for folder in PACKAGE_DATA.values()
+        for f in data_files(folder)
+    ]
+    problems = [f"missing: {f}" for f in expected if f not in names]
+    problems += [f"data-files: {n}" for n in sorted(names) if ".data/" in n]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """rocm-build's wheel, built by ``python -m build`` from a copy of the package sources (the
+    build writes build/ and *.egg-info beside them)."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    shutil.copytree(
+        REPO / "rocm_build", src / "rocm_build", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(src)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = out.glob("rocm_build-*.whl")
+    return wheel
+
+
+def run_away(python: Path, cwd: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """``python -c script`` away from this checkout: no PYTHONPATH, another working folder."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [str(python), "-c", script], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def installed_locations(python: Path, cwd: Path) -> dict[str, str]:
+    """Where the rocm_build that ``python`` imports (away from this checkout) finds its
+    package: the package and each package-data folder."""
+    script = (
+        "import json, rocm_build\n"
+        "from rocm_build.smoke import suite_dir\n"
+        "from rocm_build.sources.patches import shipped_dir\n"
+        "print(json.dumps({'package': rocm_build.__file__, 'suite_dir': str(suite_dir()),"
+        " 'shipped_dir': str(shipped_dir())}))\n"
+    )
+    found = run_away(python, cwd, script)
+    assert found.returncode == 0, found.stderr[-3000:]
+    return dict(json.loads(found.stdout))
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_the_suite_and_the_series_as_package_data(built_wheel: Path) -> None:
+    with zipfile.ZipFile(built_wheel) as wheel:
+        names = set(wheel.namelist())
+    assert all(data_files(folder) for folder in PACKAGE_DATA.values())
+    assert wheel_problems(names) == []
+
+
+@pytest.mark.slow
+def test_the_wheel_check_can_fail(built_wheel: Path) -> None:
+    """A file package-data's globs do not match (pytest.ini, a README) and a data-files entry."""
+    with zipfile.ZipFile(built_wheel) as wheel:
+        names = set(wheel.namelist())
+    left_out = ["rocm_build/smoke/suite/pytest.ini", "rocm_build/sources/shipped_patches/README.md"]
+    odd = "rocm_build-0.2.0.data/data/share/rocm-build/patches/README.md"
+    assert wheel_problems(names - set(left_out) | {odd}) == [
+        *(f"missing: {f}" for f in left_out),
+        f"data-files: {odd}",
+    ]
+
+
+@pytest.mark.slow
+def test_an_installed_rocm_build_finds_the_suite_and_the_series(
+    built_wheel: Path, tmp_path: Path
+) -> None:
+    """The wheel installed (not editable) into a fresh venv, its dependencies this Python's:
+    suite_dir() and shipped_dir() are folders of the installed package holding every file, and
+    save-patches may not write into them."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
+    here = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "deps.pth").write_text("".join(f"{p}\n" for p in sorted(here)))
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
+    installed = subprocess.run(
+        [*pip, "--no-deps", "--no-index", str(built_wheel)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    found = {k: Path(v) for k, v in installed_locations(python, tmp_path).items()}
+    package = found.pop("package").parent
+    assert package == site / "rocm_build"
+    for name, folder in PACKAGE_DATA.items():
+        assert found[name] == package / folder.relative_to(REPO / "rocm_build"), name
+        assert data_files(found[name]) == data_files(folder), name
+    save = "from rocm_build.sources import patches as p; p.check_save_root(p.shipped_dir())"
+    refused = run_away(python, tmp_path, save)
+    assert "FileAccessError" in refused.stderr
+    assert "pass --patches-dir" in refused.stderr
 
 
 def test_the_shipped_folder_of_a_source_checkout_is_its_patches() -> None:
     assert patches.shipped_dir() == SHIPPED
+
+
+def test_the_smoke_suite_of_a_source_checkout_is_its_own() -> None:
+    assert smoke.suite_dir() == SUITE
 
 
 def _series(root: Path, name: str) -> Path:
@@ -176,10 +292,10 @@ def test_the_ci_job_applies_the_shipped_series_with_flags_that_exist(
     run_cli: CliRunner, tmp_path: Path
 ) -> None:
     """ci/shipped-patches.yml checks out each shipped series with rocm-build: the commands and
-    flags it calls exist, and it reads the series from the shipped patches/ folder."""
+    flags it calls exist, and it reads the series from the shipped folder."""
     workflow = yaml.safe_load((REPO / "ci" / "shipped-patches.yml").read_text())
     calls = rocm_build_calls(workflow)
     unknown, seen = unknown_calls(run_cli, calls, tmp_path)
     assert unknown == []
     assert seen == {"checkout"}
-    assert "patches/*/" in yaml.safe_dump(workflow)
+    assert "rocm_build/sources/shipped_patches/*/" in yaml.safe_dump(workflow)

@@ -1,4 +1,4 @@
-"""Shell completion as the README documents it: each line it gives makes the shell's script,
+"""Shell completion as the install page documents it: each line it gives makes the shell's script,
 and the script's completions answer (click's, through the real entry point's name)."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ def _complete(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_readme_lines_make_the_completion_scripts() -> None:
-    readme = (REPO / "README.md").read_text()
-    shells = re.findall(r"_ROCM_BUILD_COMPLETE=(\w+)_source rocm-build", readme)
+def test_the_documented_lines_make_the_completion_scripts() -> None:
+    page = (REPO / "docs" / "install.md").read_text()
+    shells = re.findall(r"_ROCM_BUILD_COMPLETE=(\w+)_source rocm-build", page)
     assert sorted(shells) == ["bash", "fish", "zsh"], shells
-    # the name the README uses is the entry point's
+    # the name the page uses is the entry point's
     assert 'rocm-build = "rocm_build.cli:main"' in (REPO / "pyproject.toml").read_text()
     for shell in shells:
         res = _complete({"_ROCM_BUILD_COMPLETE": f"{shell}_source"})

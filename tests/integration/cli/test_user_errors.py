@@ -16,6 +16,7 @@ from rocm_build.errors import EXIT_CODES
 from tests.conftest import CliRunner
 
 REPO = Path(__file__).resolve().parents[3]
+DOCS = REPO / "docs"
 
 
 def _one_line_error(stderr: str) -> str:
@@ -27,10 +28,12 @@ def _one_line_error(stderr: str) -> str:
 
 
 def test_readme_exit_code_table_is_the_help_text(run_cli: CliRunner, tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
-    rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", section, flags=re.M))
-    assert {int(code): text for code, text in rows.items()} == EXIT_CODES
+    """The README's table and the manual's page (docs/exit-codes.md) both say what --help says."""
+    pages = ((REPO / "README.md", "## Exit codes"), (DOCS / "exit-codes.md", "# Exit codes"))
+    for doc, heading in pages:
+        section = doc.read_text(encoding="utf-8").split(heading, 1)[1].split("\n## ", 1)[0]
+        rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", section, flags=re.M))
+        assert {int(code): text for code, text in rows.items()} == EXIT_CODES, doc.name
     shown = run_cli(["--help"], cwd=tmp_path, check=True).stdout
     for code, text in EXIT_CODES.items():
         assert re.search(rf"^\s+{code}\s+{re.escape(text)}$", shown, flags=re.M), (code, shown)
@@ -175,10 +178,13 @@ def test_commands_are_shown_with_verbose_only(run_cli: CliRunner, tmp_path: Path
 
 
 def _readme_commands() -> list[list[str]]:
-    """Every ``rocm-build ...`` line of the README's sh blocks (continuations joined)."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    """Every ``rocm-build ...`` line of the sh blocks of the README and the manual (docs/), with
+    continuations joined."""
+    text = "\n".join(
+        p.read_text(encoding="utf-8") for p in [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+    )
     calls = []
-    for block in re.findall(r"```sh\n(.*?)```", readme, flags=re.S):
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         text = block.replace("\\\n", " ")
         for line in text.splitlines():
             line = line.split(" #", 1)[0].split(">>", 1)[0].strip()
@@ -227,24 +233,25 @@ def test_readme_examples_use_commands_and_flags_that_exist(
     assert not problems, problems
 
 
-def test_readme_flag_tables_match_the_commands(run_cli: CliRunner, tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    sections = {s.split("\n", 1)[0]: s for s in re.split(r"\n(?=## )", readme)}
+def test_docs_flag_tables_match_the_commands(run_cli: CliRunner, tmp_path: Path) -> None:
+    """The first flag table of each command's page in the manual (docs/) names only flags the
+    command has."""
     tables = {
-        "## Sources: checkout and save-patches": "checkout",
-        "## Building wheels": "build",
-        "## Fat wheels: bundle and inspect": "bundle",
-        "## Smoke tests and the whole pipeline": "smoke",
+        "sources.md": "checkout",
+        "building.md": "build",
+        "bundle.md": "bundle",
+        "smoke.md": "smoke",
     }
     problems = []
-    for heading, command in tables.items():
-        table = sections[heading].split("| flag |", 1)[1].split("\n\n", 1)[0]
+    for page, command in tables.items():
+        table = (DOCS / page).read_text(encoding="utf-8").split("| flag |", 1)[1]
+        table = table.split("\n\n", 1)[0]
         flags = {
             f
             for row in table.splitlines()
             for f in re.findall(r"`(--?[a-z][a-z-]*)", row.split("|")[1] if "|" in row else "")
         }
-        assert flags, heading
+        assert flags, page
         shown = run_cli([command, "--help"], cwd=tmp_path, check=True).stdout
         problems += [f"{command} {f}" for f in sorted(flags) if not re.search(rf"\s{f}\b", shown)]
     assert not problems, problems

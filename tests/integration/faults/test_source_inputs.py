@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from rocm_build.sources.patches import installed_dir
 
 from .sources_fixture import Project, commit, git, make_project, tree_bytes
 
@@ -123,21 +124,20 @@ def test_save_patches_into_a_read_only_patch_folder(project: Project, mounts: li
 def test_save_patches_never_writes_into_the_series_installed_with_rocm_build(
     project: Project,
 ) -> None:
-    """The shipped series' installed copy (<prefix>/share/rocm-build/patches, of the Python that
-    runs rocm-build) belongs to the installation: save-patches stops before writing there."""
+    """The shipped series (package data of the rocm_build that runs: the checkout's here)
+    belong to the installation: save-patches stops before writing there."""
     commit(project.src, {"NOTES": "new\n"}, "hipified: notes")
-    installed = Path(sys.prefix) / "share" / "rocm-build" / "patches"
-    existed = installed.exists()
-    before = tree_bytes(installed) if existed else {}
+    installed = installed_dir()
+    before = tree_bytes(installed)
     try:
         res = project.rb("save-patches", "--patches-dir", str(installed), check=False)
-        assert installed.exists() == existed
-        assert (tree_bytes(installed) if existed else {}) == before
-    finally:
-        if not existed and installed.exists():  # a save-patches without the guard wrote it
-            shutil.rmtree(installed)
-            if not any(installed.parent.iterdir()):
-                installed.parent.rmdir()
+        assert tree_bytes(installed) == before
+    finally:  # a save-patches without the guard wrote into the package: take it out again
+        for rel in set(tree_bytes(installed)) - set(before):
+            (installed / rel).unlink()
+        for folder in sorted(installed.rglob("*"), reverse=True):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
     assert res.returncode == 14, res.stderr
     line = _one_line(res.stderr)
     assert "the series installed with rocm-build" in line

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "smoke-tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "rocm_build" / "smoke" / "suite"))
 
 import smoke_elf
 
