@@ -245,10 +245,11 @@ def _build(run: _Run, _handed: list[Path]) -> StageResult:
 
 @dataclass(frozen=True)
 class _Ran:
-    """A stage's result with what it ran to but left as it was (``unchanged``)."""
+    """A stage's result with a note on what it did: that it left its output as it was
+    ("output unchanged: ..."), how many tests ran."""
 
     result: StageResult
-    unchanged: str
+    note: str
 
     @property
     def nothing_to_do(self) -> str:
@@ -300,7 +301,7 @@ def _smoke(run: _Run, fat: list[Path]) -> StageResult:
     result = smoke.execute(smoke.plan(run.ctx, fat, junit=run.junit), run.progress)
     run.facts["smoke"] = result.as_json()  # in the report also when the check fails
     smoke.check(result)
-    return result
+    return _Ran(result, result.tally())  # "done in 40s (12 tests: 10 passed, 2 skipped)"
 
 
 #: What ``all`` runs, in order; each stage gets the outputs of the one before. The one list of
@@ -353,12 +354,12 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
         faults.point(f"all.stamped-{name}")
     # nothing to do: the stage checked its own state (checkout does this itself)
     status = "skipped" if result.nothing_to_do else "ran"
-    unchanged = result.unchanged if isinstance(result, _Ran) else ""
-    run.outcomes.append(StageOutcome(name, status, seconds, result.nothing_to_do or unchanged))
+    note = result.note if isinstance(result, _Ran) else ""
+    run.outcomes.append(StageOutcome(name, status, seconds, result.nothing_to_do or note))
     if result.nothing_to_do:
         run.on_stage(name, "skip", result.nothing_to_do)
     else:
-        run.on_stage(name, "done", f"{seconds:.0f}s" + (f" ({unchanged})" if unchanged else ""))
+        run.on_stage(name, "done", f"{seconds:.0f}s" + (f" ({note})" if note else ""))
     return result.outputs, detail
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from rocm_build.cli import options as o
-from rocm_build.cli.render import State, out_console, pass_state
+from rocm_build.cli.render import State, err_console, out_console, pass_state
 from rocm_build.sizes import human_size
 
 
@@ -44,7 +45,14 @@ def debian(state: State, dest: Path, cache: Path | None, release: str, mirror: s
     """
     from rocm_build.rocm import debtree, dist
 
-    tree = debtree.assemble(dest, cache=cache, release=release, mirror=mirror)
+    if state.quiet:
+        tree = debtree.assemble(dest, cache=cache, release=release, mirror=mirror)
+    else:
+        show, close = package_progress()
+        try:
+            tree = debtree.assemble(dest, cache=cache, release=release, mirror=mirror, show=show)
+        finally:
+            close()
     version = dist.open_tree(tree).version
     if state.json:
         state.emit({"rocm": str(tree), "version": version})
@@ -186,3 +194,45 @@ def run(state: State, root: Path, cmd: tuple[str, ...], binds: tuple[Path, ...])
         folders.append(Path(setting))
     code = sysroot_mod.run(root, cmd, binds=folders, env=cfg.env)
     sys.exit(code)
+
+
+def package_progress() -> tuple[Callable[[str, int, int, int, int], None], Callable[[], None]]:
+    """How far a download of packages is, on stderr: a bar with the count, the bytes and the
+    speed on a terminal; else one plain line each time a package is complete. (show, close)"""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    if not err_console.is_terminal:
+        shown: list[int] = []
+
+        def line(what: str, done: int, count: int, got: int, total: int) -> None:
+            if done and (not shown or shown[-1] != done):
+                shown.append(done)
+                err_console.print(
+                    f"downloaded {done}/{count} {what} ({human_size(got)} of {human_size(total)})",
+                    markup=False,
+                    soft_wrap=True,
+                )
+
+        return line, lambda: None
+    bar = Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    task = bar.add_task("", total=None)
+    started: list[bool] = []
+
+    def update(what: str, done: int, count: int, got: int, total: int) -> None:
+        if not started:
+            bar.start()
+            started.append(True)
+        bar.update(task, description=f"{what} {done}/{count}", completed=got, total=total or None)
+
+    def close() -> None:
+        if started:
+            bar.stop()
+
+    return update, close

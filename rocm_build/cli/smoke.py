@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from rocm_build.cli import options as o
-from rocm_build.cli.render import State, out_console, pass_state
+from rocm_build.cli.render import State, close_bars, out_console, pass_state
 
 
 @o.command("smoke")
@@ -62,7 +62,11 @@ def command(
         }
     )
     plan = smoke_stage.plan(ctx, wheels, junit=junit)
-    result = smoke_stage.execute(plan)
+    bars = state.progress()  # a count of the tests as they finish
+    try:
+        result = smoke_stage.execute(plan, bars)
+    finally:
+        close_bars(bars)
     if state.json:
         state.emit(result.as_json())
     elif not state.quiet:

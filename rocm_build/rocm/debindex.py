@@ -11,12 +11,14 @@ removed and downloaded again, and a download that still has not stops the run (e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import re
+import threading
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -77,6 +79,7 @@ class Deb:
 
     file: str
     sha256: str
+    size: int = 0  # bytes, from the index (0: not known, as in a memo)
 
 
 @dataclass(frozen=True)
@@ -229,9 +232,12 @@ class AptIndex:
         )
         raise FetchError(msg)
 
-    def fetch(self, packages: Sequence[str], dest: Path) -> dict[str, Path]:
+    def fetch(
+        self, packages: Sequence[str], dest: Path, show: ShowDownload | None = None
+    ) -> dict[str, Path]:
         """Download what is not in ``dest`` yet; never downloads a package version twice.
-        Every file returned has the SHA256 the index gives (see the module's docstring)."""
+        Every file returned has the SHA256 the index gives (see the module's docstring).
+        ``show`` is told how far a download is (``ShowDownload``) while apt-get runs."""
         own_cache_folder(dest)
         memo = dest / f".{self.release.name}-{packages_stamp(packages)}.debs.json"
         debs = _read_memo(memo, packages)
@@ -241,13 +247,13 @@ class AptIndex:
         missing = [p for p in packages if not _cached(dest, debs[p])]
         if missing:
             log.info("downloading %d Debian %s packages", len(missing), self.release.suite)
-            self._download(missing, dest)
+            self._download(missing, dest, [debs[p] for p in missing], show)
             if any(not _cached(dest, debs[p]) for p in missing) and not self._updated:
                 # The index is older than the mirror: read it again and retry once.
                 self.update()
                 debs = self.resolve(packages)
                 missing = [p for p in packages if not _cached(dest, debs[p])]
-                self._download(missing, dest)
+                self._download(missing, dest, [debs[p] for p in missing], show)
             still = [p for p in missing if not _cached(dest, debs[p], final=True)]
             if still:
                 msg = f"apt-get download did not produce {', '.join(still)}; try again"
@@ -256,19 +262,70 @@ class AptIndex:
         statefile.write_json(memo, data, _MEMO)
         return {p: dest / debs[p].file for p in packages}
 
-    def _download(self, packages: Sequence[str], dest: Path) -> None:
+    def _download(
+        self, packages: Sequence[str], dest: Path, debs: Sequence[Deb], show: ShowDownload | None
+    ) -> None:
+        what = f"Debian {self.release.suite} packages"
         try:
-            proc.run(
-                ["apt-get", *self.options(), "download", *packages],
-                cwd=dest,
-                capture=True,
-                what="apt-get download",
-            )
+            with _watching(dest, debs, what, show):
+                proc.run(
+                    ["apt-get", *self.options(), "download", *packages],
+                    cwd=dest,
+                    capture=True,
+                    what="apt-get download",
+                )
         except CommandFailed as exc:
             if self._updated:
                 msg = f"could not download {' '.join(packages)} with apt-get ({exc}); try again"
                 raise FetchError(msg) from exc
             log.info("apt-get download failed (%s); reading the index again", exc)
+
+
+#: Told how far a download is: (what, packages done, packages, bytes done, bytes in all).
+ShowDownload = Callable[[str, int, int, int, int], None]
+
+
+@contextlib.contextmanager
+def _watching(
+    dest: Path, debs: Sequence[Deb], what: str, show: ShowDownload | None
+) -> Iterator[None]:
+    """While the body runs (apt-get download into ``dest``), tell ``show`` how many of
+    ``debs`` are there and how many of their bytes (a package still in ``partial/`` counts
+    its bytes so far), five times a second and once at the end."""
+    if show is None or not debs:
+        yield
+        return
+    total = sum(d.size for d in debs)
+    stop = threading.Event()
+    last: list[tuple[int, int]] = []
+
+    def poll() -> None:
+        done, got = 0, 0
+        for deb in debs:
+            for where in (dest / deb.file, dest / "partial" / deb.file):
+                try:
+                    size = where.stat().st_size
+                except OSError:
+                    continue
+                got += min(size, deb.size) if deb.size else size
+                done += where.parent == dest and size >= deb.size
+                break
+        if not last or last[-1] != (done, got):
+            last.append((done, got))
+            show(what, done, len(debs), got, total)
+
+    def watch() -> None:
+        while not stop.wait(0.2):
+            poll()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        poll()
 
 
 def _read_memo(memo: Path, packages: Sequence[str]) -> dict[str, Deb] | None:
@@ -293,13 +350,13 @@ def _read_memo(memo: Path, packages: Sequence[str]) -> dict[str, Deb] | None:
     return out
 
 
-def _deb(file: object, sha256: object) -> Deb | None:
+def _deb(file: object, sha256: object, size: int = 0) -> Deb | None:
     """A ``Deb`` when ``file`` is a plain package file name and ``sha256`` a digest."""
     if not isinstance(file, str) or not isinstance(sha256, str):
         return None
     if not _DEB_NAME.match(file) or not _SHA256.match(sha256.lower()):
         return None
-    return Deb(file, sha256.lower())
+    return Deb(file, sha256.lower(), size)
 
 
 def _cached(dest: Path, deb: Deb, *, final: bool = False) -> bool:
@@ -342,7 +399,8 @@ def _parse_stanzas(text: str) -> dict[str, Deb]:
         if {"Package", "Version", "Architecture", "SHA256"} <= fields.keys():
             version = fields["Version"].replace(":", "%3a")
             name = f"{fields['Package']}_{version}_{fields['Architecture']}.deb"
-            deb = _deb(name, fields["SHA256"])
+            size = fields.get("Size", "")
+            deb = _deb(name, fields["SHA256"], int(size) if size.isdigit() else 0)
             if deb is not None:
                 found.setdefault(fields["Package"], deb)
     return found

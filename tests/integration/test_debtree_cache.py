@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.rocm.debindex import load_release, packages_stamp
+from rocm_build.sizes import human_size
 from tests import hostile
 from tests.conftest import CliRunner
 
@@ -138,3 +139,26 @@ def test_a_damaged_stamp_in_the_tree_is_one_line(
     res = run_cli(["rocm", "debian", str(dest), "--cache", str(tmp_path / "c")], cwd=tmp_path)
     assert str(dest) in _one_line(res, 8)
     assert (dest / "keep").read_text() == "the user's\n"
+
+
+def test_a_download_says_how_far_it_is(run_cli: CliRunner, cache: Path, tmp_path: Path) -> None:
+    """Packages missing from the cache are downloaded with a count and sizes: plain lines when
+    stderr is no terminal (a bar with the speed on one). Needs the mirror: skipped offline."""
+    release = load_release()
+    debs = cache / "debs"
+    small = sorted(debs.glob("*.deb"), key=lambda p: p.stat().st_size)[:2]
+    sizes = sum(p.stat().st_size for p in small)
+    for deb in small:
+        deb.unlink()
+    dest = tmp_path / "rocm"
+    res = run_cli(["rocm", "debian", str(dest), "--cache", str(cache)], cwd=tmp_path)
+    if res.returncode != 0 and "index" in res.stderr:
+        pytest.skip(f"the Debian mirror is out of reach: {res.stderr[-300:]}")
+    assert res.returncode == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("downloaded ")]
+    assert lines, res.stderr
+    total = human_size(sizes)
+    assert lines[-1] == (f"downloaded 2/2 Debian {release.suite} packages ({total} of {total})"), (
+        lines
+    )
+    assert all(p.exists() for p in small)

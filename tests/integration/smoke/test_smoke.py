@@ -249,3 +249,33 @@ def test_wheel_whose_dependency_is_missing_offline_fails(
     assert result.returncode == 12, result.stderr
     assert "do not install into a fresh environment" in result.stderr
     assert "rocm-build-no-such-dep" in result.stderr
+
+
+def test_the_run_counts_its_tests_as_they_finish(
+    tmp_path: Path, fat_wheel: Path, offline_wheels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sign of life while the suite runs (a count of the tests finished, not a spinner
+    alone) and the count when it finishes (``tally``, which ``all`` prints)."""
+    import os
+
+    from rocm_build import config, context, smoke
+    from tests.progress_recording import RecordingProgress
+
+    for name in ("ROCM_PATH", "ROCM_HOME", "LD_LIBRARY_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    flags = {"arch": TARGETS, "smoke.offline": True, "smoke.find_links": [str(offline_wheels)]}
+    cfg = config.load(cwd=tmp_path, env=dict(os.environ), flags=flags)
+    bars = RecordingProgress()
+    result = smoke.execute(smoke.plan(context.resolve(cfg), [fat_wheel]), bars)
+    assert result.ok, result.log_file.read_text()[-2000:]
+    record = bars.tasks["smoke: tests run"]
+    assert record.done
+    # every test that ran (a module skipped whole at collection, test_gpu.py here, runs none)
+    ran = [o for o in result.outcomes if o.message != "collection skipped"]
+    assert record.count == len(ran) >= 5
+    assert record.counts == list(range(1, record.count + 1))  # one by one, as they finish
+    passed, skipped = result.count("passed"), result.count("skipped")
+    tally = f"{len(result.outcomes)} tests: {passed} passed" + (
+        f", {skipped} skipped" if skipped else ""
+    )
+    assert result.tally() == tally
