@@ -35,7 +35,12 @@ def test_defaults_make_one_job_per_python_train_and_group(tmp_path: Path) -> Non
     assert len({j.artifact for j in jobs}) == len(jobs)
     # each group its own local version label: the wheels' file names differ
     assert len({(j.python, j.train, j.version_suffix) for j in jobs}) == len(jobs)
-    assert {j.version_suffix for j in jobs if j.arch_group == "gfx94X"} == {"+rocm{rocm}.gfx94X"}
+    # TheRock's family strings, as its tarballs ({group} in matrix.rocm) are named
+    therock = ["gfx94X-dcgpu", "gfx950-dcgpu", "gfx110X-all", "gfx120X-all"]
+    assert [str(g) for g in groups] == therock
+    assert {j.version_suffix for j in jobs if j.arch_group == "gfx94X-dcgpu"} == {
+        "+rocm{rocm}.gfx94X-dcgpu"
+    }
 
 
 def test_families_expand_and_explicit_groups_keep_their_targets(tmp_path: Path) -> None:
