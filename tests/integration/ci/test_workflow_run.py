@@ -37,7 +37,7 @@ DOCS = REPO / "docs" / "ci-workflow.md"
 COPY = "mkdir -p .github/workflows && cp ci/rocm-build.yml .github/workflows/"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: the wheel's sources, as docker/Dockerfile copies them
-PACKAGE_FILES = ("pyproject.toml", "README.md", "rocm_build", "smoke-tests", "patches")
+PACKAGE_FILES = ("pyproject.toml", "README.md", "rocm_build")
 
 
 def load(path: Path = WORKFLOW) -> dict[str, Any]:
