@@ -1,8 +1,8 @@
 """Full size: a torch-shaped wheel whose HIP library needs ROCm 6.4's math libraries, bundled for
 gfx942 alone and for every target of the sid tree; data trees filtered by target and put where
 Debian's rocBLAS looks; a missing target's data named; ZIP64 where it is needed; both wheels
-checked with zipfile and installed with pip and imported in the sid root with the tree out of
-reach.
+checked with zipfile; the gfx942 one also installed with pip and imported in the sid root with
+the tree out of reach.
 
 CI cost: the gfx942 wheel is deflated at level 1 and the all-targets one stored (-z 0), which
 also takes it past 4 GiB so its ZIP64 records are exercised for real (see the README)."""
@@ -164,14 +164,20 @@ def test_fullsize_bundles(
     assert coverage["gfx942"]["code_bytes"] > 100_000_000  # gfx9-4-generic in the math libraries
     assert coverage["gfx942"]["data_bytes"] == 0
 
-    all_size = _check_bundled(run_cli, all_wheel, set(everything.split(";")), sid_tree, sid_root)
+    # Checked and CRC-sampled, not installed: the gfx942 wheel's smoke import proved the same
+    # libraries load from the wheel; installing 4+ GiB more would add a minute to CI.
+    all_size = _check_bundled(
+        run_cli, all_wheel, set(everything.split(";")), sid_tree, sid_root, smoke=False
+    )
     assert all_size > one_size + 2_000_000_000  # the data of 34 targets
     shutil.rmtree(work / "all")
 
 
-def _check_bundled(run_cli: Any, wheel: Path, targets: set[str], tree: Path, root: Path) -> int:
-    """Members, data filtered by ``targets``, CRCs and a smoke import in the root, the tree not
-    seen there; returns the wheel's uncompressed size."""
+def _check_bundled(
+    run_cli: Any, wheel: Path, targets: set[str], tree: Path, root: Path, *, smoke: bool = True
+) -> int:
+    """Members, data filtered by ``targets``, CRCs and (``smoke``) a smoke import in the root,
+    the tree not seen there; returns the wheel's uncompressed size."""
     with zipfile.ZipFile(wheel) as zf:
         infos = zf.infolist()
     names = [i.filename for i in infos]
@@ -184,6 +190,8 @@ def _check_bundled(run_cli: Any, wheel: Path, targets: set[str], tree: Path, roo
     for name in ("libamdhip64.so.6", "librocblas.so.4", "libMIOpen.so.1", "libamd_comgr.so.3"):
         assert f"torch/lib/{name}" in names
     _sample_crc(wheel, every=25)
+    if not smoke:
+        return sum(i.file_size for i in infos)
     # nothing of the tree is seen in the root: the wheel's copies load
     loaded = _smoke(run_cli, root, wheel, wheel.parent / "smoke")
     assert any(p.endswith("/torch/lib/libamdhip64.so.6") for p in loaded), loaded
