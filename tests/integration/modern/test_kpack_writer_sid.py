@@ -16,11 +16,10 @@ from rocm_build.binary import elf
 from rocm_build.rocm import sysroot
 from tests import kpackwriter
 from tests.integration.bundle.test_kpack_writer import Elf, check_archived, mapping_problems
-from tests.integration.modern.test_prune_sid import PACKED, packed
+from tests.integration.modern.conftest import PACKED
 
 pytestmark = pytest.mark.slow
 
-__all__ = ["packed"]  # the fixture: compiled in the sid root, as test_prune_sid.py does
 
 #: Run inside the sid root: argv = result file, then (library, function) pairs to call
 CALL = r"""
