@@ -84,5 +84,6 @@ def test_split_arch_full_size_in_the_sid_root(
     assert status == 100  # hipErrorNoDevice: HIP 6.4 loaded from the host wheel
     assert int(lines[first + 1].split()[1]) == len(kernels)
     loaded = lines[first + 2 :]
+    assert any(p.endswith("/torch/lib/libamdhip64.so.6") for p in loaded), loaded
     assert any(p.endswith("/torch/lib/librocblas.so.4") for p in loaded), loaded
     assert not any(str(sid_tree) in p for p in loaded)
