@@ -67,7 +67,7 @@ def run_shape(
 ) -> tuple[float, float, dict[str, int], dict[str, int]]:
     with tempfile.TemporaryDirectory(prefix="bench-build-cache-") as tmp:
         root = Path(tmp)
-        view = hipshape.hip_lang_view(tree, root / "tree")
+        view = hipshape.sysdeps_view(tree, root / "tree")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
         c = cache.resolve_cache(
             "ccache", "", env, cache_dir=root / "ccache", base_dir=root / "checkouts"

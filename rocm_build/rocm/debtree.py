@@ -25,7 +25,7 @@ from urllib.parse import unquote
 from rocm_build import faults, locks, proc, statefile, tempfiles
 from rocm_build.binary import elf
 from rocm_build.errors import CommandFailed, FetchError, RocmBuildError, RocmTreeError, ToolMissing
-from rocm_build.rocm import dist
+from rocm_build.rocm import debcmake, dist
 from rocm_build.rocm.debindex import (
     AptIndex,
     Release,
@@ -66,7 +66,7 @@ CLANG19_PACKAGES = (
 _STAMP = dist.DEBIAN_STAMP
 _STAMP_WHAT = "rocm debian stamp"
 #: Bumped when the arrangement changes, so trees made by an older rocm-build are remade.
-_LAYOUT = 2
+_LAYOUT = 3
 _MULTIARCH = "usr/lib/x86_64-linux-gnu"
 
 
@@ -183,6 +183,8 @@ def _arrange(x: Path, sysx: Path, tree: Path, release: Release, version: str) ->
     for src in sorted((sysx / "usr/share").glob("*")):
         if src.name not in _SHARE_SKIP:
             _move(src, sysdeps / "share" / src.name)
+    # Debian's CMake files climb from usr/lib/<multiarch>/cmake; here they are one folder higher.
+    debcmake.relocate(tree, Path(_MULTIARCH).name)
     (tree / ".info").mkdir()
     (tree / ".info/version").write_text(version + "\n")
 

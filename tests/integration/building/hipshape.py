@@ -26,11 +26,6 @@ PROBE = "rb_sysdeps_probe.h"
 LIBRARY = "torch/lib/libhipshape_kernels.so"
 #: What the build venv needs for both shapes (setup.py's bdist_wheel, scikit-build-core's).
 BUILD_REQUIREMENTS = ("scikit-build-core", "cmake", "ninja", "setuptools>=70.1", "wheel")
-#: A stub for the AMDDeviceLibs package Debian's hip-lang config asks for (find_dependency) and
-#: Debian does not ship; the device libraries themselves are the tree's bitcode.
-_DEVICE_LIBS_STUB = "set(AMDDeviceLibs_FOUND TRUE)\n"
-
-
 def build_python(where: Path) -> Path:
     """A venv with scikit-build-core, cmake, ninja, setuptools and wheel from the registry."""
     venv = where / "venv"
@@ -47,28 +42,18 @@ def _links(src: Path, dest: Path, skip: tuple[str, ...] = ()) -> None:
             os.symlink(entry, dest / entry.name)
 
 
-def hip_lang_view(tree: Path, dest: Path) -> Path:
-    """``tree`` seen through a folder of links where CMake's HIP language works: Debian's
-    hip-lang files find their libraries four folders up (``lib/x86_64-linux-gnu``), so the view
-    puts the tree at ``<dest>/rocm`` with that folder beside it; hip-lang's own folder is a copy
-    (it resolves its real path). The sysdeps folder gets an ``include`` folder with the one header
-    nothing else has (``PROBE``), as TheRock's trees keep libdrm's headers there."""
+def sysdeps_view(tree: Path, dest: Path) -> Path:
+    """``tree`` seen through a folder of links whose sysdeps folder has an ``include`` folder with
+    the one header nothing else has (``PROBE``), as TheRock's trees keep libdrm's headers there.
+    The tree's CMake files (Debian's, relocated by ``rocm debian``) resolve their real path, so
+    CMake's HIP language finds the tree itself through the view."""
     root = dest / "rocm"
     _links(tree, root, skip=("lib",))
-    _links(tree / "lib", root / "lib", skip=("cmake", "rocm_sysdeps"))
-    _links(tree / "lib" / "cmake", root / "lib" / "cmake", skip=("hip-lang",))
-    shutil.copytree(tree / "lib" / "cmake" / "hip-lang", root / "lib" / "cmake" / "hip-lang")
-    stub = root / "lib" / "cmake" / "AMDDeviceLibs" / "AMDDeviceLibsConfig.cmake"
-    stub.parent.mkdir()
-    stub.write_text(_DEVICE_LIBS_STUB)
+    _links(tree / "lib", root / "lib", skip=("rocm_sysdeps",))
     sysdeps = root / "lib" / "rocm_sysdeps"
     _links(tree / "lib" / "rocm_sysdeps", sysdeps, skip=("include",))
     (sysdeps / "include").mkdir()
     (sysdeps / "include" / PROBE).write_text("#pragma once\n#define RB_SYSDEPS_PROBE_SCALE 2.0f\n")
-    (dest / "lib").mkdir()
-    os.symlink(tree / "lib", dest / "lib" / "x86_64-linux-gnu")
-    os.symlink(tree / "include", dest / "include")
-    os.symlink(tree / "lib" / "llvm", dest / "llvm")
     return root
 
 

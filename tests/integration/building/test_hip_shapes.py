@@ -29,7 +29,7 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def view(rocm_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return hipshape.hip_lang_view(rocm_tree, tmp_path_factory.mktemp("hipshape-tree"))
+    return hipshape.sysdeps_view(rocm_tree, tmp_path_factory.mktemp("hipshape-tree"))
 
 
 def _built(project: Path, step: hipshape.Step) -> Path:
