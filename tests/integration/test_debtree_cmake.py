@@ -24,7 +24,7 @@ target_link_libraries(probe PRIVATE hip-lang::amdhip64 hsa-runtime64::hsa-runtim
 get_target_property(where hip-lang::amdhip64 IMPORTED_LOCATION_RELEASE)
 message(STATUS "PROBE ${where}")
 """
-SOURCE = '#include <hip/hip_runtime.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n'
+SOURCE = "#include <hip/hip_runtime.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n"
 
 
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake (dev/apt-packages-test.txt)")

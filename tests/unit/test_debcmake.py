@@ -11,7 +11,7 @@ STEP = 'get_filename_component(_IMPORT_PREFIX "${_IMPORT_PREFIX}" PATH)\n'
 TARGETS = (
     'get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_FILE}" PATH)\n'
     + STEP * 4
-    + 'set_target_properties(hip-lang::amdhip64 PROPERTIES\n'
+    + "set_target_properties(hip-lang::amdhip64 PROPERTIES\n"
     + '  IMPORTED_LOCATION_RELEASE "${_IMPORT_PREFIX}/lib/x86_64-linux-gnu/libamdhip64.so.6")\n'
     + 'get_filename_component(_realOrig "/usr/lib/x86_64-linux-gnu/cmake/hip-lang" REALPATH)\n'
 )

@@ -26,6 +26,8 @@ PROBE = "rb_sysdeps_probe.h"
 LIBRARY = "torch/lib/libhipshape_kernels.so"
 #: What the build venv needs for both shapes (setup.py's bdist_wheel, scikit-build-core's).
 BUILD_REQUIREMENTS = ("scikit-build-core", "cmake", "ninja", "setuptools>=70.1", "wheel")
+
+
 def build_python(where: Path) -> Path:
     """A venv with scikit-build-core, cmake, ninja, setuptools and wheel from the registry."""
     venv = where / "venv"
