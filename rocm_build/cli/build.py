@@ -88,7 +88,7 @@ def command(
     )
     cfg = ctx.settings
     specs = cfg.selected_projects(projects)
-    targets, origin = ctx.build_targets
+    targets, origin = ctx.targets.names, ctx.targets.origin
     if not state.json and not state.quiet:
         err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
     plan = build_stage.plan(ctx, specs, build_stage.survey(ctx, specs))

@@ -267,7 +267,7 @@ def flash_expectation(ctx: RunContext, packages: Sequence[str]) -> bool | None:
         return setting == "on"
     if cfg.build.aotriton == "off":
         return False
-    if not arch.flash_targets(ctx.arch_targets):
+    if not arch.flash_targets(ctx.targets.bases):
         return False
     return None if cfg.build.aotriton == "auto" else True
 
@@ -329,7 +329,7 @@ def plan(
     return SmokePlan(
         wheels=resolved,
         packages=tuple(packages),
-        targets=ctx.arch_targets,
+        targets=ctx.targets.bases,
         python=cfg.smoke.python or sys.executable,
         run_dir=run_dir or ctx.work_dir / "smoke",
         offline=cfg.smoke.offline,
