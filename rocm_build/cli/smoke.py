@@ -75,7 +75,7 @@ def command(
 
 
 def show(result: Any) -> None:
-    """Human summary of a smoke run (a ``smoke.SmokeResult``)."""
+    """Human summary of a smoke run (a ``smoke.Result``)."""
     status = "[bold green]passed[/]" if result.ok else "[bold red]FAILED[/]"
     out_console.print(
         f"smoke {status}: {result.count('passed')} passed, {result.count('failed')} failed, "
