@@ -31,6 +31,7 @@ import difflib
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import rocm_bootstrap
@@ -43,6 +44,7 @@ __all__ = [
     "FEATURES",
     "GENERIC",
     "KFD_TOPOLOGY",
+    "Targets",
     "base_name",
     "covered",
     "detect_gpus",
@@ -339,6 +341,46 @@ def detect_gpus(env: Mapping[str, str], topology: Path = KFD_TOPOLOGY) -> tuple[
     return tuple(found)
 
 
+#: Where a run's targets came from (:attr:`Targets.origin`).
+FROM_SETTING = "arch setting"
+FROM_GPUS = "GPUs of this machine"
+NOT_GIVEN = "not given"
+
+
+@dataclass(frozen=True)
+class Targets:
+    """A run's gfx targets, decided once (by the run context) and read by every stage.
+
+    ``names`` keep their features (``gfx90a:xnack+``: the compiler and the pruner take them),
+    families expanded, duplicates dropped, in order; ``bases`` are their base names (what the
+    ROCm tree's support list, data file names and code objects found in a wheel compare);
+    ``origin`` says where they came from: the ``arch`` setting, this machine's GPUs, or not given
+    (no setting and no detection asked for: ``names`` is empty)."""
+
+    names: tuple[str, ...] = ()
+    origin: str = NOT_GIVEN
+
+    @property
+    def bases(self) -> tuple[str, ...]:
+        """``gfx90a:xnack-;gfx942;gfx90a`` -> ``gfx90a``, ``gfx942``."""
+        return tuple(dict.fromkeys(base_name(t) for t in self.names))
+
+    @classmethod
+    def parse(
+        cls,
+        text: str | Sequence[str],
+        *,
+        known: Sequence[str],
+        families: Mapping[str, Sequence[str]],
+    ) -> Targets:
+        """The targets a setting (``"gfx90a;gfx110X"``) names, no detection; an unknown name is
+        a ``ConfigError`` with its close matches; an empty text is no targets (not given)."""
+        names = split_arch(text)
+        if not names:
+            return cls()
+        return cls(expand(names, known=known, families=families), FROM_SETTING)
+
+
 def resolve_targets(
     arch: str | Sequence[str],
     *,
@@ -346,15 +388,15 @@ def resolve_targets(
     families: Mapping[str, Sequence[str]],
     env: Mapping[str, str],
     topology: Path = KFD_TOPOLOGY,
-) -> tuple[tuple[str, ...], str]:
-    """(targets, where they came from). ``arch`` is the resolved setting (``--arch``,
+) -> Targets:
+    """The targets to build for. ``arch`` is the resolved setting (``--arch``,
     ``PYTORCH_ROCM_ARCH``, config); when empty, this machine's GPUs; when none, an error."""
-    names = split_arch(arch)
-    if names:
-        return expand(names, known=known, families=families), "arch setting"
+    given = Targets.parse(arch, known=known, families=families)
+    if given.names:
+        return given
     detected = detect_gpus(env, topology)
     if detected:
-        return expand(detected, known=known, families=families), "GPUs of this machine"
+        return Targets(expand(detected, known=known, families=families), FROM_GPUS)
     msg = (
         "no gfx target given and no AMD GPU detected on this machine; pass --arch "
         "(e.g. --arch gfx1100 or --arch 'gfx90a;gfx942') or set PYTORCH_ROCM_ARCH"

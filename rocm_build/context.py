@@ -4,9 +4,11 @@
 before planning: the folders are paths; the gfx targets (the ``arch`` setting, else this
 machine's GPUs) and the ROCm tree (a folder found, a URL downloaded into the cache) are decided
 only for the commands that need them, once, and held as values. A stage's ``plan`` reads them and
-never decides them (``checkout`` needs no tree, ``inspect`` no targets); asking a context for
-what was not decided is a bug (``RuntimeError``), never a download in the middle of a plan.
-``all`` decides both before its first stage and hands the same context to every stage.
+never decides them (``checkout`` needs no tree, ``inspect`` no targets); asking a context for a
+tree not decided is a bug (``RuntimeError``), never a download in the middle of a plan, and the
+targets not decided are the ``arch`` setting's alone (:class:`rocm_build.arch.Targets`: names
+with features, base names, where they came from), never a detection. ``all`` decides both
+before its first stage and hands the same context to every stage.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ class RunContext:
     download_progress: DownloadProgress | None = field(default=None, compare=False)
     #: The ROCm tree, once decided (:meth:`decide`); None: not decided (not needed).
     rocm_tree: dist.RocmTree | None = None
-    #: (targets to build for, where they came from), once decided (:meth:`decide`).
-    chosen_targets: tuple[tuple[str, ...], str] | None = None
+    #: The gfx targets decided with detection (:meth:`decide`); None: not decided (not needed).
+    gfx_targets: arch.Targets | None = None
 
     # --- decided values ---------------------------------------------------------------------
 
@@ -52,30 +54,16 @@ class RunContext:
         return self.rocm_tree
 
     @property
-    def build_targets(self) -> tuple[tuple[str, ...], str]:
-        """(targets to build for, where they came from), as decided."""
-        if self.chosen_targets is None:
-            raise RuntimeError("the gfx targets were not decided: resolve(..., targets=True) first")
-        return self.chosen_targets
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        return self.build_targets[0]
-
-    @property
-    def arch_targets(self) -> tuple[str, ...]:
-        """The ``arch`` setting's targets by base name (no GPU detection): () when unset."""
-        return self.parse_targets(self.settings.general.arch)
-
-    def parse_targets(self, text: str) -> tuple[str, ...]:
-        """``"gfx90a;gfx110X"`` -> base target names, families expanded, duplicates dropped;
-        an unknown name is a ``ConfigError`` with its close matches."""
-        expanded = arch.expand(
-            arch.split_arch(text or ""),
-            known=self.settings.known_targets,
-            families=self.settings.target_families,
-        )
-        return tuple(dict.fromkeys(arch.base_name(t) for t in expanded))
+    def targets(self) -> arch.Targets:
+        """This run's gfx targets (names with features, base names, where they came from): as
+        decided (the ``arch`` setting, else this machine's GPUs); not decided, the ``arch``
+        setting's alone, never a detection (none given: no names, and a stage keeps the wheels'
+        own targets). An unknown name in the setting is a ``ConfigError`` when asked for, so a
+        command that never reads the targets (``checkout``) is not stopped by one."""
+        if self.gfx_targets is not None:
+            return self.gfx_targets
+        s = self.settings
+        return arch.Targets.parse(s.general.arch, known=s.known_targets, families=s.target_families)
 
     # --- deciding (the only part that looks around) ------------------------------------------
 
@@ -84,29 +72,24 @@ class RunContext:
         also written into its settings (``arch`` = the targets, ``rocm`` = the tree's root): the
         run report and every later stage see exactly these. The targets first: a typo in
         ``arch`` fails before a download."""
-        chosen, found = self.chosen_targets, self.rocm_tree
+        chosen, found = self.gfx_targets, self.rocm_tree
         if targets and chosen is None:
-            chosen = self.choose_targets()
+            s = self.settings
+            chosen = arch.resolve_targets(
+                s.general.arch, known=s.known_targets, families=s.target_families, env=s.env
+            )
         if tree and found is None:
             found = self.open_tree()
         general = self.settings.general
         if chosen is not None:
-            general = dataclasses.replace(general, arch=";".join(chosen[0]))
+            general = dataclasses.replace(general, arch=";".join(chosen.names))
         if found is not None:
             general = dataclasses.replace(general, rocm=str(found.root))
         return dataclasses.replace(
             self,
             settings=dataclasses.replace(self.settings, general=general),
             rocm_tree=found,
-            chosen_targets=chosen,
-        )
-
-    def choose_targets(self) -> tuple[tuple[str, ...], str]:
-        """(targets to build for, where they came from): the ``arch`` setting (families
-        expanded, features kept), else this machine's GPUs; neither is a ``ConfigError``."""
-        s = self.settings
-        return arch.resolve_targets(
-            s.general.arch, known=s.known_targets, families=s.target_families, env=s.env
+            gfx_targets=chosen,
         )
 
     def open_tree(self) -> dist.RocmTree:

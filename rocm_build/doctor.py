@@ -123,8 +123,9 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
     report["gpus"] = list(gpus)
     targets: tuple[str, ...] = ()
     try:
-        targets, origin = ctx.decide(tree=False).build_targets
-        report["targets"] = {"names": list(targets), "from": origin}
+        decided = ctx.decide(tree=False).targets
+        targets = decided.names
+        report["targets"] = {"names": list(targets), "from": decided.origin}
     except ConfigError as err:
         blockers.append(Blocker(ConfigError, str(err)))
 

@@ -220,7 +220,7 @@ def _build_inputs(run: _Run, _handed: list[Path]) -> dict[str, Any]:
         "sources": _manifest_entries(run.ctx, _names(run)),
         "checkouts": {n: worktree.read(run.ctx.src_dir / n).as_key() for n in _names(run)},
         "rocm": run.facts["rocm"],
-        "targets": list(run.ctx.targets),
+        "targets": list(run.ctx.targets.names),
         "settings": _settings(run.ctx.settings, "build."),
         "projects": [dataclasses.asdict(s) for s in run.specs],
     }
@@ -268,7 +268,7 @@ def _bundle_inputs(run: _Run, built: list[Path]) -> dict[str, Any]:
         "tool": __version__,
         "wheels": [_file_facts(p) for p in built],
         "rocm": run.facts["rocm"],
-        "targets": list(run.ctx.targets),
+        "targets": list(run.ctx.targets.names),
         "settings": _settings(run.ctx.settings, "bundle."),
         "output_dir": str(run.ctx.output_dir),
     }
@@ -291,7 +291,7 @@ def _smoke_inputs(run: _Run, fat: list[Path]) -> dict[str, Any]:
     return {
         "tool": __version__,
         "wheels": [_file_facts(p) for p in fat],
-        "targets": list(run.ctx.targets),
+        "targets": list(run.ctx.targets.names),
         "settings": _settings(run.ctx.settings, "smoke."),
         "suite": {p.name: p.read_text() for p in sorted(suite.glob("*.py"))},
     }
@@ -395,7 +395,7 @@ def run_all(
     first (a typo in ``arch``, a missing tree, a download that fails stop the run before an
     hours-long checkout), written into the settings the run report shows."""
     ctx = ctx.decide()
-    targets, origin = ctx.build_targets
+    targets, origin = ctx.targets.names, ctx.targets.origin
     tree = ctx.tree
     log.info("targets: %s (%s); ROCm %s at %s", ";".join(targets), origin, tree.version, tree.root)
     run = new_run(ctx, names, redo=redo, on_stage=on_stage, progress=progress, junit=junit)
@@ -434,7 +434,7 @@ def new_run(
         progress=progress,
         junit=junit,
     )
-    targets, _origin = ctx.build_targets
+    targets = ctx.targets.names
     run.facts.update(
         {
             "started": time.time(),

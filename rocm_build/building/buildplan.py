@@ -250,7 +250,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
     """
     cfg = ctx.settings
     refuse_dirty(found.worktrees, allow=cfg.build.allow_dirty)
-    tree, targets = ctx.tree, ctx.targets
+    tree, targets = ctx.tree, ctx.targets.names
     check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
     for warning in check.warnings:
         log.warning("%s", warning)

@@ -74,7 +74,8 @@ def _component(name: str, lib_dir: str, libs: set[str]) -> str:
 
 
 def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = None) -> InspectResult:
-    requested = ctx.parse_targets(require_arch or "")
+    known, families = ctx.settings.known_targets, ctx.settings.target_families
+    requested = arch.Targets.parse(require_arch or "", known=known, families=families).bases
     with WheelReader(path) as reader:
         analysis = analyze(reader, pe_files=True)
         # what the pass did not read (all but ELF and PE files) is checked too

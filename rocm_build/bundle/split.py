@@ -348,7 +348,7 @@ def _settings_fingerprint(
             "split": True,
             "input": statefile.file_facts(wheel.resolve()),
             "rocm": str(ctx.tree.root.resolve()),
-            "targets": list(ctx.arch_targets),
+            "targets": list(ctx.targets.bases),
             "bundle": asdict(cfg.bundle),
             "lib_dir": lib_dir,
             "with": [statefile.file_facts(w.resolve()) for w in with_wheels],
@@ -409,12 +409,12 @@ def split_arch_plan(
     pattern = settings.device_name or DEFAULT_DEVICE_NAME
     for wheel in wheels:
         platforms.check_split(wheel, settings.platform)
-    for t in ctx.arch_targets:
+    for t in ctx.targets.bases:
         device_name(pattern, "project", t)
     devices = {
         w.name: {
             t: device_name(pattern, WheelName.parse(w.name).distribution, t)
-            for t in ctx.arch_targets
+            for t in ctx.targets.bases
         }
         for w in wheels
     }

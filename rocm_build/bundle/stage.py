@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import arch, faults, tempfiles
+from rocm_build import faults, tempfiles
 from rocm_build.bundle import platforms, rocmwheels
 from rocm_build.bundle.device import DeviceOptions
 from rocm_build.bundle.job import BundleJob, WheelPlan
@@ -178,7 +178,7 @@ def plan(
     ``fresh``: no output counts as up to date (``--split-arch`` writes into a scratch folder)."""
     start = time.monotonic()
     cfg = ctx.settings
-    targets = tuple(ctx.arch_targets)
+    targets = ctx.targets.bases
     torch_spec = cfg.projects.get("torch")
     torch_lib_dir = torch_spec.lib_dir if torch_spec and torch_spec.lib_dir else "torch/lib"
     torch: TorchWheel | None = None
@@ -195,11 +195,7 @@ def plan(
         torch = TorchWheel.read(extra.resolve(), torch_lib_dir)
     if not dry_run:
         tempfiles.refuse_file(ctx.output_dir)
-    device_targets = arch.expand(
-        arch.split_arch(cfg.general.arch or ""),
-        known=cfg.known_targets,
-        families=cfg.target_families,
-    )
+    device_targets = ctx.targets.names
     thin = None
     if mode == "thin":  # a kpack-split tree's device packages: the requested targets'
         thin = rocmwheels.thin_source(ctx.tree.root, target_family, device_targets)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +13,10 @@ from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 from rocm_build.errors import RocmBuildError
 from rocm_build.progress import Progress
+
+if TYPE_CHECKING:
+    from rocm_build.context import RunContext
+    from rocm_build.runreport import RunReport
 
 
 @o.command("all")
@@ -122,7 +126,7 @@ def command(
 
 
 def show_dry_run(
-    state: State, ctx: Any, projects: tuple[str, ...], *, redo: bool, skip_smoke: bool
+    state: State, ctx: RunContext, projects: tuple[str, ...], *, redo: bool, skip_smoke: bool
 ) -> None:
     """``all --dry-run``: per stage what it would do (``pipeline.dry_run``); nothing changes."""
     from rocm_build import pipeline
@@ -157,7 +161,7 @@ def stage_lines(
     return on_stage
 
 
-def show(report: Any) -> None:
+def show(report: RunReport) -> None:
     """Human summary of a run: each stage, the fat wheels, where the run report is."""
     for stage in report.data["stages"]:
         # a stage that ran and left its output as it was says so: "ran (output unchanged: ...)"

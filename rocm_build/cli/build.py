@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 from rocm_build.masking import mask_values
+
+if TYPE_CHECKING:
+    from rocm_build.building import BuildPlan
 
 
 @o.command("build")
@@ -88,7 +91,7 @@ def command(
     )
     cfg = ctx.settings
     specs = cfg.selected_projects(projects)
-    targets, origin = ctx.build_targets
+    targets, origin = ctx.targets.names, ctx.targets.origin
     if not state.json and not state.quiet:
         err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
     plan = build_stage.plan(ctx, specs, build_stage.survey(ctx, specs))
@@ -134,7 +137,7 @@ def show(result: Any, compiler_cache: Any, stats: dict[str, Any]) -> None:
         )
 
 
-def show_plan(plan: Any, would: dict[str, str]) -> None:
+def show_plan(plan: BuildPlan, would: dict[str, str]) -> None:
     """``build --dry-run``: per project the folder, command, jobs, version and environment."""
     out_console.print(
         f"ROCm {plan.tree.version or '(unknown version)'} at {plan.tree.root}; targets "

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 from rocm_build.sizes import human_size
+
+if TYPE_CHECKING:
+    from rocm_build.bundle import BundlePlans, BundleResult, SplitPlan
+    from rocm_build.context import RunContext
 
 
 @o.command("bundle")
@@ -192,20 +197,26 @@ def command(
                 out_console.print(line, markup=False, soft_wrap=True)
     else:
         show(results)
-    stop_dry_run(ctx, dry_run, [r.plan or {} for r in results])
+    stop_dry_run(ctx, plan)
 
 
-def stop_dry_run(ctx: Any, dry_run: bool, plans: list[dict[str, Any]]) -> None:
+def stop_dry_run(ctx: RunContext, plan: BundlePlans) -> None:
     """A dry run shows the plan, and then stops (exit 11) as the bundle would for a requested
-    target a library has no code for."""
-    gaps = [g for plan in plans for g in plan.get("device_gaps", [])]
-    if dry_run and gaps and not ctx.settings.bundle.allow_missing_arch:
+    target a library has no code for (the wheels' plans' ``device_gaps``; a wheel up to date
+    has none)."""
+    gaps = [
+        gap
+        for wp in plan.wheel_plans
+        if wp.action == "bundle" and wp.plan is not None
+        for gap in wp.plan.device_gaps
+    ]
+    if plan.dry_run and gaps and not ctx.settings.bundle.allow_missing_arch:
         from rocm_build.bundle.device import gap_error
 
         raise gap_error(gaps)
 
 
-def show(results: list[Any]) -> None:
+def show(results: Sequence[BundleResult]) -> None:
     """One line per bundled wheel with its size; a note when one is over PyPI's limit."""
     from rocm_build import bundle as bundle_stage
     from rocm_build.bundle import report
@@ -233,7 +244,7 @@ def show(results: list[Any]) -> None:
             )
 
 
-def split(state: State, ctx: Any, plan: Any) -> None:
+def split(state: State, ctx: RunContext, plan: SplitPlan) -> None:
     """``--split-arch``: the fat bundle cut into host and device wheels."""
     from rocm_build import bundle as bundle_stage
     from rocm_build.bundle import split as splitarch
@@ -244,10 +255,9 @@ def split(state: State, ctx: Any, plan: Any) -> None:
         results = bundle_stage.split_arch(plan, bars)
     finally:
         close_bars(bars)
-    fats = [(r.bundle or {}).get("plan") or {} for r in results]
     if state.json:
         state.emit([r.as_json() for r in results])
-        stop_dry_run(ctx, dry_run, fats)
+        stop_dry_run(ctx, plan.fat)
         return
     for r in results:
         fat = bundle_stage.BundleResult(**r.bundle) if r.bundle else None
@@ -259,4 +269,4 @@ def split(state: State, ctx: Any, plan: Any) -> None:
         if fat is not None and not dry_run:
             for line in bundle_stage.warning_lines(fat):
                 err_console.print(line, markup=False, soft_wrap=True)
-    stop_dry_run(ctx, dry_run, fats)
+    stop_dry_run(ctx, plan.fat)

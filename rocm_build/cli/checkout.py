@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rocm_build import config
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
+
+if TYPE_CHECKING:
+    from rocm_build.sources import CheckoutResult
 
 
 def checkout_flags(
@@ -117,7 +120,7 @@ def command(
     show(result)
 
 
-def show(result: Any) -> None:
+def show(result: CheckoutResult) -> None:
     """Human summary of a checkout (a ``sources`` result)."""
     for p in result.projects:
         if p.action == "up to date":

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, out_console, pass_state
+
+if TYPE_CHECKING:
+    from rocm_build.doctor import Row
 
 
 @o.command("doctor")
@@ -38,7 +41,7 @@ def command(
         raise error
 
 
-def show(rows: Iterable[Any]) -> None:
+def show(rows: Iterable[Row]) -> None:
     marks = {True: "[green]ok[/]", False: "[red]!![/]", None: "[yellow]--[/]"}
     for row in rows:
         out_console.print(f"{marks[row.good]} {row.label:<18} ", markup=True, end="")

@@ -61,7 +61,7 @@ def command(
         torch_source=ctx.src_dir / "torch",
         triton_source=ctx.src_dir / "triton",
         tree=ctx.tree if aot else None,
-        targets=ctx.build_targets[0] if aot else (),
+        targets=ctx.targets.names if aot else (),
         env=cfg.env,
         work_dir=ctx.work_dir,
         llvm_url=cfg.triton.llvm_url,

@@ -97,8 +97,13 @@ def wheels(
     gives rocm-sdk-libraries and one rocm-sdk-device-TARGET per target instead (no FAMILY).
     """
     from rocm_build import bundle
+    from rocm_build.arch import Targets
 
-    targets = state.context().parse_targets(arch) if arch else ()
+    targets: tuple[str, ...] = ()
+    if arch:
+        cfg = state.context().settings
+        known, families = cfg.known_targets, cfg.target_families
+        targets = Targets.parse(arch, known=known, families=families).bases
     plan = bundle.rocm_wheels_plan(
         tree,
         output_dir,

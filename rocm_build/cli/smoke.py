@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, out_console, pass_state
+
+if TYPE_CHECKING:
+    from rocm_build.smoke import Result
 
 
 @o.command("smoke")
@@ -74,8 +77,8 @@ def command(
     smoke_stage.check(result)
 
 
-def show(result: Any) -> None:
-    """Human summary of a smoke run (a ``smoke.SmokeResult``)."""
+def show(result: Result) -> None:
+    """Human summary of a smoke run."""
     status = "[bold green]passed[/]" if result.ok else "[bold red]FAILED[/]"
     out_console.print(
         f"smoke {status}: {result.count('passed')} passed, {result.count('failed')} failed, "

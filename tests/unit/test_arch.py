@@ -161,8 +161,10 @@ def test_hsa_override_decides_the_target(tmp_path: Path) -> None:
 def test_resolve_prefers_the_setting_then_gpus_then_asks(tmp_path: Path) -> None:
     topo = _topology(tmp_path, [MI210_PROPERTIES])
     kwargs = {"known": KNOWN, "families": FAMILIES, "env": {}, "topology": topo}
-    assert arch.resolve_targets("gfx1030", **kwargs) == (("gfx1030",), "arch setting")  # type: ignore[arg-type]
-    assert arch.resolve_targets("", **kwargs) == (("gfx90a",), "GPUs of this machine")  # type: ignore[arg-type]
+    setting = arch.Targets(("gfx1030",), "arch setting")
+    assert arch.resolve_targets("gfx1030", **kwargs) == setting  # type: ignore[arg-type]
+    gpus = arch.Targets(("gfx90a",), "GPUs of this machine")
+    assert arch.resolve_targets("", **kwargs) == gpus  # type: ignore[arg-type]
     kwargs["topology"] = tmp_path / "none"
     with pytest.raises(ConfigError, match="pass --arch"):
         arch.resolve_targets("", **kwargs)  # type: ignore[arg-type]

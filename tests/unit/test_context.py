@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, context
+from rocm_build import arch, config, context
 from rocm_build.errors import ConfigError, RocmTreeError
 from tests.unit.test_dist import make_tree
 
@@ -33,14 +33,14 @@ def test_nothing_is_decided_unless_asked_for(tmp_path: Path) -> None:
     with pytest.raises(RocmTreeError, match=re.escape(f"{tmp_path / 'gone'} does not exist")):
         ctx.decide(targets=False)
     with pytest.raises(ConfigError, match="'gfx9000' is not a known target"):
-        _ = ctx.arch_targets
+        _ = ctx.targets
     with pytest.raises(ConfigError, match="'gfx9000' is not a known target"):
         ctx.decide(tree=False)
     # what was not decided is never looked for later (a plan must not download a tree)
     with pytest.raises(RuntimeError, match="not decided"):
         _ = ctx.tree
-    with pytest.raises(RuntimeError, match="not decided"):
-        _ = ctx.targets
+    # and the targets not decided are the setting's alone, never this machine's GPUs
+    assert _ctx(tmp_path).targets == arch.Targets((), "not given")
 
 
 def test_a_relative_tree_is_found_against_the_working_directory(tmp_path: Path) -> None:
@@ -53,12 +53,17 @@ def test_a_relative_tree_is_found_against_the_working_directory(tmp_path: Path) 
 
 def test_targets_one_way_for_every_stage(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path, arch="gfx90a:xnack-;gfx94X, gfx90a").decide(tree=False)
-    assert ctx.build_targets == (("gfx90a:xnack-", "gfx942", "gfx90a"), "arch setting")
-    assert ctx.arch_targets == ("gfx90a", "gfx942")  # base names, as bundle and smoke compare
-    assert ctx.parse_targets("gfx90a;gfx94X, gfx90a") == ("gfx90a", "gfx942")
-    assert _ctx(tmp_path).arch_targets == ()  # unset: bundle keeps the wheel's own targets
+    assert ctx.targets == arch.Targets(("gfx90a:xnack-", "gfx942", "gfx90a"), "arch setting")
+    assert ctx.targets.bases == ("gfx90a", "gfx942")  # base names, as bundle and smoke compare
+    # not decided: the same value from the setting alone (bundle, smoke)
+    assert _ctx(tmp_path, arch="gfx90a:xnack-;gfx94X, gfx90a").targets == ctx.targets
+    cfg = ctx.settings
+    parse = arch.Targets.parse
+    got = parse("gfx90a;gfx94X, gfx90a", known=cfg.known_targets, families=cfg.target_families)
+    assert got.bases == ("gfx90a", "gfx942")
+    assert _ctx(tmp_path).targets.bases == ()  # unset: bundle keeps the wheel's own targets
     with pytest.raises(ConfigError, match="gfx9000"):
-        ctx.parse_targets("gfx9000")
+        parse("gfx9000", known=cfg.known_targets, families=cfg.target_families)
 
 
 def test_deciding_writes_the_tree_and_targets_into_the_settings(tmp_path: Path) -> None:
@@ -70,7 +75,7 @@ def test_deciding_writes_the_tree_and_targets_into_the_settings(tmp_path: Path) 
     assert ctx.settings.general.rocm == str(tmp_path / "rocm")
     assert ctx.settings.general.arch == "gfx1100;gfx1101;gfx1102;gfx1103"
     assert ctx.settings.values["arch"] == ctx.settings.general.arch  # what the run report shows
-    assert ctx.build_targets[1] == "arch setting"
+    assert ctx.targets.origin == "arch setting"
     assert ctx.tree.root == tmp_path / "rocm"
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from rocm_build import config, context, smoke
 from rocm_build.errors import ConfigError, UnsafeInput
+from rocm_build.smoke import environment, junit, wheels
+from rocm_build.smoke.plan import flash_expectation
 
 
 def make_wheel(path: Path, members: dict[str, str] | dict[str, str | bytes]) -> Path:
@@ -45,12 +47,12 @@ def test_import_names_from_top_level_txt(tmp_path: Path) -> None:
             "torch-2.9.0.dist-info/top_level.txt": "functorch\ntorch\ntorchgen\n",
         },
     )
-    assert smoke.import_names(wheel) == ("torch",)
+    assert wheels.import_names(wheel) == ("torch",)
     other = make_wheel(
         tmp_path / "pytorch_triton_rocm-3.0.0-cp311-cp311-linux_x86_64.whl",
         {"pytorch_triton_rocm-3.0.0.dist-info/top_level.txt": "triton\n_triton_helpers\n"},
     )
-    assert smoke.import_names(other) == ("triton",)
+    assert wheels.import_names(other) == ("triton",)
 
 
 def test_import_names_from_record_layout(tmp_path: Path) -> None:
@@ -63,14 +65,14 @@ def test_import_names_from_record_layout(tmp_path: Path) -> None:
             "vecadd-1.0.dist-info/RECORD": "",
         },
     )
-    assert smoke.import_names(wheel) == ("vecadd",)
+    assert wheels.import_names(wheel) == ("vecadd",)
 
 
 def test_not_a_wheel_is_refused_as_bundle_and_inspect_refuse_it(tmp_path: Path) -> None:
     bad = tmp_path / "x-1.0-py3-none-any.whl"
     bad.write_text("not a zip")
     with pytest.raises(UnsafeInput, match="not a wheel") as err:
-        smoke.import_names(bad)
+        wheels.import_names(bad)
     assert str(err.value).count("not a wheel") == 1
 
 
@@ -87,7 +89,7 @@ def test_scrub_removes_rocm_locations(tmp_path: Path) -> None:
         "HIP_VISIBLE_DEVICES": "0,1",
         "HOME": "/home/u",
     }
-    out = smoke.scrub_environment(env, [rocm])
+    out = environment.scrub_environment(env, [rocm])
     assert out["PATH"] == "/usr/bin:/bin"
     for name in ("ROCM_PATH", "ROCM_HOME", "HIP_PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):
         assert name not in out
@@ -178,7 +180,7 @@ def test_parse_junit(tmp_path: Path) -> None:
         '<testcase classname="suite.test_torch" name="test_x"><skipped message="no torch"/>'
         "</testcase></testsuite></testsuites>"
     )
-    outcomes = smoke.parse_junit(xml)
+    outcomes = junit.parse_junit(xml)
     assert [(o.outcome, o.headline) for o in outcomes] == [
         ("passed", ""),
         ("failed", "AssertionError: code objects differ"),
@@ -202,4 +204,4 @@ def test_flash_attention_expectation(
     tmp_path: Path, env: dict[str, str], packages: list[str], arch: str, expected: bool | None
 ) -> None:
     cfg = config.load(cwd=tmp_path, env=env, flags={"arch": arch})
-    assert smoke.flash_expectation(context.resolve(cfg), packages) is expected
+    assert flash_expectation(context.resolve(cfg), packages) is expected
