@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,20 @@ from rocm_build.errors import ConfigError, RocmBuildError
 from rocm_build.masking import mask_url
 from rocm_build.progress import Progress
 from rocm_build.repo import git, manifest
-from rocm_build.sources import gitremote, journal, patches
-from rocm_build.sources.sourceplan import CheckoutPlan, ProjectPlan, ProjectResult
+from rocm_build.sources import journal, patches, remote
+from rocm_build.sources.plan import CheckoutPlan, ProjectPlan
 
-__all__ = ["counts", "do_checkout", "entry"]
+__all__ = ["Done", "counts", "do_checkout", "entry"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Done:
+    """What the steps did: the upstream commit checked out, and whether hipify ran."""
+
+    commit: str
+    ran_hipify: bool
 
 
 def counts(series: Sequence[patches.PatchFile]) -> dict[str, int]:
@@ -45,7 +54,8 @@ def do_checkout(
     existed: bool,
     progress: Progress,
     jr: journal.CheckoutJournal,
-) -> ProjectResult:
+) -> Done:
+    """The steps, each announced to ``jr`` first; the manifest's entry is written last."""
     src = p.src
 
     def step(name: str) -> None:
@@ -86,18 +96,7 @@ def do_checkout(
     step("manifest")
     manifest.update_manifest(plan_.manifest_path, p.name, entries[p.name])
     faults.point("checkout.after-manifest")
-    heads = manifest.state_heads(src)
-    return ProjectResult(
-        name=p.name,
-        action="updated" if existed else "checked out",
-        origin=p.origin,
-        ref=p.ref,
-        commit=commit,
-        head=heads["."],
-        patches=counts(series),
-        hipify=ran_hipify,
-        submodules=len(heads) - 1,
-    )
+    return Done(commit, ran_hipify)
 
 
 def _fetch_and_check_out(
@@ -117,7 +116,7 @@ def _fetch_and_check_out(
     else:
         git.set_origin(src, p.origin)
     log.info("%s: fetching %s %s from %s", p.name, ref.kind, ref.name, p.origin)
-    commit = gitremote.fetch(
+    commit = remote.fetch(
         src,
         p.origin,
         ref,
@@ -138,7 +137,7 @@ def _fetch_and_check_out(
     if existed:
         git.clean_untracked(src)
     step("submodules")
-    gitremote.update_submodules(
+    remote.update_submodules(
         src,
         p.origin,
         depth=plan_.depth,

@@ -1,13 +1,13 @@
-"""The checkout stage's plan and results: what to check out, and what each checkout did.
+"""The checkout stage's plan: what to check out.
 
 ``plan`` turns the settings (and an optional manifest to replay) into a frozen
-``CheckoutPlan``; ``sources.execute`` walks it.
+``CheckoutPlan``; ``execute.execute`` walks it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from rocm_build.repo.cmdargs import check_origin, check_ref
 from rocm_build.repo.manifest import MANIFEST_NAME
 from rocm_build.sources import patches
 
-__all__ = ["CheckoutPlan", "CheckoutResult", "ProjectPlan", "ProjectResult", "plan"]
+__all__ = ["CheckoutPlan", "ProjectPlan", "plan"]
 
 #: What ``checkout --manifest`` needs of each project it replays.
 REPLAY_KEYS = ("origin", "ref", "commit", "patchset", "hipify")
@@ -57,59 +57,6 @@ class CheckoutPlan:
     retries: int = 3
     retry_delay: float = 2.0
     no_wait: bool = False
-
-
-@dataclass(frozen=True)
-class ProjectResult:
-    name: str
-    action: str  # "checked out", "updated", "up to date"
-    origin: str
-    ref: str
-    commit: str
-    head: str
-    patches: Mapping[str, int] = field(default_factory=dict)  # "<repo>/<stage>" -> count
-    hipify: bool = False
-    submodules: int = 0
-    uncommitted: tuple[str, ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "action": self.action,
-            "origin": mask_url(self.origin),
-            "ref": self.ref,
-            "commit": self.commit,
-            "head": self.head,
-            "patches": dict(self.patches),
-            "hipify": self.hipify,
-            "submodules": self.submodules,
-            "uncommitted": list(self.uncommitted),
-        }
-
-
-@dataclass(frozen=True)
-class CheckoutResult:
-    manifest: Path
-    projects: tuple[ProjectResult, ...]
-
-    @property
-    def up_to_date(self) -> bool:
-        return all(p.action == "up to date" for p in self.projects)
-
-    @property
-    def nothing_to_do(self) -> str:
-        return "sources up to date" if self.up_to_date else ""
-
-    @property
-    def outputs(self) -> list[Path]:
-        return [self.manifest]  # what the checkouts are at, for the build
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "manifest": str(self.manifest),
-            "up_to_date": self.up_to_date,
-            "projects": [p.as_json() for p in self.projects],
-        }
 
 
 def plan(

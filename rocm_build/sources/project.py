@@ -1,70 +1,67 @@
-"""The checkout stage: fetch, pin, tag, patch, hipify.
-
-``sourceplan.plan`` turns the settings (and an optional manifest to replay) into a frozen
-``CheckoutPlan``; ``execute`` walks it, one project at a time under its locks, with the steps of
-``checkoutsteps``. Each project's inputs (origin, ref -> commit, patch hashes, hipify command,
-flags) are hashed into a stamp kept in ``<src-dir>/rocm-build-sources.json``; a re-run whose stamp
-and checkout state match does nothing.
-
-Moving branches: a tag or full SHA is taken as immutable, so a re-run needs no network. A branch
-is re-checked with one ``git ls-remote`` (no objects are fetched): if it moved, the project is
-checked out again at the new commit; if not, it is up to date.
-"""
+"""One project's checkout: refuse to overwrite work that is not rocm-build's, tell an up-to-date
+checkout, resume one a killed run left (:mod:`.journal`, :mod:`.resume`), and run the steps of
+:mod:`.steps` under the checkout's and the patch folder's locks."""
 
 from __future__ import annotations
 
 import logging
 import shutil
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rocm_build import faults, locks, tempfiles
 from rocm_build.errors import ConfigError, DirtyCheckout, RocmBuildError, ToolMissing
 from rocm_build.masking import mask_url
-from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.repo import checkoutfile, git, tritonpin
+from rocm_build.progress import Progress
+from rocm_build.repo import git
 from rocm_build.repo.manifest import (
-    MANIFEST_FORMAT,
     MANIFEST_NAME,
-    RELATED_COMMITS,
-    RelatedCommit,
     all_repos,
     has_commit,
     heads_now,
-    parse_related_commits,
     read_manifest,
     recorded_heads,
     stamp,
     state_heads,
     uncommitted,
     update_manifest,
-    write_manifest,
 )
-from rocm_build.sources import checkoutsteps, gitremote, journal, patches, resumecheck
-from rocm_build.sources.sourceplan import (
-    CheckoutPlan,
-    CheckoutResult,
-    ProjectPlan,
-    ProjectResult,
-)
+from rocm_build.sources import journal, patches, remote, resume, steps
+from rocm_build.sources.plan import CheckoutPlan, ProjectPlan
 
-__all__ = [
-    "MANIFEST_NAME",
-    "CheckoutPlan",
-    "CheckoutResult",
-    "ProjectPlan",
-    "ProjectResult",
-    "RelatedCommit",
-    "execute",
-    "parse_related_commits",
-    "read_manifest",
-    "stamp",
-    "write_manifest",
-]
+__all__ = ["ProjectResult", "checkout_project"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProjectResult:
+    name: str
+    action: str  # "checked out", "updated", "up to date"
+    origin: str
+    ref: str
+    commit: str
+    head: str
+    patches: Mapping[str, int] = field(default_factory=dict)  # "<repo>/<stage>" -> count
+    hipify: bool = False
+    submodules: int = 0
+    uncommitted: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "origin": mask_url(self.origin),
+            "ref": self.ref,
+            "commit": self.commit,
+            "head": self.head,
+            "patches": dict(self.patches),
+            "hipify": self.hipify,
+            "submodules": self.submodules,
+            "uncommitted": list(self.uncommitted),
+        }
 
 
 def _check_safe(p: ProjectPlan, entry: Mapping[str, Any] | None) -> None:
@@ -124,9 +121,7 @@ def _resolve(p: ProjectPlan, entry: Mapping[str, Any] | None, plan_: CheckoutPla
         return git.Ref(p.ref, kind, commit, refspec)
     cwd = p.src if git.is_repo(p.src) else plan_.src_dir
     cwd.mkdir(parents=True, exist_ok=True)
-    return gitremote.resolve_ref(
-        cwd, p.origin, p.ref, retries=plan_.retries, delay=plan_.retry_delay
-    )
+    return remote.resolve_ref(cwd, p.origin, p.ref, retries=plan_.retries, delay=plan_.retry_delay)
 
 
 def _series(p: ProjectPlan) -> tuple[patches.PatchFile, ...]:
@@ -149,50 +144,7 @@ def _series(p: ProjectPlan) -> tuple[patches.PatchFile, ...]:
     return series
 
 
-def execute(plan_: CheckoutPlan, progress: Progress = NO_PROGRESS) -> CheckoutResult:
-    """Check out every project of the plan; per project, objects fetched and files hipified
-    are reported to ``progress``."""
-    manifest = read_manifest(plan_.manifest_path)
-    entries: dict[str, Any] = manifest.setdefault("projects", {})
-    manifest["format"] = MANIFEST_FORMAT
-    pins: dict[str, RelatedCommit] = {}
-    selected = {p.name for p in plan_.projects}
-    for name in entries:
-        if name not in selected:
-            pins.update(_related(plan_.src_dir / name))
-    results: list[ProjectResult] = []
-    for p in plan_.projects:
-        pin = pins.get(p.name)
-        if pin is not None and not p.ref_given and not p.pin_commit:
-            log.info("%s: pinned to %s by related_commits", p.name, pin.commit[:12])
-            p = replace(p, ref=pin.commit, origin=p.origin if p.origin_given else pin.origin)
-        if p.pinned_by and not p.ref_given and not p.pin_commit:
-            results.append(_checkout_pinned(p, plan_, entries, progress))
-        else:
-            results.append(_checkout_project(p, plan_, entries, progress))
-        pins.update(_related(p.src))
-    return CheckoutResult(plan_.manifest_path, tuple(results))
-
-
-def _checkout_pinned(
-    p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], progress: Progress
-) -> ProjectResult:
-    """A project whose ref the checkout of ``p.pinned_by`` pins (triton: torch's pin files)."""
-    pin = tritonpin.read_pin(plan_.src_dir / p.pinned_by, release=p.pin_release, pinner=p.pinned_by)
-    log.info("%s: %s pinned by %s", p.name, pin.ref, pin.source)
-    try:
-        return _checkout_project(replace(p, ref=pin.ref), plan_, entries, progress)
-    except ConfigError as exc:
-        msg = f"{exc} (the ref comes from {pin.source}; pass --ref {p.name}=REF to override)"
-        raise ConfigError(msg) from None
-
-
-def _related(src: Path) -> dict[str, RelatedCommit]:
-    text = checkoutfile.read_text(src, RELATED_COMMITS, f"{src.name}'s {RELATED_COMMITS}")
-    return parse_related_commits(text) if text is not None else {}
-
-
-def _checkout_project(
+def checkout_project(
     p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], progress: Progress
 ) -> ProjectResult:
     # Checkout before patch folder, as save-patches does: two runs never wait for each other.
@@ -249,7 +201,7 @@ def _checkout_locked(
                 ref=p.ref,
                 commit=ref.commit,
                 head=heads["."],
-                patches=checkoutsteps.counts(series),
+                patches=steps.counts(series),
                 hipify=bool(entry.get("hipify")),
                 submodules=len(heads) - 1,
                 uncommitted=tuple(uncommitted(p.src, list(heads))),
@@ -271,9 +223,10 @@ def _checkout_locked(
     )
     faults.point("checkout.journal-begun")
     try:
-        result = checkoutsteps.do_checkout(
+        done = steps.do_checkout(
             p, plan_, entries, ref, series, new_stamp, existed=existed, progress=progress, jr=jr
         )
+        result = _checked_out(p, done, series, existed=existed)
     except RocmBuildError:
         _record_failure(p, plan_, entries, ref, created=created)
         jr.clear()  # the failed step restored its repository: nothing of ours half done
@@ -285,6 +238,23 @@ def _checkout_locked(
     jr.clear()
     faults.point("checkout.journal-cleared")
     return replace(result, action="checked out") if created else result
+
+
+def _checked_out(
+    p: ProjectPlan, done: steps.Done, series: tuple[patches.PatchFile, ...], *, existed: bool
+) -> ProjectResult:
+    heads = state_heads(p.src)
+    return ProjectResult(
+        name=p.name,
+        action="updated" if existed else "checked out",
+        origin=p.origin,
+        ref=p.ref,
+        commit=done.commit,
+        head=heads["."],
+        patches=steps.counts(series),
+        hipify=done.ran_hipify,
+        submodules=len(heads) - 1,
+    )
 
 
 def _half_initialised(src: Path) -> bool:
@@ -310,7 +280,7 @@ def _record_failure(
     elif git.is_repo(p.src) and has_commit(p.src):
         # Record what is there now, so the next run may redo it without --force.
         try:
-            entries[p.name] = checkoutsteps.entry(p, ref, series=(), stamp_="", complete=False)
+            entries[p.name] = steps.entry(p, ref, series=(), stamp_="", complete=False)
             update_manifest(plan_.manifest_path, p.name, entries[p.name])
         except RocmBuildError:
             log.debug("could not record the interrupted checkout of %s", p.name)
@@ -336,25 +306,25 @@ def _resume(
         jr.clear()
         return False
     log.info("%s: finishing the checkout a killed run left at step '%s'", p.name, jr.last_step)
-    trust = resumecheck.Trust(ref.commit, recorded_heads(entry) if entry is not None else {})
-    tempfiles.remove_stale(p.src.parent, resumecheck.scratch_prefix(p.src.name))
+    trust = resume.Trust(ref.commit, recorded_heads(entry) if entry is not None else {})
+    tempfiles.remove_stale(p.src.parent, resume.scratch_prefix(p.src.name))
     journal.clear_git_leftovers(p.src, [(".", p.src)], am=False)
-    if jr.last_step in resumecheck.GIT_WRITING_STEPS:
+    if jr.last_step in resume.GIT_WRITING_STEPS:
         journal.remove_object_temps([(".", p.src)])
         _repair_store(p, plan_, [(".", p.src)], trust, ref)
     if has_commit(p.src):
         journal.drop_half_cloned(p.src)
     repos = all_repos(p.src) if has_commit(p.src) else [(".", p.src)]
     journal.clear_git_leftovers(p.src, repos, am=False)
-    if jr.last_step in resumecheck.GIT_WRITING_STEPS:
+    if jr.last_step in resume.GIT_WRITING_STEPS:
         journal.remove_object_temps(repos[1:])
         _repair_store(p, plan_, repos[1:], trust, ref)
     if not plan_.force:
-        foreign = resumecheck.foreign_repos(p.src, repos, trust)
+        foreign = resume.foreign_repos(p.src, repos, trust)
         if foreign:
             where = ", ".join(p.name if rel == "." else rel for rel in foreign)
-            raise DirtyCheckout(resumecheck.stale_commit_advice(p.src, p.name, where))
-        resumecheck.check_changes(
+            raise DirtyCheckout(resume.stale_commit_advice(p.src, p.name, where))
+        resume.check_changes(
             p.src,
             p.name,
             repos,
@@ -374,7 +344,7 @@ def _repair_store(
     p: ProjectPlan,
     plan_: CheckoutPlan,
     repos: list[tuple[str, Path]],
-    trust: resumecheck.Trust,
+    trust: resume.Trust,
     ref: git.Ref,
 ) -> None:
     """A kill inside git's fetch can leave a commit without all its objects: fetch it again,
@@ -382,7 +352,7 @@ def _repair_store(
     file is touched). The project's own repository fetches ``ref`` (a tag gets its name), a
     submodule the commit its parent records. That takes ``git fetch --refetch``: an older git
     stops here with one line, not git's own usage text after every retry."""
-    damaged = resumecheck.damaged(p.src, repos, trust)
+    damaged = resume.damaged(p.src, repos, trust)
     if damaged and (too_old := git.refetch_problem(git.version())):
         where = ", ".join(p.name if rel == "." else rel for rel, _ in damaged)
         msg = (
@@ -396,7 +366,7 @@ def _repair_store(
         url = p.origin if rel == "." else git.run(path, "remote", "get-url", "origin").stdout
         log.info("%s: %s lacks objects of %s (a killed fetch): fetching again", p.name, rel, commit)
         faults.point("checkout.before-refetch")
-        gitremote.fetch(
+        remote.fetch(
             path,
             url.strip(),
             ref if rel == "." else git.Ref(commit, "commit", commit, commit),
