@@ -14,7 +14,7 @@ checked out again at the new commit; if not, it is up to date.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from rocm_build.errors import ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.repo import checkoutfile, tritonpin
 from rocm_build.repo.manifest import (
-    MANIFEST_FORMAT,
     RELATED_COMMITS,
     RelatedCommit,
     parse_related_commits,
@@ -63,37 +62,38 @@ class CheckoutResult:
 
 def execute(plan_: CheckoutPlan, progress: Progress = NO_PROGRESS) -> CheckoutResult:
     """Check out every project of the plan; per project, objects fetched and files hipified
-    are reported to ``progress``."""
-    manifest = read_manifest(plan_.manifest_path)
-    entries: dict[str, Any] = manifest.setdefault("projects", {})
-    manifest["format"] = MANIFEST_FORMAT
+    are reported to ``progress``. A project whose plan lets the pins decide its ref
+    (``follows_pins``) takes it from the related_commits of the checkouts before it, then
+    from its pinning project's pin files; the plan itself is not changed."""
+    recorded = read_manifest(plan_.manifest_path)["projects"]
     pins: dict[str, RelatedCommit] = {}
     selected = {p.name for p in plan_.projects}
-    for name in entries:
+    for name in recorded:
         if name not in selected:
             pins.update(_related(plan_.src_dir / name))
     results: list[ProjectResult] = []
     for p in plan_.projects:
-        pin = pins.get(p.name)
-        if pin is not None and not p.ref_given and not p.pin_commit:
+        origin, ref = p.origin, p.ref
+        pin = pins.get(p.name) if p.follows_pins else None
+        if pin is not None:
             log.info("%s: pinned to %s by related_commits", p.name, pin.commit[:12])
-            p = replace(p, ref=pin.commit, origin=p.origin if p.origin_given else pin.origin)
-        if p.pinned_by and not p.ref_given and not p.pin_commit:
-            results.append(_checkout_pinned(p, plan_, entries, progress))
+            origin, ref = (p.origin if p.origin_given else pin.origin), pin.commit
+        if p.pinned_by and p.follows_pins:
+            results.append(_checkout_pinned(p, plan_, origin, progress))
         else:
-            results.append(checkout_project(p, plan_, entries, progress))
+            results.append(checkout_project(p, plan_, origin, ref, progress))
         pins.update(_related(p.src))
     return CheckoutResult(plan_.manifest_path, tuple(results))
 
 
 def _checkout_pinned(
-    p: ProjectPlan, plan_: CheckoutPlan, entries: dict[str, Any], progress: Progress
+    p: ProjectPlan, plan_: CheckoutPlan, origin: str, progress: Progress
 ) -> ProjectResult:
     """A project whose ref the checkout of ``p.pinned_by`` pins (triton: torch's pin files)."""
     pin = tritonpin.read_pin(plan_.src_dir / p.pinned_by, release=p.pin_release, pinner=p.pinned_by)
     log.info("%s: %s pinned by %s", p.name, pin.ref, pin.source)
     try:
-        return checkout_project(replace(p, ref=pin.ref), plan_, entries, progress)
+        return checkout_project(p, plan_, origin, pin.ref, progress)
     except ConfigError as exc:
         msg = f"{exc} (the ref comes from {pin.source}; pass --ref {p.name}=REF to override)"
         raise ConfigError(msg) from None

@@ -40,9 +40,12 @@ class ProjectPlan:
     origin_given: bool = False
     pin_commit: str = ""  # --manifest replay: exactly this commit
     expect_patches: tuple[tuple[str, str], ...] | None = None  # (file, sha256) to replay
-    depth: int | None = None  # --manifest replay: the recorded depth; None = the plan's
+    depth: int = 0  # history depth (0 = full); a replay's is the recorded one unless --depth
     pinned_by: str = ""  # the project whose checkout pins this one's ref (tritonpin)
     pin_release: bool = False  # the pin is the release branch of the pinned version
+    #: the ref is no one's choice (neither the user's nor a replayed commit): the pins of the
+    #: checkouts before it decide it (related_commits, then ``pinned_by``'s pin files)
+    follows_pins: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,14 @@ def plan(
                 raise ConfigError(config_mod._unknown("project in the manifest", name, entries))
         for spec in cfg.selected_projects(chosen):
             projects.append(
-                _replay_project(spec, entries[spec.name], src_dir, patches_dir, depth_flag)
+                _replay_project(
+                    spec,
+                    entries[spec.name],
+                    src_dir,
+                    patches_dir,
+                    depth=cfg.checkout.depth,
+                    depth_flag=depth_flag,
+                )
             )
     else:
         projects = _train_projects(ctx, names, builtin)
@@ -116,9 +126,12 @@ def _replay_project(
     entry: Mapping[str, Any],
     src_dir: Path,
     patches_dir: Path,
+    *,
+    depth: int,
     depth_flag: bool,
 ) -> ProjectPlan:
-    """The plan that replays one project of a manifest (its types checked when it was read)."""
+    """The plan that replays one project of a manifest (its types checked when it was read).
+    ``depth``: the configured one, which a recorded depth overrides unless it is --depth's."""
     missing = [k for k in REPLAY_KEYS if k not in entry]
     if missing:
         msg = (
@@ -140,7 +153,7 @@ def _replay_project(
         pin_commit=str(entry["commit"]),
         expect_patches=tuple((str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])),
         # Shallow stays shallow, full stays full; only --depth overrides it.
-        depth=None if depth_flag or entry.get("depth") is None else int(entry["depth"]),
+        depth=depth if depth_flag or entry.get("depth") is None else int(entry["depth"]),
     )
 
 
@@ -169,8 +182,10 @@ def _train_projects(
                 apply_patches=cfg.checkout.patches,
                 ref_given=bool(spec.ref),
                 origin_given=origin_given,
+                depth=cfg.checkout.depth,
                 pinned_by=spec.pinned_by,
                 pin_release=cfg.triton.release,
+                follows_pins=not spec.ref,
             )
         )
     return projects

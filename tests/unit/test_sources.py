@@ -12,6 +12,7 @@ from rocm_build import config, context, sources
 from rocm_build.errors import ConfigError
 from rocm_build.repo import git
 from rocm_build.repo import manifest as manifest_file
+from rocm_build.repo.manifest import ManifestEntry
 from rocm_build.sources import patches
 from rocm_build.sources import project as project_checkout
 from rocm_build.sources.plan import ProjectPlan
@@ -168,10 +169,12 @@ def test_tag_and_sha_refs_resolve_without_network(tmp_path: Path) -> None:
     plan = sources.plan(context.resolve(_cfg(tmp_path)), ["torch"])
     p = plan.projects[0]
     entry = {"origin": p.origin, "ref": p.ref, "ref_kind": "tag", "commit": SHA1}
-    ref = project_checkout._resolve(p, entry, plan)
+    ref = project_checkout._resolve(p, ManifestEntry.from_json(entry), plan, p.origin, p.ref)
     assert (ref.kind, ref.commit) == ("tag", SHA1)
     pinned = ProjectPlan(**{**p.__dict__, "ref": SHA2})
-    assert project_checkout._resolve(pinned, None, plan) == git.Ref(SHA2, "commit", SHA2, SHA2)
+    assert project_checkout._resolve(pinned, None, plan, pinned.origin, pinned.ref) == git.Ref(
+        SHA2, "commit", SHA2, SHA2
+    )
 
 
 def test_manifest_is_written_atomically_and_only_when_it_changes(tmp_path: Path) -> None:
