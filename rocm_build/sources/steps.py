@@ -116,10 +116,8 @@ class CheckoutSteps:
             self.origin,
             ref,
             depth=p.depth,
-            retries=settings.retries,
-            delay=settings.retry_delay,
-            progress=self.progress,
-            task=f"{p.name}: objects fetched",
+            retry=remote.Retry(settings.retries, settings.retry_delay),
+            meter=remote.meter(self.progress, f"{p.name}: objects fetched"),
         )
         faults.point("checkout.after-fetch")
         step("checkout")
