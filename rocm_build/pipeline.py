@@ -38,6 +38,7 @@ from rocm_build.context import RunContext
 from rocm_build.errors import RocmBuildError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.repo import worktree
+from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
 from rocm_build.runreport import StageOutcome
 from rocm_build.stages import Outputs, StageResult
 
@@ -205,7 +206,7 @@ def _names(run: _Run) -> list[str]:
 
 
 def _manifest_entries(ctx: RunContext, names: Sequence[str]) -> dict[str, Any]:
-    data = sources.read_manifest(ctx.src_dir / sources.MANIFEST_NAME)
+    data = read_manifest(ctx.src_dir / MANIFEST_NAME)
     entries = data.get("projects", {})
     return {n: entries.get(n) for n in names}
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import sources, statefile
+from rocm_build import statefile
 from rocm_build.context import RunContext
 from rocm_build.errors import FileAccessError, RocmBuildError
 from rocm_build.masking import mask_values
+from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
 from rocm_build.sizes import human_size
 from rocm_build.wheel import torchinfo
 from rocm_build.wheel.wheelread import WheelReader
@@ -84,7 +85,7 @@ def _torch_features(path: Path) -> dict[str, Any] | None:
 
 def _sources(ctx: RunContext, names: Sequence[str]) -> list[dict[str, Any]]:
     try:
-        manifest = sources.read_manifest(ctx.src_dir / sources.MANIFEST_NAME)
+        manifest = read_manifest(ctx.src_dir / MANIFEST_NAME)
     except RocmBuildError:  # a manifest no one may trust: the checkout stage stopped on it
         manifest = {"projects": {}}
     out = []

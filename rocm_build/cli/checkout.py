@@ -78,6 +78,7 @@ def command(
     that are not from the patch series is never overwritten without --force.
     """
     from rocm_build import sources as sources_stage
+    from rocm_build.repo.manifest import read_manifest
 
     if old_jobs is not None:
         err_console.print(
@@ -103,7 +104,7 @@ def command(
     replay = None
     if ctx.settings.checkout.manifest:
         replay_path = Path(ctx.settings.checkout.manifest)
-        replay = sources_stage.read_manifest(
+        replay = read_manifest(
             replay_path if replay_path.is_absolute() else ctx.settings.cwd / replay_path,
             replay=True,
         )

@@ -1,5 +1,5 @@
 """Git operations on a local repository, on top of GitPython's command runner (the ones that
-talk to a remote are in ``gitremote``).
+talk to a remote are in ``sources.remote``).
 
 Every command runs with ``LC_ALL=C`` (GitPython sets it) so messages can be parsed, with
 ``protocol.file.allow=always`` so ``file://`` submodules work, and, for commands that make
@@ -216,7 +216,7 @@ def init(repo: Path, origin: str) -> None:
 
 def set_origin(repo: Path, origin: str) -> None:
     """Point the remote ``origin`` at ``origin`` without its credential (``.git/config`` is
-    read by git's helpers, whose command lines anyone sees; ``gitremote`` gives the credential
+    read by git's helpers, whose command lines anyone sees; ``sources.remote`` gives the credential
     through the environment)."""
     origin = credentials(origin)[0]
     if run(repo, "remote", "get-url", "origin", check=False).status == 0:

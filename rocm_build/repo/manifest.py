@@ -25,12 +25,15 @@ __all__ = [
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
     "RELATED_COMMITS",
+    "ManifestEntry",
     "RelatedCommit",
+    "SubmoduleEntry",
     "all_repos",
     "entry_problem",
     "has_commit",
     "heads_now",
     "parse_related_commits",
+    "read_entry",
     "read_manifest",
     "recorded_heads",
     "stamp",
@@ -99,6 +102,90 @@ def stamp(
     return statefile.settings_digest(data)
 
 
+@dataclass(frozen=True)
+class SubmoduleEntry:
+    path: str
+    commit: str  # the upstream commit its parent records
+    head: str  # its HEAD when rocm-build left it
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "commit": self.commit, "head": self.head}
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One project's entry in the manifest: what decided its checkout (hashed into ``stamp``)
+    and the HEADs rocm-build left. ``as_json`` is the file's form (unchanged); ``from_json``
+    reads an entry ``read_manifest`` checked (a missing key reads as its default)."""
+
+    origin: str = ""  # masked: git's remote config keeps the real one
+    ref: str = ""
+    ref_kind: str = ""
+    commit: str = ""
+    head: str = ""
+    submodules: tuple[SubmoduleEntry, ...] = ()
+    patchset: str = ""
+    patches_dir: str = ""
+    patches: tuple[Mapping[str, str], ...] = ()  # {repo, stage, file, sha256}
+    apply_patches: bool = True
+    hipify: bool = False  # hipify ran
+    hipify_command: tuple[str, ...] = ()
+    depth: int | None = None
+    stamp: str = ""
+    complete: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "ref": self.ref,
+            "ref_kind": self.ref_kind,
+            "commit": self.commit,
+            "head": self.head,
+            "submodules": [s.as_json() for s in self.submodules],
+            "patchset": self.patchset,
+            "patches_dir": self.patches_dir,
+            "patches": [dict(p) for p in self.patches],
+            "apply_patches": self.apply_patches,
+            "hipify": self.hipify,
+            "hipify_command": list(self.hipify_command),
+            "depth": self.depth,
+            "stamp": self.stamp,
+            "complete": self.complete,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ManifestEntry:
+        return cls(
+            origin=str(data.get("origin", "")),
+            ref=str(data.get("ref", "")),
+            ref_kind=str(data.get("ref_kind", "")),
+            commit=str(data.get("commit", "")),
+            head=str(data.get("head", "")),
+            submodules=tuple(
+                SubmoduleEntry(
+                    str(s["path"]),
+                    str(s.get("commit", "")),
+                    str(s.get("head", s.get("commit", ""))),
+                )
+                for s in data.get("submodules", [])
+            ),
+            patchset=str(data.get("patchset", "")),
+            patches_dir=str(data.get("patches_dir", "")),
+            patches=tuple(dict(p) for p in data.get("patches", [])),
+            apply_patches=bool(data.get("apply_patches", True)),
+            hipify=bool(data.get("hipify", False)),
+            hipify_command=tuple(data.get("hipify_command", [])),
+            depth=data.get("depth"),
+            stamp=str(data.get("stamp", "")),
+            complete=bool(data.get("complete", False)),
+        )
+
+    @property
+    def heads(self) -> dict[str, str]:
+        """The HEAD of every repository (``.`` and each submodule) when rocm-build left it."""
+        return {".": self.head, **{s.path: s.head for s in self.submodules}}
+
+
 _WHAT = "source manifest"
 
 
@@ -136,6 +223,12 @@ def read_manifest(path: Path, *, replay: bool = False) -> dict[str, Any]:
             msg = f"{path}: project '{name}': {problem}; fix the file or remove it"
             raise ConfigError(msg)
     return data
+
+
+def read_entry(path: Path, name: str) -> ManifestEntry | None:
+    """Project ``name``'s entry in the src-dir's manifest at ``path`` (None when it has none)."""
+    entry = read_manifest(path)["projects"].get(name)
+    return None if entry is None else ManifestEntry.from_json(entry)
 
 
 _STRINGS = ("origin", "ref", "ref_kind", "commit", "head", "patchset", "patches_dir", "stamp")

@@ -4,7 +4,7 @@ Before each step of a checkout, the step's name and the HEADs it starts from are
 ``<src-dir>/.rocm-build-journal/<project>.json`` (temp file, fsync, rename, fsync of the folder).
 The next run that finds the record knows that a step of its own was interrupted there. The
 record is a file anyone can write, so it proves nothing by itself: what may be discarded is
-decided by content (``resumecheck``), and a record that is not of the types this version writes
+decided by content (``resume``), and a record that is not of the types this version writes
 stops the run with one line (exit 6). It is read and written as a state file (``statefile``): a
 link, a FIFO, a folder or another user's file in its place stops the run (exit 14).
 

@@ -10,7 +10,7 @@ import pytest
 
 from rocm_build.errors import UnsafeInput
 from rocm_build.repo import checkoutfile, tritonpin
-from rocm_build.sources import stage as sources_stage
+from rocm_build.sources.execute import _related
 
 SECRET = "ROCM_BUILD_TEST_SECRET=do-not-print"
 
@@ -98,4 +98,4 @@ def test_triton_pin_and_related_commits_are_read_as_checkout_files(tmp_path: Pat
     assert "do-not-print" not in str(err.value)
     (src / "related_commits").symlink_to("/dev/zero")
     with pytest.raises(UnsafeInput, match="related_commits"):
-        sources_stage._related(src)
+        _related(src)

@@ -57,7 +57,7 @@ def test_mask_url_forms() -> None:
 
 def test_masked_origins_replay_with_the_configured_one() -> None:
     from rocm_build.masking import is_masked, strip_masked
-    from rocm_build.sources.sourceplan import _replay_origin
+    from rocm_build.sources.plan import _replay_origin
 
     recorded = "https://user:***@host/r.git"
     assert is_masked(recorded)
@@ -69,14 +69,14 @@ def test_masked_origins_replay_with_the_configured_one() -> None:
 
 
 def test_run_report_masks_every_url_and_message(tmp_path: Path) -> None:
-    from rocm_build import sources
     from rocm_build.errors import FetchError
     from rocm_build.pipeline import StageOutcome
+    from rocm_build.repo.manifest import MANIFEST_NAME
 
     origin = f"https://{TOKEN}@github.com/o/proj.git"
     src = tmp_path / "src"
     src.mkdir()
-    (src / sources.MANIFEST_NAME).write_text(
+    (src / MANIFEST_NAME).write_text(
         json.dumps({"format": 1, "projects": {"proj": {"origin": origin, "ref": "v1"}}})
     )
     cfg = config.load(cwd=tmp_path, env={"ROCM_BUILD_ROCM": f"https://u:{TOKEN}@h/rocm.tgz"})

@@ -11,7 +11,11 @@ import pytest
 from rocm_build import config, context, sources
 from rocm_build.errors import ConfigError
 from rocm_build.repo import git
-from rocm_build.sources import patches, stage
+from rocm_build.repo import manifest as manifest_file
+from rocm_build.repo.manifest import ManifestEntry
+from rocm_build.sources import patches
+from rocm_build.sources import project as project_checkout
+from rocm_build.sources.plan import ProjectPlan
 
 SHA1 = "1" * 40
 SHA2 = "2" * 40
@@ -38,7 +42,7 @@ def test_plan_takes_refs_from_the_train(tmp_path: Path) -> None:
     assert torch.patches_root == tmp_path / "patches" / "2.10" / "torch"
     assert torch.hipify == ("{python}", "tools/amd_build/build_amd.py")
     assert plan.projects[1].hipify == ()
-    assert plan.manifest_path == tmp_path / "src" / sources.MANIFEST_NAME
+    assert plan.manifest_path == tmp_path / "src" / manifest_file.MANIFEST_NAME
     assert plan.log_dir == tmp_path / ".rocm-build" / "logs"
 
 
@@ -129,7 +133,7 @@ def test_related_commits_parsing() -> None:
         "garbage line\n"
         f"ubuntu|pytorch|torchaudio|release/2.9|{SHA2}|https://github.com/pytorch/audio\n"
     )
-    pins = sources.parse_related_commits(text)
+    pins = manifest_file.parse_related_commits(text)
     assert set(pins) == {"torchvision", "torchaudio"}
     assert pins["torchvision"].commit == SHA1  # the first line wins
     assert pins["torchaudio"].origin == "https://github.com/pytorch/audio"
@@ -146,8 +150,8 @@ def test_stamp_changes_with_every_input() -> None:
         "hipify": ["{python}", "x.py"],
         "apply_patches": True,
     }
-    first = sources.stamp(**base)
-    assert sources.stamp(**base) == first
+    first = manifest_file.stamp(**base)
+    assert manifest_file.stamp(**base) == first
     changes: dict[str, Any] = {
         "origin": "o2",
         "ref": "r2",
@@ -158,29 +162,31 @@ def test_stamp_changes_with_every_input() -> None:
         "apply_patches": False,
     }
     for key, value in changes.items():
-        assert sources.stamp(**{**base, key: value}) != first, key
+        assert manifest_file.stamp(**{**base, key: value}) != first, key
 
 
 def test_tag_and_sha_refs_resolve_without_network(tmp_path: Path) -> None:
     plan = sources.plan(context.resolve(_cfg(tmp_path)), ["torch"])
     p = plan.projects[0]
     entry = {"origin": p.origin, "ref": p.ref, "ref_kind": "tag", "commit": SHA1}
-    ref = stage._resolve(p, entry, plan)
+    ref = project_checkout._resolve(p, ManifestEntry.from_json(entry), plan, p.origin, p.ref)
     assert (ref.kind, ref.commit) == ("tag", SHA1)
-    pinned = sources.ProjectPlan(**{**p.__dict__, "ref": SHA2})
-    assert stage._resolve(pinned, None, plan) == git.Ref(SHA2, "commit", SHA2, SHA2)
+    pinned = ProjectPlan(**{**p.__dict__, "ref": SHA2})
+    assert project_checkout._resolve(pinned, None, plan, pinned.origin, pinned.ref) == git.Ref(
+        SHA2, "commit", SHA2, SHA2
+    )
 
 
 def test_manifest_is_written_atomically_and_only_when_it_changes(tmp_path: Path) -> None:
-    path = tmp_path / "src" / sources.MANIFEST_NAME
-    assert sources.read_manifest(path) == {"format": 1, "projects": {}}
+    path = tmp_path / "src" / manifest_file.MANIFEST_NAME
+    assert manifest_file.read_manifest(path) == {"format": 1, "projects": {}}
     data = {"format": 1, "projects": {"torch": {"commit": SHA1}}}
-    sources.write_manifest(path, data)
+    manifest_file.write_manifest(path, data)
     assert json.loads(path.read_text()) == data
     mtime = path.stat().st_mtime_ns
-    sources.write_manifest(path, data)
+    manifest_file.write_manifest(path, data)
     assert path.stat().st_mtime_ns == mtime
-    assert [p.name for p in path.parent.iterdir()] == [sources.MANIFEST_NAME]
+    assert [p.name for p in path.parent.iterdir()] == [manifest_file.MANIFEST_NAME]
 
 
 @pytest.mark.parametrize("text", ["not json", "[]", '{"projects": 3}'])
@@ -188,4 +194,4 @@ def test_bad_manifest_is_a_config_error(tmp_path: Path, text: str) -> None:
     path = tmp_path / "m.json"
     path.write_text(text)
     with pytest.raises(ConfigError, match="manifest"):
-        sources.read_manifest(path)
+        manifest_file.read_manifest(path)

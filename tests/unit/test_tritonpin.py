@@ -9,7 +9,7 @@ import pytest
 from rocm_build import config
 from rocm_build.errors import ConfigError
 from rocm_build.repo import tritonpin
-from rocm_build.sources import sourceplan
+from rocm_build.sources.plan import ProjectPlan, _pinned_last
 
 SHA = "a" * 40
 
@@ -73,7 +73,7 @@ def test_triton_builds_before_torch_and_checks_out_after(tmp_path: Path) -> None
     cfg = config.load(cwd=tmp_path, env={})
     assert [p.name for p in cfg.selected_projects(["torch", "triton"])] == ["triton", "torch"]
     ps = [
-        sourceplan.ProjectPlan(
+        ProjectPlan(
             name=n,
             origin="",
             ref="",
@@ -86,6 +86,6 @@ def test_triton_builds_before_torch_and_checks_out_after(tmp_path: Path) -> None
         )
         for n in ("triton", "torch")
     ]
-    assert [p.name for p in sourceplan._pinned_last(ps)] == ["torch", "triton"]
+    assert [p.name for p in _pinned_last(ps)] == ["torch", "triton"]
     # triton alone: nothing to wait for in this run.
-    assert [p.name for p in sourceplan._pinned_last(ps[:1])] == ["triton"]
+    assert [p.name for p in _pinned_last(ps[:1])] == ["triton"]

@@ -105,11 +105,11 @@ def test_the_git_layer_passes_urls_after_double_dash(upstream: Upstream, marker:
     URL as an option (git then calls it a strange path and refuses it)."""
     from rocm_build.errors import FetchError
     from rocm_build.repo import git as git_mod
-    from rocm_build.sources import gitremote
+    from rocm_build.sources import remote
 
     repo = upstream.root / "scratch"
     git_mod.init(repo, f"--upload-pack=touch {marker}")
     with pytest.raises(FetchError):
-        gitremote.resolve_ref(repo, f"--upload-pack=touch {marker}", "v1.1", delay=0)
+        remote.resolve_ref(repo, f"--upload-pack=touch {marker}", "v1.1", delay=0)
     assert not marker.exists()
     assert git_mod.run(repo, "remote", "get-url", "origin").stdout.strip().startswith("--upload")

@@ -37,6 +37,7 @@ from pathlib import Path
 from rocm_build import faults, proc
 from rocm_build.errors import CommandFailed, DirtyCheckout
 from rocm_build.repo import git
+from rocm_build.sources.journal import CheckoutJournal
 
 __all__ = [
     "Trust",
@@ -237,20 +238,19 @@ def check_changes(
     src: Path,
     name: str,
     repos: Sequence[tuple[str, Path]],
+    jr: CheckoutJournal,
     *,
-    step: str,
-    heads: Mapping[str, set[str]],
-    begin_heads: Mapping[str, str],
-    step_heads: Mapping[str, str],
     trust: Trust,
     hipify: Sequence[str],
     log_file: Path,
 ) -> None:
     """Refuse (exit 6) when an uncommitted change in the checkout is not proven rocm-build's
     (see the module); before that, set aside the changes that are, so that the user can stash
-    theirs and finish the checkout. ``heads``: every HEAD the journal recorded per repo;
-    ``begin_heads``: those the run started from (a repository not there was being made);
-    ``step_heads``: those at the start of the interrupted ``step``."""
+    theirs and finish the checkout. From the journal ``jr``: every HEAD it recorded per repo,
+    those the run started from (a repository not there was being made) and those at the
+    start of the interrupted step."""
+    step, heads = jr.last_step, jr.heads()[0]
+    begin_heads, step_heads = jr.step_heads(0), jr.step_heads()
     found: list[_Repo] = []
     for rel, path in repos:
         dirty = _dirty(path)

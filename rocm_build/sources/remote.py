@@ -13,6 +13,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_build import proc
@@ -30,7 +31,7 @@ from rocm_build.repo.git import (
     run,
 )
 
-__all__ = ["fetch", "resolve_ref", "update_submodules"]
+__all__ = ["FetchMeter", "Retry", "fetch", "meter", "resolve_ref", "update_submodules"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,21 @@ def _run_streaming(
     return GitResult(status, out, "\n".join(ln for ln in kept if "%" not in ln))
 
 
-class _FetchMeter:
+@dataclass(frozen=True)
+class Retry:
+    """How often a command that talks to a remote is tried, and the first wait (doubled after
+    each failure)."""
+
+    times: int = 3
+    delay: float = 2.0
+
+
+def meter(progress: Progress, task: str) -> FetchMeter | None:
+    """What reports a fetch's objects to ``progress`` as ``task`` (None: no one is told)."""
+    return None if progress is NO_PROGRESS else FetchMeter(progress, task)
+
+
+class FetchMeter:
     """Turns ``git fetch --progress`` lines into ``Progress`` calls for one task.
 
     Objects come from git's own meter for the objects it receives ("Receiving objects" when
@@ -150,9 +165,8 @@ def _network(
     *,
     url: str,
     what: str,
-    retries: int,
-    delay: float,
-    meter: _FetchMeter | None = None,
+    retry: Retry,
+    meter: FetchMeter | None = None,
     missing: str = "",
     auth: str = "",
 ) -> GitResult:
@@ -161,7 +175,7 @@ def _network(
     ``missing`` (what to tell the user) that is a ``ConfigError``. The credential of ``auth``
     (``url`` when not given) reaches git through its environment (``cmdargs.credentials``)."""
     env = {**NO_PROMPT, **credentials(auth or url)[1]}
-    attempts = max(1, retries)
+    attempts = max(1, retry.times)
     last = ""
     for attempt in range(1, attempts + 1):
         if meter is None:
@@ -180,7 +194,7 @@ def _network(
         if dubious := _DUBIOUS.search(res.stderr):
             raise FetchError(_dubious_message(what, url, dubious.group(1)))
         if attempt < attempts:
-            wait = delay * 2 ** (attempt - 1)
+            wait = retry.delay * 2 ** (attempt - 1)
             log.warning("%s failed (%s); retry %d/%d in %.0fs", what, last, attempt, attempts, wait)
             time.sleep(wait)
     msg = (
@@ -201,8 +215,7 @@ def resolve_ref(repo: Path, url: str, ref: str, *, retries: int = 3, delay: floa
         ["ls-remote", "--", credentials(url)[0], *candidates, *(c + "^{}" for c in candidates)],
         url=url,
         what=f"listing ref '{ref}'",
-        retries=retries,
-        delay=delay,
+        retry=Retry(retries, delay),
     )
     found: dict[str, str] = {}
     for line in res.stdout.splitlines():
@@ -226,10 +239,8 @@ def fetch(
     ref: Ref,
     *,
     depth: int = 0,
-    retries: int = 3,
-    delay: float = 2.0,
-    progress: Progress = NO_PROGRESS,
-    task: str = "fetch objects",
+    retry: Retry = Retry(),
+    meter: FetchMeter | None = None,
     refetch: bool = False,
     auth: str = "",
 ) -> str:
@@ -237,8 +248,8 @@ def fetch(
 
     A tag or SHA whose commit is already here (a tag: under the tag's name) is not fetched
     again, unless ``refetch`` (the store lacks some of its objects: everything is fetched as a
-    fresh clone would). Objects received are reported to ``progress`` as ``task`` (see
-    ``_FetchMeter``). ``auth``: the URL whose credential to send (``url``'s by default)."""
+    fresh clone would). Objects received are reported to ``meter`` (see ``FetchMeter``).
+    ``auth``: the URL whose credential to send (``url``'s by default)."""
     have = run(repo, "cat-file", "-e", f"{ref.commit}^{{commit}}", check=False).status == 0
     if have and ref.kind == "tag":
         # A fetch killed after its objects but before its refs left the commit without the tag.
@@ -247,7 +258,6 @@ def fetch(
         have = found.stdout.strip() == ref.commit
     if have and ref.kind in ("tag", "commit") and not refetch:
         return ref.commit
-    meter = None if progress is NO_PROGRESS else _FetchMeter(progress, task)
     args = [
         "fetch",
         "--no-tags",
@@ -279,8 +289,7 @@ def fetch(
         args,
         url=url,
         what=f"fetching {ref.name}",
-        retries=retries,
-        delay=delay,
+        retry=retry,
         meter=meter,
         missing=missing,
         auth=auth,
@@ -315,8 +324,7 @@ def update_submodules(
         args,
         url=url,
         what="updating submodules",
-        retries=retries,
-        delay=delay,
+        retry=Retry(retries, delay),
         missing=missing,
     )
     ignore_submodule_pointers(repo)

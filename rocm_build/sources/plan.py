@@ -1,13 +1,13 @@
-"""The checkout stage's plan and results: what to check out, and what each checkout did.
+"""The checkout stage's plan: what to check out.
 
 ``plan`` turns the settings (and an optional manifest to replay) into a frozen
-``CheckoutPlan``; ``sources.execute`` walks it.
+``CheckoutPlan``; ``execute.execute`` walks it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from rocm_build.repo.cmdargs import check_origin, check_ref
 from rocm_build.repo.manifest import MANIFEST_NAME
 from rocm_build.sources import patches
 
-__all__ = ["CheckoutPlan", "CheckoutResult", "ProjectPlan", "ProjectResult", "plan"]
+__all__ = ["CheckoutPlan", "ProjectPlan", "plan"]
 
 #: What ``checkout --manifest`` needs of each project it replays.
 REPLAY_KEYS = ("origin", "ref", "commit", "patchset", "hipify")
@@ -40,9 +40,12 @@ class ProjectPlan:
     origin_given: bool = False
     pin_commit: str = ""  # --manifest replay: exactly this commit
     expect_patches: tuple[tuple[str, str], ...] | None = None  # (file, sha256) to replay
-    depth: int | None = None  # --manifest replay: the recorded depth; None = the plan's
+    depth: int = 0  # history depth (0 = full); a replay's is the recorded one unless --depth
     pinned_by: str = ""  # the project whose checkout pins this one's ref (tritonpin)
     pin_release: bool = False  # the pin is the release branch of the pinned version
+    #: the ref is no one's choice (neither the user's nor a replayed commit): the pins of the
+    #: checkouts before it decide it (related_commits, then ``pinned_by``'s pin files)
+    follows_pins: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,59 +60,6 @@ class CheckoutPlan:
     retries: int = 3
     retry_delay: float = 2.0
     no_wait: bool = False
-
-
-@dataclass(frozen=True)
-class ProjectResult:
-    name: str
-    action: str  # "checked out", "updated", "up to date"
-    origin: str
-    ref: str
-    commit: str
-    head: str
-    patches: Mapping[str, int] = field(default_factory=dict)  # "<repo>/<stage>" -> count
-    hipify: bool = False
-    submodules: int = 0
-    uncommitted: tuple[str, ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "action": self.action,
-            "origin": mask_url(self.origin),
-            "ref": self.ref,
-            "commit": self.commit,
-            "head": self.head,
-            "patches": dict(self.patches),
-            "hipify": self.hipify,
-            "submodules": self.submodules,
-            "uncommitted": list(self.uncommitted),
-        }
-
-
-@dataclass(frozen=True)
-class CheckoutResult:
-    manifest: Path
-    projects: tuple[ProjectResult, ...]
-
-    @property
-    def up_to_date(self) -> bool:
-        return all(p.action == "up to date" for p in self.projects)
-
-    @property
-    def nothing_to_do(self) -> str:
-        return "sources up to date" if self.up_to_date else ""
-
-    @property
-    def outputs(self) -> list[Path]:
-        return [self.manifest]  # what the checkouts are at, for the build
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "manifest": str(self.manifest),
-            "up_to_date": self.up_to_date,
-            "projects": [p.as_json() for p in self.projects],
-        }
 
 
 def plan(
@@ -136,7 +86,14 @@ def plan(
                 raise ConfigError(config_mod._unknown("project in the manifest", name, entries))
         for spec in cfg.selected_projects(chosen):
             projects.append(
-                _replay_project(spec, entries[spec.name], src_dir, patches_dir, depth_flag)
+                _replay_project(
+                    spec,
+                    entries[spec.name],
+                    src_dir,
+                    patches_dir,
+                    depth=cfg.checkout.depth,
+                    depth_flag=depth_flag,
+                )
             )
     else:
         projects = _train_projects(ctx, names, builtin)
@@ -169,9 +126,12 @@ def _replay_project(
     entry: Mapping[str, Any],
     src_dir: Path,
     patches_dir: Path,
+    *,
+    depth: int,
     depth_flag: bool,
 ) -> ProjectPlan:
-    """The plan that replays one project of a manifest (its types checked when it was read)."""
+    """The plan that replays one project of a manifest (its types checked when it was read).
+    ``depth``: the configured one, which a recorded depth overrides unless it is --depth's."""
     missing = [k for k in REPLAY_KEYS if k not in entry]
     if missing:
         msg = (
@@ -193,7 +153,7 @@ def _replay_project(
         pin_commit=str(entry["commit"]),
         expect_patches=tuple((str(p["file"]), str(p["sha256"])) for p in entry.get("patches", [])),
         # Shallow stays shallow, full stays full; only --depth overrides it.
-        depth=None if depth_flag or entry.get("depth") is None else int(entry["depth"]),
+        depth=depth if depth_flag or entry.get("depth") is None else int(entry["depth"]),
     )
 
 
@@ -222,8 +182,10 @@ def _train_projects(
                 apply_patches=cfg.checkout.patches,
                 ref_given=bool(spec.ref),
                 origin_given=origin_given,
+                depth=cfg.checkout.depth,
                 pinned_by=spec.pinned_by,
                 pin_release=cfg.triton.release,
+                follows_pins=not spec.ref,
             )
         )
     return projects
