@@ -61,7 +61,7 @@ def command(
     rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
     """
     from rocm_build import building as build_stage
-    from rocm_build.building import cache as cache_mod
+    from rocm_build.building import compilercache as cache_mod
 
     ctx = state.resolve(
         {

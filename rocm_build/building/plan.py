@@ -2,8 +2,8 @@
 
 ``survey(ctx, specs)`` asks the programs what only they can tell (the compiler cache's version,
 each checkout's git revision); ``plan(ctx, specs, survey)`` reads the run context (settings, the
-decided tree and targets) and the survey and makes the frozen ``BuildPlan`` that
-``build.execute`` walks (no processes, no writes; ``make_plan`` is its part that takes values).
+decided tree and targets) and the survey and makes the frozen ``Plan`` that
+``execute`` walks (no processes, no writes; ``make_plan`` is its part that takes values).
 """
 
 from __future__ import annotations
@@ -21,25 +21,25 @@ from packaging.utils import canonicalize_name
 
 from rocm_build import proc
 from rocm_build.building import (
-    buildfeatures,
-    buildshape,
-    buildsource,
-    featurecheck,
-    floors,
+    featureneeds,
+    features,
     hiplauncher,
+    origin,
+    shapes,
+    trainfloors,
     tritonbuild,
 )
-from rocm_build.building.buildjobs import GIB, default_jobs, memory_available
-from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
-from rocm_build.building.buildversion import (
+from rocm_build.building.compilercache import CompilerCache, mask_values, resolve_cache
+from rocm_build.building.jobs import default_jobs, memory_available
+from rocm_build.building.prefetch import llvm_cache_dir
+from rocm_build.building.switches import aotriton_cache_dir, merge_env, pairs, switches
+from rocm_build.building.version import (
     Revision,
     mark_dirty,
     project_version,
     read_revision,
     refuse_dirty,
 )
-from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
-from rocm_build.building.prefetch import llvm_cache_dir
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BuildFailed, ConfigError, RocmTreeError
@@ -47,14 +47,11 @@ from rocm_build.repo import checkoutfile, worktree
 from rocm_build.rocm import dist
 
 __all__ = [
-    "GIB",
     "REPORT_NAME",
-    "BuildPlan",
+    "Plan",
     "ProjectStep",
     "Survey",
-    "default_jobs",
     "make_plan",
-    "memory_available",
     "plan",
     "project_version",
     "read_build_requirements",
@@ -132,16 +129,16 @@ class ProjectStep:
     wheel_dir: Path
     install_after: bool  # a later project builds against this one
     device_code: bool = True  # the wheel must carry HIP code objects (see ProjectSpec)
-    notes: tuple[str, ...] = ()  # what the plan decided for the user (buildswitches)
-    #: torch's build features: on or off and why (buildfeatures); () for the other projects.
-    features: tuple[buildfeatures.Feature, ...] = ()
+    notes: tuple[str, ...] = ()  # what the plan decided for the user (switches)
+    #: torch's build features: on or off and why (features); () for the other projects.
+    features: tuple[features.Feature, ...] = ()
     #: Where the checkout came from: upstream, fork or other (the source manifest).
-    checkout: buildsource.Source | None = None
+    checkout: origin.Source | None = None
     #: The folder the build runs in, when not the checkout's root (:func:`build_dir`).
     build_dir: Path | None = None
     #: How hipcc's clang runs through the compiler cache (``hiplauncher``); None = it does not.
     hip_launcher: hiplauncher.HipLauncher | None = None
-    shape: buildshape.Shape | None = None  # how the project builds (``buildshape``)
+    shape: shapes.Shape | None = None  # how the project builds (``shapes``)
     #: The checkout's HEADs and uncommitted state, as the survey found it (``repo.worktree``).
     worktree: worktree.WorkTree = field(default_factory=worktree.WorkTree)
 
@@ -151,7 +148,7 @@ class ProjectStep:
 
 
 @dataclass(frozen=True)
-class BuildPlan:
+class Plan:
     steps: tuple[ProjectStep, ...]
     tree: dist.RocmTree
     targets: tuple[str, ...]
@@ -240,7 +237,7 @@ def survey(ctx: RunContext, specs: Sequence[ProjectSpec]) -> Survey:
     )
 
 
-def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildPlan:
+def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> Plan:
     """The build plan for the run context (``build`` and ``all`` share it): its decided tree
     and targets, and what ``survey`` found.
 
@@ -251,7 +248,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
     cfg = ctx.settings
     refuse_dirty(found.worktrees, allow=cfg.build.allow_dirty)
     tree, targets = ctx.tree, ctx.targets
-    check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
+    check = trainfloors.check(cfg.general.train, cfg.floors, tree, specs, targets)
     for warning in check.warnings:
         log.warning("%s", warning)
     dist.require_valid(check)
@@ -286,7 +283,7 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
         llvm_url=cfg.triton.llvm_url,
         worktrees=found.worktrees,
     )
-    sources = buildsource.read_sources(cfg, ctx.src_dir, [s.name for s in made.steps])
+    sources = origin.read_sources(cfg, ctx.src_dir, [s.name for s in made.steps])
     made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))
     made = _with_features(made, ctx)
     label = dist.local_version_label(tree.version, cfg.build.version_suffix)
@@ -300,25 +297,25 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
 
 
 def _with_shape(step: ProjectStep, tree: dist.RocmTree) -> ProjectStep:
-    """The step with its shape's routes (``buildshape``): variables, config settings, notes."""
-    shape = buildshape.detect(step.cwd, step.name)
+    """The step with its shape's routes (``shapes``): variables, config settings, notes."""
+    shape = shapes.detect(step.cwd, step.name)
     env, changed = dict(step.env), dict(step.changed)
     sysdeps = tree.sysdeps_dir / "include" if tree.sysdeps_dir else None
-    found = buildshape.apply_to(env, changed, shape, sysdeps, step.name)
-    launcher = step.hip_launcher if shape.name == buildshape.SETUP_PY else None
+    found = shapes.apply_to(env, changed, shape, sysdeps, step.name)
+    launcher = step.hip_launcher if shape.name == shapes.SETUP_PY else None
     if step.hip_launcher and not launcher and tree.clang_dir:  # no hipcc: the tree's clang
         env["HIP_CLANG_PATH"] = changed["HIP_CLANG_PATH"] = str(tree.clang_dir)
     command = step.command
-    if shape.name == buildshape.SCIKIT_BUILD_CORE:
-        command = buildshape.pip_command(Path(command[0]), step.wheel_dir, found.config_settings)
+    if shape.name == shapes.SCIKIT_BUILD_CORE:
+        command = shapes.pip_command(Path(command[0]), step.wheel_dir, found.config_settings)
     notes = (*step.notes, *found.notes)
     done = replace(step, env=env, changed=changed, command=command, notes=notes, shape=shape)
     return replace(done, hip_launcher=launcher)
 
 
-def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
+def _with_features(made: Plan, ctx: RunContext) -> Plan:
     """torch's build features: the variables written (only for what the user set) and, per
-    feature, on or off and why (``buildfeatures``)."""
+    feature, on or off and why (``features``)."""
     if "torch" not in [s.name for s in made.steps]:
         return made
     cfg = ctx.settings
@@ -326,14 +323,14 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
     spec = next(iter(cfg.selected_projects(["torch"])))
     given = {**cfg.env, **pairs(spec.build_env, "build_env", "torch")}
     decided = [
-        buildfeatures.aotriton_state(
-            buildfeatures.given_wins(f, given), torch.env, cfg.features.flash_attention
+        features.aotriton_state(
+            features.given_wins(f, given), torch.env, cfg.features.flash_attention
         )
-        for f in buildfeatures.decide(cfg.features, targets=made.targets)
+        for f in features.decide(cfg.features, targets=made.targets)
     ]
-    if problem := featurecheck.ck_problem(decided, torch.source):
+    if problem := featureneeds.ck_problem(decided, torch.source):
         raise RocmTreeError(problem)
-    add = buildfeatures.torch_env(cfg.features, targets=made.targets, given=torch.env)
+    add = features.torch_env(cfg.features, targets=made.targets, given=torch.env)
     add = {k: v for k, v in add.items() if k not in given}  # the user's own variables win
     steps = tuple(
         replace(add_env(s, add), features=tuple(decided)) if s.name == "torch" else s
@@ -342,7 +339,7 @@ def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
     return replace(made, steps=steps)
 
 
-def _with_triton(made: BuildPlan, ctx: RunContext, label: str) -> BuildPlan:
+def _with_triton(made: Plan, ctx: RunContext, label: str) -> Plan:
     """Triton's version suffix and torch's requirement of it in the steps' environments."""
     names = [s.name for s in made.steps]
     adds, build = tritonbuild.configure(names, ctx.settings.triton, ctx.src_dir, label)
@@ -411,7 +408,7 @@ def make_plan(
     aotriton: str = "auto",
     llvm_url: str = "",
     worktrees: Mapping[str, worktree.WorkTree] | None = None,
-) -> BuildPlan:
+) -> Plan:
     """Everything ``execute`` will do, decided up front (no processes, no writes)."""
     if venv_setting == "current":
         venv: Path | None = None
@@ -438,7 +435,7 @@ def make_plan(
         llvm_url=llvm_url,
         worktrees=worktrees or {},
     )
-    return BuildPlan(
+    return Plan(
         steps=tuple(_step(shared, spec) for spec in specs),
         tree=tree,
         targets=tuple(targets),
