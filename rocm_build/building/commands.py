@@ -14,7 +14,8 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from rocm_build import proc, statefile
 from rocm_build.building import hiplauncher
-from rocm_build.building.plan import Plan, ProjectStep, req_name
+from rocm_build.building.plan import Plan, ProjectStep
+from rocm_build.building.requirements import req_name
 from rocm_build.errors import CommandFailed
 from rocm_build.repo import checkoutfile
 

@@ -7,13 +7,17 @@ import csv
 import hashlib
 import io
 import zipfile
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rocm_build import config
 from rocm_build.building import commands, jobs, wheelcheck
-from rocm_build.building.plan import Plan, make_plan, read_build_requirements
+from rocm_build.building.compilercache import CompilerCache
+from rocm_build.building.plan import Folders, Inputs, Machine, Plan, Survey, make_plan
+from rocm_build.building.requirements import read_build_requirements
 from rocm_build.errors import BuildFailed, ConfigError
 from rocm_build.rocm import dist
 
@@ -60,23 +64,32 @@ def _projects(tmp_path: Path, toml: str = "") -> tuple[config.Config, Path]:
     return cfg, src
 
 
-def _plan(cfg: config.Config, src: Path, tmp_path: Path, **kw: object) -> Plan:
+def _plan(cfg: config.Config, src: Path, tmp_path: Path, **kw: Any) -> Plan:
+    """``make_plan`` for torch and torchvision; ``kw`` is what a test changes: ``env``,
+    ``jobs``, ``version_suffix``, ``venv_setting``, ``cache`` and ``cache_env``, the survey's
+    ``revisions`` and ``worktrees``."""
     tree = dist.open_tree(make_tree(tmp_path / "rocm"))
-    args: dict[str, object] = {
-        "specs": cfg.selected_projects(["torchvision", "torch"]),
-        "src_dir": src,
-        "work_dir": tmp_path / "work",
-        "output_dir": tmp_path / "wheels",
-        "tree": tree,
-        "targets": ("gfx90a", "gfx1030"),
-        "env": {"PATH": "/usr/bin", "CUDA_HOME": "/cuda"},
-        "base_python": Path("/usr/bin/python3"),
-        "venv_setting": "create",
-        "cores": 8,
-        "memory": 16 * GIB,
-    }
-    args.update(kw)
-    return make_plan(**args)  # type: ignore[arg-type]
+    suffix = {"version_suffix": kw.pop("version_suffix")} if "version_suffix" in kw else {}
+    settings = replace(
+        cfg,
+        env=kw.pop("env", {"PATH": "/usr/bin", "CUDA_HOME": "/cuda"}),
+        general=replace(cfg.general, jobs=kw.pop("jobs", 0)),
+        build=replace(cfg.build, venv=kw.pop("venv_setting", "create"), **suffix),
+    )
+    cache = CompilerCache(kw.pop("cache", "none"), env=kw.pop("cache_env", {}))
+    found = Survey(cache, kw.pop("revisions", {}), kw.pop("worktrees", {}))
+    assert not kw, kw
+    return make_plan(
+        Inputs(
+            settings=settings,
+            specs=cfg.selected_projects(["torchvision", "torch"]),
+            folders=Folders(src, tmp_path / "work", tmp_path / "wheels"),
+            tree=tree,
+            targets=("gfx90a", "gfx1030"),
+            found=found,
+            machine=Machine(Path("/usr/bin/python3"), cores=8, memory=16 * GIB),
+        )
+    )
 
 
 def test_plan_orders_pins_and_composes(tmp_path: Path) -> None:
