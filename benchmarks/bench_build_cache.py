@@ -5,7 +5,7 @@ HIP language compiles the kernels) and 2.14's (scikit-build-core).
 Builds tests/integration/building/hipshapeproject (the index kernel plus --kernels copies of it
 and the sysdeps kernel) for two gfx targets with the ROCm 5.2 tree's clang, the environment and
 routes ``build`` plans (tests/integration/building/hipshape.py), ccache configured by
-``cache.resolve_cache`` (CMAKE_HIP_COMPILER_LAUNCHER). Times the whole wheel build (CMake's
+``compilercache.resolve_cache`` (CMAKE_HIP_COMPILER_LAUNCHER). Times the whole wheel build (CMake's
 configure and compiler checks, compiles, link, wheel) and reads ccache's own statistics.
 
     python benchmarks/bench_build_cache.py [--rocm DIR] [--kernels 6] [--repeat 1]
@@ -30,12 +30,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build.building import buildshape, cache  # noqa: E402
+from rocm_build.building import compilercache, shapes  # noqa: E402
 from rocm_build.rocm import debtree  # noqa: E402
 from tests.integration.building import hipshape  # noqa: E402
 
 TARGETS = ("gfx90a", "gfx1030")
-SHAPES = (buildshape.NATIVE_HIP, buildshape.SCIKIT_BUILD_CORE)
+SHAPES = (shapes.NATIVE_HIP, shapes.SCIKIT_BUILD_CORE)
 
 
 def _python() -> Path:
@@ -48,18 +48,18 @@ def _python() -> Path:
 
 
 def _timed_build(
-    folder: Path, shape: str, python: Path, view: Path, c: cache.CompilerCache, kernels: int
+    folder: Path, shape: str, python: Path, view: Path, c: compilercache.CompilerCache, kernels: int
 ) -> tuple[float, dict[str, int]]:
     project = hipshape.checkout(folder, shape, kernels=kernels)
     step = hipshape.plan(project, python, view, TARGETS, extra=c.env)
     env = dict(step.env)
-    cache.zero_stats(c, env)
+    compilercache.zero_stats(c, env)
     start = time.perf_counter()
     done = hipshape.build(project, step)
     took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{shape} build failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return took, cache.cache_stats(c, env)
+    return took, compilercache.cache_stats(c, env)
 
 
 def run_shape(
@@ -69,7 +69,7 @@ def run_shape(
         root = Path(tmp)
         view = hipshape.sysdeps_view(tree, root / "tree")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
-        c = cache.resolve_cache(
+        c = compilercache.resolve_cache(
             "ccache", "", env, cache_dir=root / "ccache", base_dir=root / "checkouts"
         )
         folders = root / "checkouts"

@@ -3,7 +3,7 @@ local cache, served from a Redis server (Debian's redis-server on loopback, star
 
 Builds the HIP fixture of the CI tests (tests/integration/ci/hipproject: a kernel for two gfx
 targets and a host file) with the ROCm tree's clang through ccache, configured by
-``cache.resolve_cache("ccache", "redis://...")``, and times ``cmake --build`` both times.
+``compilercache.resolve_cache("ccache", "redis://...")``, and times ``cmake --build`` both times.
 
     python benchmarks/bench_shared_cache.py [--rocm DIR] [--repeat 3]
 
@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build.building import cache  # noqa: E402
+from rocm_build.building import compilercache  # noqa: E402
 
 FIXTURE = REPO / "tests" / "integration" / "ci" / "hipproject"
 
@@ -53,7 +53,7 @@ def wait_for(port: int) -> None:
 
 
 def build(
-    project: Path, compiler_cache: cache.CompilerCache, env: dict[str, str], rocm: Path
+    project: Path, compiler_cache: compilercache.CompilerCache, env: dict[str, str], rocm: Path
 ) -> float:
     full = {**env, **compiler_cache.env}
     out = project / "build"
@@ -66,7 +66,7 @@ def build(
         ],
         env=full, check=True, capture_output=True,
     )  # fmt: skip
-    cache.zero_stats(compiler_cache, env)
+    compilercache.zero_stats(compiler_cache, env)
     start = time.monotonic()
     subprocess.run(["cmake", "--build", str(out)], env=full, check=True, capture_output=True)
     return time.monotonic() - start
@@ -87,10 +87,12 @@ def once(rocm: Path, env: dict[str, str]) -> tuple[float, float]:
             url = f"redis://127.0.0.1:{port}"
             times = []
             for local in ("local-1", "local-2"):
-                c = cache.resolve_cache("ccache", url, env, cache_dir=tmp / local, base_dir=tmp)
+                c = compilercache.resolve_cache(
+                    "ccache", url, env, cache_dir=tmp / local, base_dir=tmp
+                )
                 project = Path(shutil.copytree(FIXTURE, tmp / f"checkout-{local}"))
                 times.append(build(project, c, env, rocm))
-                stats = cache.cache_stats(c, env)
+                stats = compilercache.cache_stats(c, env)
                 if local == "local-2" and (stats["misses"] or not stats["remote_hits"]):
                     raise SystemExit(f"expected only remote hits, got {stats}")
             return times[0], times[1]

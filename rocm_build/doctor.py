@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import arch as arch_mod
-from rocm_build import building as build_mod
 from rocm_build import proc
 from rocm_build.binary import elfpatch, kpack
-from rocm_build.building import featurecheck, floors
+from rocm_build.building import featureneeds, trainfloors
+from rocm_build.building.jobs import GIB, default_jobs, memory_available
 from rocm_build.config.loader import Config, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import (
@@ -133,7 +133,7 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
         report["rocm"] = _check_tree(cfg, tree, specs, targets, blockers)
     names = [s.name for s in specs]
     if tree is not None and "torch" in names:
-        features = featurecheck.needs(cfg, tree, targets, ctx.work_dir, ctx.src_dir / "torch")
+        features = featureneeds.needs(cfg, tree, targets, ctx.work_dir, ctx.src_dir / "torch")
         report["features"] = [
             {"name": f.name, "setting": f.setting, "state": f.state, "needs": f.needs}
             for f in features
@@ -144,18 +144,17 @@ def check(ctx: RunContext, specs: Sequence[ProjectSpec]) -> DoctorReport:
             if f.good is False and f.error is not None
         ]
 
-    memory = build_mod.memory_available()
+    memory = memory_available()
     cores = proc.cpus_available()
     work = ctx.work_dir
     probe = next((p for p in (work, *work.parents) if p.exists()), cfg.cwd)
     free = shutil.disk_usage(probe).free
     report["machine"] = {
         "cores": cores,
-        "memory_available_gib": round(memory / build_mod.GIB, 1) if memory else None,
-        "disk_free_gib": round(free / build_mod.GIB, 1),
+        "memory_available_gib": round(memory / GIB, 1) if memory else None,
+        "disk_free_gib": round(free / GIB, 1),
         "suggested_jobs": {
-            s.name: cfg.general.jobs or build_mod.default_jobs(cores, memory, s.job_memory_gb)
-            for s in specs
+            s.name: cfg.general.jobs or default_jobs(cores, memory, s.job_memory_gb) for s in specs
         },
     }
     report["blockers"] = [b.text for b in blockers]
@@ -184,8 +183,8 @@ def _check_tree(
     targets: Sequence[str],
     blockers: list[Blocker],
 ) -> dict[str, Any]:
-    floor = floors.floor_of(cfg.general.train, cfg.floors)
-    check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
+    floor = trainfloors.floor_of(cfg.general.train, cfg.floors)
+    check = trainfloors.check(cfg.general.train, cfg.floors, tree, specs, targets)
     for text in check.problems:
         blockers.append(Blocker(RocmTreeError, text))
     rocm: dict[str, Any] = {
@@ -206,7 +205,7 @@ def _check_tree(
             "text": floor.describe(),
             "met": None
             if floor.unknown
-            else not floors.unmet(floor, tree, [s.name for s in specs]),
+            else not trainfloors.unmet(floor, tree, [s.name for s in specs]),
         },
     }
     rocm["kpack"] = _kpack_facts(tree.root, cfg.env)

@@ -1,33 +1,16 @@
-"""The build stage: the plan (:mod:`.buildplan`: ``survey`` asks git and the compiler cache,
-``plan`` decides the projects in order, versions, switches, features, floors), the build venv
-and environment (:mod:`.buildvenv`, :mod:`.buildenv`), the compiler cache (:mod:`.cache`),
-Triton (:mod:`.tritonbuild`), and the run with its wheel check (:mod:`.stage`)."""
+"""The build stage: :mod:`.plan` (``survey`` asks git and the compiler cache, ``plan`` decides
+the projects in order, versions, switches, features, floors: the ``Plan``) and :mod:`.execute`
+(the run with its wheel check: the ``Result``). The modules beside them are named for their
+subject: the build venv (:mod:`.venv`), the commands it runs (:mod:`.commands`), the compiler
+cache (:mod:`.compilercache`), Triton (:mod:`.tritonbuild`), the wheel check
+(:mod:`.wheelcheck`) and the others; tests import them directly.
+
+The face is the stage's ``plan``, ``execute``, ``Plan`` and ``Result``, and one extra pair:
+``survey`` and its ``Survey`` (what only a program can tell, asked just before ``plan``)."""
 
 from __future__ import annotations
 
-from rocm_build.building.buildplan import BuildPlan, Survey, plan, survey
-from rocm_build.building.stage import (
-    GIB,
-    check_wheel,
-    default_jobs,
-    execute,
-    memory_available,
-    pin_requirement,
-    read_build_requirements,
-    wheel_metadata,
-)
+from rocm_build.building.execute import Result, execute
+from rocm_build.building.plan import Plan, Survey, plan, survey
 
-__all__ = [
-    "GIB",
-    "BuildPlan",
-    "Survey",
-    "check_wheel",
-    "default_jobs",
-    "execute",
-    "memory_available",
-    "pin_requirement",
-    "plan",
-    "read_build_requirements",
-    "survey",
-    "wheel_metadata",
-]
+__all__ = ["Plan", "Result", "Survey", "execute", "plan", "survey"]

@@ -8,18 +8,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from rocm_build import statefile
-from rocm_build.building import stage
-from rocm_build.building.buildinputs import PART_WORDS, inputs
-from rocm_build.building.buildplan import BuildPlan, ProjectStep
+from rocm_build.building.execute import _entry_ok, _pinned, _previous, _require_triton
+from rocm_build.building.inputs import PART_WORDS, inputs
+from rocm_build.building.plan import Plan, ProjectStep
 from rocm_build.errors import RocmBuildError
 
 __all__ = ["forecast"]
 
 
-def forecast(plan: BuildPlan) -> dict[str, str]:
+def forecast(plan: Plan) -> dict[str, str]:
     """Per project, what a build of ``plan`` would do with it and why, in words: "up to date:
     keeps <wheel>" or "would build: <why>" (no previous wheel, which input changed, ...)."""
-    previous = stage._previous(plan)
+    previous = _previous(plan)
     kept: dict[str, tuple[str, str]] = {}  # project -> (version, sha256) of the kept wheel
     out: dict[str, str] = {}
     for planned in plan.steps:
@@ -30,11 +30,11 @@ def forecast(plan: BuildPlan) -> dict[str, str]:
 
 
 def _one(
-    plan: BuildPlan, planned: ProjectStep, prev: Any, kept: Mapping[str, tuple[str, str]]
+    plan: Plan, planned: ProjectStep, prev: Any, kept: Mapping[str, tuple[str, str]]
 ) -> tuple[str, tuple[str, str] | None]:
     if plan.force:
         return "would build: --force rebuilds every project", None
-    if not isinstance(prev, dict) or not stage._entry_ok(prev):
+    if not isinstance(prev, dict) or not _entry_ok(prev):
         return "would build: no previous wheel (it was not built in this work folder)", None
     wheel = plan.output_dir / str(prev["wheel"])
     if not wheel.is_file() or statefile.file_sha256(wheel) != prev.get("sha256"):
@@ -44,10 +44,10 @@ def _one(
     if rebuilt:
         return f"would build: it builds against {', '.join(rebuilt)}, built again first", None
     try:
-        step, pins = stage._pinned(plan, planned, {d: kept[d][0] for d in in_run})
+        step, pins = _pinned(plan, planned, {d: kept[d][0] for d in in_run})
     except RocmBuildError as err:
         return f"would build: its dependencies cannot be told ({err})", None
-    step = stage._require_triton(plan, step, {d: kept[d][0] for d in in_run})
+    step = _require_triton(plan, step, {d: kept[d][0] for d in in_run})
     key, parts = inputs(plan, step, {d: kept[d][1] if d in kept else pins[d] for d in pins})
     if not key:
         return "would build: its checkout is no git checkout (nothing to compare)", None

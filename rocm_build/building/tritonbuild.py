@@ -11,7 +11,7 @@ TheRock's do. Its version is read back from the wheel it made, never recomputed.
 
 Where the branch has them, ``python/requirements.txt`` is installed first and ``python/setup.py``
 builds the wheel (ROCm's older Triton branches keep both there; ``[projects.triton]
-requirements`` and ``buildplan.build_dir``).
+requirements`` and ``plan.build_dir``).
 
 Torch's build gets the requirement through ``PYTORCH_EXTRA_INSTALL_REQUIREMENTS`` (``|``-separated,
 after the user's own), and its wheel must carry it: the name, the exact version built and the

@@ -13,7 +13,7 @@ from rocm_build.cli.render import State, close_bars, err_console, out_console, p
 from rocm_build.masking import mask_values
 
 if TYPE_CHECKING:
-    from rocm_build.building import BuildPlan
+    from rocm_build.building import Plan as BuildPlan
 
 
 @o.command("build")
@@ -64,7 +64,7 @@ def command(
     rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
     """
     from rocm_build import building as build_stage
-    from rocm_build.building import cache as cache_mod
+    from rocm_build.building import compilercache as cache_mod
 
     ctx = state.resolve(
         {

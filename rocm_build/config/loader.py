@@ -119,7 +119,7 @@ class ProjectSpec:
     version_from_tag: bool = False
     #: "NAME=VALUE" the reference builds set (TheRock, PyTorch CI); build_env wins over these.
     reference_env: tuple[str, ...] = ()
-    #: Variables taken from the ROCm tree (buildswitches.TREE_ENV): rocm-source-dir, host-blas,
+    #: Variables taken from the ROCm tree (building.switches.TREE_ENV): rocm-source-dir, host-blas,
     #: sysdeps-pkgconfig, aotriton.
     tree_env: tuple[str, ...] = ()
     #: Built before this project when they are built in the same run (no install needed).

@@ -7,13 +7,17 @@ import csv
 import hashlib
 import io
 import zipfile
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from rocm_build import building as build
 from rocm_build import config
-from rocm_build.building import buildenv, buildplan
+from rocm_build.building import commands, jobs, wheelcheck
+from rocm_build.building.compilercache import CompilerCache
+from rocm_build.building.plan import Folders, Inputs, Machine, Plan, Survey, make_plan
+from rocm_build.building.requirements import read_build_requirements
 from rocm_build.errors import BuildFailed, ConfigError
 from rocm_build.rocm import dist
 
@@ -23,25 +27,25 @@ GIB = 1 << 30
 
 
 def test_default_jobs_is_bounded_by_cores_and_memory() -> None:
-    assert build.default_jobs(16, 64 * GIB, 5.0) == 12
-    assert build.default_jobs(16, 24 * GIB, 5.0) == 4
-    assert build.default_jobs(2, 24 * GIB, 2.0) == 2
-    assert build.default_jobs(8, 1 * GIB, 5.0) == 1
-    assert build.default_jobs(8, None, 5.0) == 8
+    assert jobs.default_jobs(16, 64 * GIB, 5.0) == 12
+    assert jobs.default_jobs(16, 24 * GIB, 5.0) == 4
+    assert jobs.default_jobs(2, 24 * GIB, 2.0) == 2
+    assert jobs.default_jobs(8, 1 * GIB, 5.0) == 1
+    assert jobs.default_jobs(8, None, 5.0) == 8
 
 
 def test_memory_available_reads_meminfo(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 100 kB\nMemFree: 10 kB\nMemAvailable:   2048 kB\n")
-    assert build.memory_available(meminfo) == 2048 * 1024
-    assert build.memory_available(tmp_path / "missing") is None
+    assert jobs.memory_available(meminfo) == 2048 * 1024
+    assert jobs.memory_available(tmp_path / "missing") is None
 
 
 def test_oom_patterns() -> None:
-    assert buildenv.OOM.search("c++: fatal error: Killed signal terminated program cc1plus")
-    assert buildenv.OOM.search("ninja: subcommand failed with exit code 137")
-    assert buildenv.OOM.search("subprocess.CalledProcessError: returned non-zero exit status 137.")
-    assert not buildenv.OOM.search("error: use of undeclared identifier 'x'\nexit code 1")
+    assert commands.OOM.search("c++: fatal error: Killed signal terminated program cc1plus")
+    assert commands.OOM.search("ninja: subcommand failed with exit code 137")
+    assert commands.OOM.search("subprocess.CalledProcessError: returned non-zero exit status 137.")
+    assert not commands.OOM.search("error: use of undeclared identifier 'x'\nexit code 1")
 
 
 def _projects(tmp_path: Path, toml: str = "") -> tuple[config.Config, Path]:
@@ -60,23 +64,32 @@ def _projects(tmp_path: Path, toml: str = "") -> tuple[config.Config, Path]:
     return cfg, src
 
 
-def _plan(cfg: config.Config, src: Path, tmp_path: Path, **kw: object) -> build.BuildPlan:
+def _plan(cfg: config.Config, src: Path, tmp_path: Path, **kw: Any) -> Plan:
+    """``make_plan`` for torch and torchvision; ``kw`` is what a test changes: ``env``,
+    ``jobs``, ``version_suffix``, ``venv_setting``, ``cache`` and ``cache_env``, the survey's
+    ``revisions`` and ``worktrees``."""
     tree = dist.open_tree(make_tree(tmp_path / "rocm"))
-    args: dict[str, object] = {
-        "specs": cfg.selected_projects(["torchvision", "torch"]),
-        "src_dir": src,
-        "work_dir": tmp_path / "work",
-        "output_dir": tmp_path / "wheels",
-        "tree": tree,
-        "targets": ("gfx90a", "gfx1030"),
-        "env": {"PATH": "/usr/bin", "CUDA_HOME": "/cuda"},
-        "base_python": Path("/usr/bin/python3"),
-        "venv_setting": "create",
-        "cores": 8,
-        "memory": 16 * GIB,
-    }
-    args.update(kw)
-    return buildplan.make_plan(**args)  # type: ignore[arg-type]
+    suffix = {"version_suffix": kw.pop("version_suffix")} if "version_suffix" in kw else {}
+    settings = replace(
+        cfg,
+        env=kw.pop("env", {"PATH": "/usr/bin", "CUDA_HOME": "/cuda"}),
+        general=replace(cfg.general, jobs=kw.pop("jobs", 0)),
+        build=replace(cfg.build, venv=kw.pop("venv_setting", "create"), **suffix),
+    )
+    cache = CompilerCache(kw.pop("cache", "none"), env=kw.pop("cache_env", {}))
+    found = Survey(cache, kw.pop("revisions", {}), kw.pop("worktrees", {}))
+    assert not kw, kw
+    return make_plan(
+        Inputs(
+            settings=settings,
+            specs=cfg.selected_projects(["torchvision", "torch"]),
+            folders=Folders(src, tmp_path / "work", tmp_path / "wheels"),
+            tree=tree,
+            targets=("gfx90a", "gfx1030"),
+            found=found,
+            machine=Machine(Path("/usr/bin/python3"), cores=8, memory=16 * GIB),
+        )
+    )
 
 
 def test_plan_orders_pins_and_composes(tmp_path: Path) -> None:
@@ -156,7 +169,7 @@ def test_missing_checkout_and_bad_settings_are_errors(tmp_path: Path) -> None:
 def test_requirement_files_drop_the_projects_we_build(tmp_path: Path) -> None:
     _cfg, src = _projects(tmp_path)
     torch = src / "torch"
-    lines = buildenv.filtered_requirements(torch, torch / "requirements.txt", {"torch"}, set())  # type: ignore[arg-type]
+    lines = commands.filtered_requirements(torch, torch / "requirements.txt", {"torch"}, set())  # type: ignore[arg-type]
     assert lines == ["cmake", "numpy"]
 
 
@@ -197,9 +210,9 @@ def test_pin_is_added_when_the_build_did_not_pin(tmp_path: Path) -> None:
         tmp_path / "torchvision-0.24.0-cp311-cp311-linux_x86_64.whl",
         ["torch", "numpy", 'torch[x]; extra == "full"'],
     )
-    change = build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
+    change = wheelcheck.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
     assert change == "Requires-Dist torch==2.9.0+rocm6.4.1 (was torch)"
-    _, _, requires = build.wheel_metadata(wheel)
+    _, _, requires = wheelcheck.wheel_metadata(wheel)
     assert requires == ("numpy", 'torch[x]; extra == "full"', "torch==2.9.0+rocm6.4.1")
     assert _record_ok(wheel)
     with zipfile.ZipFile(wheel) as zf:
@@ -208,13 +221,13 @@ def test_pin_is_added_when_the_build_did_not_pin(tmp_path: Path) -> None:
             .decode()
             .endswith("\n\nLong description.\n")
         )
-    assert build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1") is None
+    assert wheelcheck.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1") is None
 
 
 def test_pin_conflict_is_a_failed_build(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path / "torchvision-0.24.0-cp311-cp311-linux_x86_64.whl", ["torch==2.8.0"])
     with pytest.raises(BuildFailed, match="wrong version"):
-        build.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
+        wheelcheck.pin_requirement(wheel, "torch", "2.9.0+rocm6.4.1")
 
 
 @pytest.mark.parametrize(
@@ -248,11 +261,11 @@ def test_build_requirements_cover_what_the_backend_asks_for(
     if pyproject is not None:
         (tmp_path / "pyproject.toml").write_text(pyproject)
     spec = config.ProjectSpec(name="p", origin="x", build_tool=tool)
-    assert build.read_build_requirements(tmp_path, spec) == expected
+    assert read_build_requirements(tmp_path, spec) == expected
 
 
 def test_torch_version_from_release_tag_or_dev_commit(tmp_path: Path) -> None:
-    from rocm_build.building.buildversion import Revision, release_version
+    from rocm_build.building.version import Revision, release_version
 
     assert release_version("v2.9.1") == "2.9.1"
     assert release_version("v2.10.0-rc3") == "2.10.0"

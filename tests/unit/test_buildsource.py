@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocm_build import config
-from rocm_build.building import buildsource
+from rocm_build.building import origin
 from rocm_build.repo.manifest import MANIFEST_NAME
 
 
 def test_origins_are_named_upstream_fork_or_other(tmp_path: Path) -> None:
     cfg = config.load(cwd=tmp_path, env={})
-    kind = buildsource.origin_kind
+    kind = origin.origin_kind
     assert kind(cfg, "torch", "https://github.com/pytorch/pytorch.git") == "upstream"
     assert kind(cfg, "torch", "https://github.com/pytorch/pytorch") == "upstream"
     assert kind(cfg, "torch", "https://github.com/ROCm/pytorch.git") == "fork"
@@ -30,7 +30,7 @@ def test_origins_are_named_upstream_fork_or_other(tmp_path: Path) -> None:
 def test_a_broken_manifest_is_named_not_hidden(tmp_path: Path) -> None:
     cfg = config.load(cwd=tmp_path, env={})
     (tmp_path / MANIFEST_NAME).write_text("{not json")
-    (found,) = buildsource.read_sources(cfg, tmp_path, ["torch"]).values()
+    (found,) = origin.read_sources(cfg, tmp_path, ["torch"]).values()
     assert found.kind == ""
     assert found.text.startswith("unknown: ")
     assert "is not a readable source manifest" in found.text

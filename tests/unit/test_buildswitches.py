@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config
-from rocm_build.building import buildswitches
+from rocm_build.building import switches
 from rocm_build.errors import ConfigError
 from rocm_build.rocm import dist
 
@@ -22,8 +22,8 @@ def test_aotriton_choices(tmp_path: Path) -> None:
     tree = dist.open_tree(make_tree(tmp_path / "rocm"))
     cache = tmp_path / "cache"
 
-    def env(given: dict[str, str], setting: str = "auto") -> buildswitches.Switches:
-        return buildswitches.switches(
+    def env(given: dict[str, str], setting: str = "auto") -> switches.Switches:
+        return switches.switches(
             _torch(), tree, given=given, aotriton=setting, aotriton_cache=cache
         )
 
@@ -48,7 +48,7 @@ def test_aotriton_choices(tmp_path: Path) -> None:
 
 
 def test_flags_from_several_layers_add_up() -> None:
-    merged = buildswitches.merge_env(
+    merged = switches.merge_env(
         {"CXXFLAGS": "-Wno-error=restrict", "USE_NUMA": "0", "PKG_CONFIG_PATH": "/tree/pc"},
         {"CXXFLAGS": "-O3", "USE_NUMA": "1", "PKG_CONFIG_PATH": "/mine"},
     )
@@ -63,4 +63,4 @@ def test_unknown_tree_env_is_refused(tmp_path: Path) -> None:
     tree = dist.open_tree(make_tree(tmp_path / "rocm"))
     spec = config.ProjectSpec(name="x", origin="o", tree_env=("host-blass",))
     with pytest.raises(ConfigError, match="unknown host-blass"):
-        buildswitches.switches(spec, tree, given={}, aotriton_cache=tmp_path)
+        switches.switches(spec, tree, given={}, aotriton_cache=tmp_path)

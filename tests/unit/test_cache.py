@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.building import cache
+from rocm_build.building import compilercache
 from rocm_build.errors import ConfigError, ToolMissing
 
 CCACHE_475 = """ccache version 4.7.5
@@ -23,8 +23,8 @@ PROG = Path("/opt/tools/bin/ccache")
 SCCACHE = Path("/opt/tools/bin/sccache")
 
 
-def ccache_info(text: str = CCACHE_475) -> cache.ToolInfo:
-    return cache.parse_ccache_version(text)
+def ccache_info(text: str = CCACHE_475) -> compilercache.ToolInfo:
+    return compilercache.parse_ccache_version(text)
 
 
 def test_parse_ccache_version_reads_version_and_backends() -> None:
@@ -36,19 +36,21 @@ def test_parse_ccache_version_reads_version_and_backends() -> None:
 
 def test_parse_versions_reject_other_output() -> None:
     with pytest.raises(ToolMissing, match="ccache version"):
-        cache.parse_ccache_version("gcc (Debian 12.2.0-14) 12.2.0")
+        compilercache.parse_ccache_version("gcc (Debian 12.2.0-14) 12.2.0")
     with pytest.raises(ToolMissing, match="sccache version"):
-        cache.parse_sccache_version("something else")
-    assert cache.parse_sccache_version("sccache 0.4.0-pre.6\n").version == (0, 4, 0)
-    assert cache.parse_sccache_version("sccache 0.10.0").version == (0, 10, 0)
+        compilercache.parse_sccache_version("something else")
+    assert compilercache.parse_sccache_version("sccache 0.4.0-pre.6\n").version == (0, 4, 0)
+    assert compilercache.parse_sccache_version("sccache 0.10.0").version == (0, 10, 0)
 
 
 def test_ccache_local_only_sets_launchers_and_cross_folder_settings(tmp_path: Path) -> None:
-    c = cache.plan_cache("ccache", PROG, ccache_info(), "", tmp_path / "cc", base_dir=tmp_path)
+    c = compilercache.plan_cache(
+        "ccache", PROG, ccache_info(), "", tmp_path / "cc", base_dir=tmp_path
+    )
     assert c.kind == "ccache"
     assert c.enabled
     assert c.program == PROG
-    for var in cache.LAUNCHER_VARS:
+    for var in compilercache.LAUNCHER_VARS:
         assert c.env[var] == str(PROG)
     assert c.env["CCACHE_DIR"] == str(tmp_path / "cc")
     assert c.env["CCACHE_BASEDIR"] == str(tmp_path)
@@ -60,7 +62,7 @@ def test_ccache_local_only_sets_launchers_and_cross_folder_settings(tmp_path: Pa
 
 
 def test_ccache_without_cache_dir_leaves_the_users_default() -> None:
-    c = cache.plan_cache("ccache", PROG, ccache_info(), "")
+    c = compilercache.plan_cache("ccache", PROG, ccache_info(), "")
     assert "CCACHE_DIR" not in c.env
     assert "CCACHE_BASEDIR" not in c.env
 
@@ -77,13 +79,13 @@ def test_ccache_without_cache_dir_leaves_the_users_default() -> None:
     ],
 )
 def test_ccache_remote_storage_from_url(url: str) -> None:
-    c = cache.plan_cache("ccache", PROG, ccache_info(), url)
+    c = compilercache.plan_cache("ccache", PROG, ccache_info(), url)
     assert c.env["CCACHE_REMOTE_STORAGE"] == url
     assert c.url == url
 
 
 def test_ccache_before_47_calls_it_secondary_storage() -> None:
-    c = cache.plan_cache("ccache", PROG, ccache_info(CCACHE_46), "redis://h:1")
+    c = compilercache.plan_cache("ccache", PROG, ccache_info(CCACHE_46), "redis://h:1")
     assert c.env["CCACHE_SECONDARY_STORAGE"] == "redis://h:1"
     assert "CCACHE_REMOTE_STORAGE" not in c.env
     # The inode cache exists since 4.5.
@@ -92,9 +94,9 @@ def test_ccache_before_47_calls_it_secondary_storage() -> None:
 
 def test_ccache_too_old_for_remote_storage() -> None:
     info = ccache_info(CCACHE_43)
-    assert "CCACHE_INODECACHE" not in cache.plan_cache("ccache", PROG, info, "").env
+    assert "CCACHE_INODECACHE" not in compilercache.plan_cache("ccache", PROG, info, "").env
     with pytest.raises(ConfigError, match=r"4\.4 or newer"):
-        cache.plan_cache("ccache", PROG, info, "redis://h:1")
+        compilercache.plan_cache("ccache", PROG, info, "redis://h:1")
 
 
 @pytest.mark.parametrize(
@@ -110,42 +112,50 @@ def test_ccache_too_old_for_remote_storage() -> None:
 )
 def test_ccache_rejects_urls_it_cannot_use(url: str, reason: str) -> None:
     with pytest.raises(ConfigError, match=reason):
-        cache.plan_cache("ccache", PROG, ccache_info(), url)
+        compilercache.plan_cache("ccache", PROG, ccache_info(), url)
 
 
 def test_ccache_backends_come_from_its_feature_list() -> None:
     with pytest.raises(ConfigError, match="supports file://, http://"):
-        cache.plan_cache("ccache", PROG, ccache_info(CCACHE_NO_REDIS), "redis://h:1")
+        compilercache.plan_cache("ccache", PROG, ccache_info(CCACHE_NO_REDIS), "redis://h:1")
 
 
 def test_passwords_are_masked_in_messages_and_descriptions() -> None:
     with pytest.raises(ConfigError) as err:
-        cache.plan_cache("ccache", PROG, ccache_info(), "redis://user:hunter2@")
+        compilercache.plan_cache("ccache", PROG, ccache_info(), "redis://user:hunter2@")
     assert "hunter2" not in str(err.value)
-    c = cache.plan_cache("ccache", PROG, ccache_info(), "redis://:hunter2@h:6379")
+    c = compilercache.plan_cache("ccache", PROG, ccache_info(), "redis://:hunter2@h:6379")
     assert "hunter2" not in c.describe()
     assert "***" in c.display_url
     assert "hunter2" not in f"{c} {c!r}"
     assert "CCACHE_REMOTE_STORAGE" in repr(c)
     assert c.env["CCACHE_REMOTE_STORAGE"] == "redis://:hunter2@h:6379"  # the build gets it all
-    sc = cache.plan_cache("sccache", SCCACHE, cache.ToolInfo((0, 10)), "redis://u:hunter2@h:1")
+    sc = compilercache.plan_cache(
+        "sccache", SCCACHE, compilercache.ToolInfo((0, 10)), "redis://u:hunter2@h:1"
+    )
     assert "hunter2" not in repr(sc)
 
 
 def test_sccache_redis_by_version() -> None:
-    old = cache.plan_cache("sccache", SCCACHE, cache.ToolInfo((0, 4, 0)), "redis://h:6379")
+    old = compilercache.plan_cache(
+        "sccache", SCCACHE, compilercache.ToolInfo((0, 4, 0)), "redis://h:6379"
+    )
     assert old.env["SCCACHE_REDIS"] == "redis://h:6379"
     assert old.env["SCCACHE_IDLE_TIMEOUT"] == "0"
-    new = cache.plan_cache("sccache", SCCACHE, cache.ToolInfo((0, 10, 0)), "rediss://h:6380")
+    new = compilercache.plan_cache(
+        "sccache", SCCACHE, compilercache.ToolInfo((0, 10, 0)), "rediss://h:6380"
+    )
     assert new.env["SCCACHE_REDIS_ENDPOINT"] == "rediss://h:6380"
     assert "SCCACHE_REDIS" not in new.env
-    for var in cache.LAUNCHER_VARS:
+    for var in compilercache.LAUNCHER_VARS:
         assert new.env[var] == str(SCCACHE)
 
 
 def test_sccache_s3_with_endpoint_region_and_prefix(tmp_path: Path) -> None:
     url = "s3://wheels-cache/rocm/2.9?endpoint=http://minio.local:9000&region=eu-1"
-    c = cache.plan_cache("sccache", SCCACHE, cache.ToolInfo((0, 8, 1)), url, tmp_path)
+    c = compilercache.plan_cache(
+        "sccache", SCCACHE, compilercache.ToolInfo((0, 8, 1)), url, tmp_path
+    )
     assert c.env["SCCACHE_BUCKET"] == "wheels-cache"
     assert c.env["SCCACHE_S3_KEY_PREFIX"] == "rocm/2.9"
     assert c.env["SCCACHE_ENDPOINT"] == "minio.local:9000"
@@ -155,12 +165,12 @@ def test_sccache_s3_with_endpoint_region_and_prefix(tmp_path: Path) -> None:
 
 
 def test_sccache_gcs_and_webdav() -> None:
-    info = cache.ToolInfo((0, 8, 0))
-    gcs = cache.plan_cache("sccache", SCCACHE, info, "gs://bucket/prefix")
+    info = compilercache.ToolInfo((0, 8, 0))
+    gcs = compilercache.plan_cache("sccache", SCCACHE, info, "gs://bucket/prefix")
     assert gcs.env["SCCACHE_GCS_BUCKET"] == "bucket"
     assert gcs.env["SCCACHE_GCS_KEY_PREFIX"] == "prefix"
     assert gcs.env["SCCACHE_GCS_RW_MODE"] == "READ_WRITE"
-    dav = cache.plan_cache("sccache", SCCACHE, info, "https://cache.example/dav")
+    dav = compilercache.plan_cache("sccache", SCCACHE, info, "https://cache.example/dav")
     assert dav.env["SCCACHE_WEBDAV_ENDPOINT"] == "https://cache.example/dav"
 
 
@@ -176,46 +186,46 @@ def test_sccache_gcs_and_webdav() -> None:
 )
 def test_sccache_rejects_urls_it_cannot_use(url: str, reason: str) -> None:
     with pytest.raises(ConfigError, match=reason):
-        cache.plan_cache("sccache", SCCACHE, cache.ToolInfo((0, 8, 0)), url)
+        compilercache.plan_cache("sccache", SCCACHE, compilercache.ToolInfo((0, 8, 0)), url)
 
 
 def test_none_and_unknown_kinds() -> None:
-    none = cache.plan_cache("none", None, None)
+    none = compilercache.plan_cache("none", None, None)
     assert not none.enabled
     assert dict(none.env) == {}
     assert none.describe() == "no compiler cache"
     with pytest.raises(ConfigError, match="drop --cache none"):
-        cache.plan_cache("none", None, None, "redis://h:1")
+        compilercache.plan_cache("none", None, None, "redis://h:1")
     with pytest.raises(ConfigError, match="unknown compiler cache 'distcc'"):
-        cache.plan_cache("distcc", None, None)
+        compilercache.plan_cache("distcc", None, None)
 
 
 def test_cache_env_is_read_only() -> None:
-    c = cache.plan_cache("ccache", PROG, ccache_info(), "")
+    c = compilercache.plan_cache("ccache", PROG, ccache_info(), "")
     with pytest.raises(TypeError):
         c.env["CCACHE_DIR"] = "/elsewhere"  # type: ignore[index]
 
 
 def test_resolve_with_nothing_installed(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path)}  # an empty folder: no ccache, no sccache
-    assert cache.resolve_cache("auto", "", env).kind == "none"
-    assert cache.resolve_cache("none", "", env).kind == "none"
+    assert compilercache.resolve_cache("auto", "", env).kind == "none"
+    assert compilercache.resolve_cache("none", "", env).kind == "none"
     with pytest.raises(ToolMissing, match=r"'ccache' was not found on PATH: install it"):
-        cache.resolve_cache("ccache", "", env)
+        compilercache.resolve_cache("ccache", "", env)
     with pytest.raises(ToolMissing, match="sccache"):
-        cache.resolve_cache("sccache", "redis://h:1", env)
+        compilercache.resolve_cache("sccache", "redis://h:1", env)
     with pytest.raises(ToolMissing, match="--cache-url needs ccache or sccache"):
-        cache.resolve_cache("auto", "redis://h:1", env)
+        compilercache.resolve_cache("auto", "redis://h:1", env)
     with pytest.raises(ConfigError, match="unknown compiler cache 'icecc'"):
-        cache.resolve_cache("icecc", "", env)
+        compilercache.resolve_cache("icecc", "", env)
 
 
 def test_errors_carry_their_exit_codes(tmp_path: Path) -> None:
     with pytest.raises(ToolMissing) as missing:
-        cache.resolve_cache("ccache", "", {"PATH": str(tmp_path)})
+        compilercache.resolve_cache("ccache", "", {"PATH": str(tmp_path)})
     assert missing.value.exit_code == 3
     with pytest.raises(ConfigError) as bad:
-        cache.plan_cache("ccache", PROG, ccache_info(), "s3://b")
+        compilercache.plan_cache("ccache", PROG, ccache_info(), "s3://b")
     assert bad.value.exit_code == 2
 
 
@@ -236,7 +246,7 @@ CCACHE_PRINT_STATS = "\n".join(
 
 
 def test_parse_ccache_stats() -> None:
-    stats = cache.parse_ccache_stats(CCACHE_PRINT_STATS)
+    stats = compilercache.parse_ccache_stats(CCACHE_PRINT_STATS)
     assert stats["hits"] == 4
     assert stats["misses"] == 2
     assert stats["remote_hits"] == 3
@@ -246,7 +256,9 @@ def test_parse_ccache_stats() -> None:
 
 
 def test_parse_ccache_stats_of_older_secondary_storage_names() -> None:
-    stats = cache.parse_ccache_stats("secondary_storage_hit\t7\nsecondary_storage_miss\t1\n")
+    stats = compilercache.parse_ccache_stats(
+        "secondary_storage_hit\t7\nsecondary_storage_miss\t1\n"
+    )
     assert stats["remote_hits"] == 7
     assert stats["remote_misses"] == 1
 
@@ -263,16 +275,16 @@ def test_parse_sccache_stats() -> None:
             }
         }
     )
-    stats = cache.parse_sccache_stats(text)
+    stats = compilercache.parse_sccache_stats(text)
     assert stats == {"hits": 6, "misses": 2, "errors": 0, "requests": 9, "uncacheable": 1}
     with pytest.raises(ToolMissing, match="not JSON"):
-        cache.parse_sccache_stats("Compile requests 9")
+        compilercache.parse_sccache_stats("Compile requests 9")
 
 
 def test_stats_of_no_cache_are_empty() -> None:
-    none = cache.CompilerCache("none")
-    assert cache.cache_stats(none, {}) == {}
-    cache.zero_stats(none, {})  # nothing to reset, and no process is started
+    none = compilercache.CompilerCache("none")
+    assert compilercache.cache_stats(none, {}) == {}
+    compilercache.zero_stats(none, {})  # nothing to reset, and no process is started
 
 
 CCACHE_414 = (
@@ -284,12 +296,15 @@ CCACHE_414 = (
 def test_ccache_storage_helpers_add_schemes() -> None:
     info = ccache_info(CCACHE_414)
     with pytest.raises(ConfigError, match="ccache-storage-https"):
-        cache.plan_cache("ccache", PROG, info, "https://cache.example/cc")
-    helped = cache.ToolInfo(info.version, info.features, frozenset({"https"}))
-    c = cache.plan_cache("ccache", PROG, helped, "https://cache.example/cc")
+        compilercache.plan_cache("ccache", PROG, info, "https://cache.example/cc")
+    helped = compilercache.ToolInfo(info.version, info.features, frozenset({"https"}))
+    c = compilercache.plan_cache("ccache", PROG, helped, "https://cache.example/cc")
     assert c.env["CCACHE_REMOTE_STORAGE"] == "https://cache.example/cc"
 
 
 def test_mask_url_for_showing_environments() -> None:
-    assert cache.mask_url("redis://:pw@h:1 http://u:pw2@h/x") == "redis://:***@h:1 http://u:***@h/x"
-    assert cache.mask_url("redis://h:6379") == "redis://h:6379"
+    assert (
+        compilercache.mask_url("redis://:pw@h:1 http://u:pw2@h/x")
+        == "redis://:***@h:1 http://u:***@h/x"
+    )
+    assert compilercache.mask_url("redis://h:6379") == "redis://h:6379"

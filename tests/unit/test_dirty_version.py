@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from rocm_build.building.buildversion import Revision, mark_dirty, refuse_dirty
+from rocm_build.building.version import Revision, mark_dirty, refuse_dirty
 from rocm_build.errors import DirtyCheckout
 from rocm_build.repo.worktree import WorkTree, build_output, parse_status
 

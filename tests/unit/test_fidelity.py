@@ -1,5 +1,5 @@
 """docs/fidelity.md names every variable `build` sets or clears, for every project: the table is
-checked against the plans the build makes (``buildplan.plan``, the path ``build`` takes: no
+checked against the plans the build makes (``building.plan``, the path ``build`` takes: no
 processes), with a tree that has every part the plan reads (sysdeps, host-math OpenBLAS,
 pkg-config files) and a torch checkout with its composable_kernel submodule, with and without a
 pre-fetched aotriton, with Triton in the run and every feature on, and every feature off, so
@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from rocm_build import config, context
-from rocm_build.building import buildplan, cache
-from rocm_build.building.buildfeatures import ATTENTION
+from rocm_build import building, config, context
+from rocm_build.building import compilercache
+from rocm_build.building.features import ATTENTION
 from rocm_build.rocm import dist
 
 from .test_dist import make_tree
@@ -58,7 +58,7 @@ def _tree(tmp_path: Path) -> Path:
 
 def _plan(
     tmp_path: Path, root: Path, names: tuple[str, ...], flags: Mapping[str, object]
-) -> buildplan.BuildPlan:
+) -> building.Plan:
     env = {"PATH": "/usr/bin", "HOME": str(tmp_path / "home")}
     all_flags = {"rocm": str(root), "arch": "gfx90a", "build.cache": "none", **flags}
     ctx = context.resolve(config.load(cwd=tmp_path, env=env, flags=all_flags))
@@ -71,7 +71,9 @@ def _plan(
     ck.mkdir(parents=True, exist_ok=True)
     (ck / "ck.hpp").write_bytes(b"")
     # what survey would ask git and ccache: no compiler cache, no tagged checkout
-    return buildplan.plan(ctx.decide(), specs, buildplan.Survey(cache.CompilerCache("none"), {}))
+    return building.plan(
+        ctx.decide(), specs, building.Survey(compilercache.CompilerCache("none"), {})
+    )
 
 
 def set_by_build(tmp_path: Path) -> set[str]:
@@ -115,7 +117,7 @@ def test_cleared_and_cache_variables_are_in_the_fidelity_table() -> None:
     for prefix in dist.LEAKY_PREFIXES:
         assert f"{prefix}*" in table, prefix
     assert set(dist.LEAKY_NAMES) <= table
-    assert set(cache.LAUNCHER_VARS) <= table
+    assert set(compilercache.LAUNCHER_VARS) <= table
     assert {"CCACHE_*", "SCCACHE_*"} <= table
 
 

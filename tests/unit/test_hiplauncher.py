@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_build.building import cache, hiplauncher
+from rocm_build.building import compilercache, hiplauncher
 from rocm_build.rocm import dist
 from tests.unit.test_build import _plan, _projects
 
@@ -22,8 +22,8 @@ def _tree(root: Path, hipcc_text: str | None) -> dist.RocmTree:
     return dist.RocmTree(root, "therock", "5.2.3", "test", clang_dir, hipcc, None, None, ())
 
 
-def _ccache() -> cache.CompilerCache:
-    return cache.plan_cache("ccache", Path("/x/ccache"), cache.ToolInfo((4, 7)))
+def _ccache() -> compilercache.CompilerCache:
+    return compilercache.plan_cache("ccache", Path("/x/ccache"), compilercache.ToolInfo((4, 7)))
 
 
 def test_a_hipcc_that_reads_the_launcher_gets_only_the_variable(tmp_path: Path) -> None:
@@ -45,7 +45,7 @@ def test_an_older_hipcc_runs_clang_from_the_wrappers_folder(tmp_path: Path) -> N
 
 def test_no_route_without_a_cache_or_a_hipcc(tmp_path: Path) -> None:
     tree = _tree(tmp_path / "a", "")
-    assert hiplauncher.plan_launcher(cache.CompilerCache("none"), tree, tmp_path) is None
+    assert hiplauncher.plan_launcher(compilercache.CompilerCache("none"), tree, tmp_path) is None
     assert hiplauncher.plan_launcher(_ccache(), _tree(tmp_path / "b", None), tmp_path) is None
 
 

@@ -29,7 +29,7 @@ def test_only_the_analysis_looks_for_elf_magic() -> None:
 
 def test_the_three_callers_use_the_analysis() -> None:
     text = sources()
-    assert "analyze_path(wheel)" in text["building/stage.py"]
+    assert "analyze_path(wheel)" in text["building/wheelcheck.py"]
     assert "analyze(reader, pe_files=True)" in text["bundle/report.py"]
     assert "analyze(reader, device_code=" in text["bundle/linux.py"]
 

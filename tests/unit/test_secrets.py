@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from rocm_build import config, context, runreport
-from rocm_build.building.cache import mask_values
+from rocm_build.building.compilercache import mask_values
 
 URL = "redis://builder:s3cret-Pw0rd@cache.example:6379"
 

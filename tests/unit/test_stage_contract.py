@@ -25,8 +25,8 @@ import zstandard
 
 from rocm_build import building as build
 from rocm_build import bundle, config, context, pipeline, smoke, sources
-from rocm_build.building.buildversion import Revision
-from rocm_build.building.cache import CompilerCache
+from rocm_build.building.compilercache import CompilerCache
+from rocm_build.building.version import Revision
 from rocm_build.context import RunContext
 
 from . import guard
@@ -57,7 +57,7 @@ def _checkout(src: Path, name: str, version: str) -> None:
     (src / name / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (src / name / "version.txt").write_text(version + "\n")
     (src / name / "requirements.txt").write_text("numpy\n")
-    (src / name / "setup.py").write_text("")  # how it builds (buildshape: setup.py)
+    (src / name / "setup.py").write_text("")  # how it builds (shapes: setup.py)
     # torch builds composable_kernel from its own submodule (on by default)
     ck = src / name / "third_party" / "composable_kernel" / "include" / "ck"
     ck.mkdir(parents=True)

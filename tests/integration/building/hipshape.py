@@ -1,6 +1,6 @@
 """The torch-shaped HIP fixture (``hipshapeproject``) built for real by the ROCm 5.2 tree's clang
 through CMake's HIP language, in torch 2.13's shape (setup.py runs CMake) or torch 2.14's
-(scikit-build-core), with the routes ``buildshape`` gives each shape; and the readers that tell
+(scikit-build-core), with the routes ``shapes`` gives each shape; and the readers that tell
 what the build made (its code objects, disassembled by the tree's llvm-objdump).
 
 Shared by the tests and ``benchmarks/bench_build_cache.py``."""
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_build.binary import elf
-from rocm_build.building import buildshape
-from rocm_build.building.buildfeatures import GPU_ASSERTS_CMAKE
+from rocm_build.building import shapes
+from rocm_build.building.features import GPU_ASSERTS_CMAKE
 from rocm_build.rocm import dist
 
 PROJECT = Path(__file__).parent / "hipshapeproject"
@@ -60,11 +60,11 @@ def sysdeps_view(tree: Path, dest: Path) -> Path:
 
 
 def checkout(dest: Path, shape: str, kernels: int = 0) -> Path:
-    """A copy of the fixture in ``shape`` (``buildshape.NATIVE_HIP`` or ``SCIKIT_BUILD_CORE``);
+    """A copy of the fixture in ``shape`` (``shapes.NATIVE_HIP`` or ``SCIKIT_BUILD_CORE``);
     ``kernels`` more copies of the index kernel (for the benchmark)."""
     project = shutil.copytree(PROJECT, dest)
     pyproject = project / "skbuild-pyproject.toml"
-    if shape == buildshape.SCIKIT_BUILD_CORE:
+    if shape == shapes.SCIKIT_BUILD_CORE:
         pyproject.rename(project / "pyproject.toml")
     else:
         pyproject.unlink()
@@ -79,10 +79,10 @@ def checkout(dest: Path, shape: str, kernels: int = 0) -> Path:
 class Step:
     """What the plan runs for the fixture: the environment and the command."""
 
-    shape: buildshape.Shape
+    shape: shapes.Shape
     env: dict[str, str]
     command: tuple[str, ...]
-    routes: buildshape.Routes
+    routes: shapes.Routes
 
 
 def plan(
@@ -96,9 +96,9 @@ def plan(
     route_as: str = "",
 ) -> Step:
     """The fixture's step as ``build`` plans it: the tree's environment (``dist.compose_env``),
-    the GPU assert include when asked (as ``buildfeatures`` sets it), then the routes of the
+    the GPU assert include when asked (as ``features`` sets it), then the routes of the
     detected shape, or of ``route_as`` (a wrong route, for the controls)."""
-    shape = buildshape.detect(project, "torch")
+    shape = shapes.detect(project, "torch")
     tree = dist.open_tree(view)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
     base["PATH"] = f"{python.parent}{os.pathsep}{base['PATH']}"
@@ -108,11 +108,11 @@ def plan(
     composed = dist.compose_env(base, tree=tree, targets=targets, jobs=2, extra=add)
     env, changed = dict(composed.env), dict(composed.changed)
     sysdeps = tree.sysdeps_dir / "include" if tree.sysdeps_dir else None
-    routed = buildshape.Shape(route_as, "control") if route_as else shape
-    found = buildshape.apply_to(env, changed, routed, sysdeps, project="torch")
+    routed = shapes.Shape(route_as, "control") if route_as else shape
+    found = shapes.apply_to(env, changed, routed, sysdeps, project="torch")
     wheels = project / "wheels"
-    if shape.name == buildshape.SCIKIT_BUILD_CORE:
-        command = buildshape.pip_command(python, wheels, found.config_settings)
+    if shape.name == shapes.SCIKIT_BUILD_CORE:
+        command = shapes.pip_command(python, wheels, found.config_settings)
     else:
         command = (str(python), "setup.py", "bdist_wheel", "--dist-dir", str(wheels))
     return Step(shape, env, command, found)

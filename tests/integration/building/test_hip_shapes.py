@@ -1,6 +1,6 @@
 """torch 2.13's and 2.14's shapes built for real (issue 32): CMake's HIP language compiles the
 fixture's kernels with the ROCm 5.2 tree's clang, through setup.py (native HIP) or
-scikit-build-core, with the routes ``buildshape`` gives each shape. What reaches the compiler is
+scikit-build-core, with the routes ``shapes`` gives each shape. What reaches the compiler is
 read from the result: the code objects of the wheel's library, disassembled by the tree's
 llvm-objdump (GPU asserts), the wheel's members (the git-ignored generated file), the build's
 own failure (the sysdeps header). Each control takes the route of the other shape and fails."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.building import buildshape
-from rocm_build.building.buildfeatures import GPU_ASSERTS_CMAKE
+from rocm_build.building import shapes
+from rocm_build.building.features import GPU_ASSERTS_CMAKE
 
 from . import hipshape
 
@@ -55,7 +55,7 @@ def _members(wheel: Path) -> list[str]:
         return zf.namelist()
 
 
-@pytest.mark.parametrize("shape", [buildshape.NATIVE_HIP, buildshape.SCIKIT_BUILD_CORE])
+@pytest.mark.parametrize("shape", [shapes.NATIVE_HIP, shapes.SCIKIT_BUILD_CORE])
 def test_gpu_asserts_reach_the_device_code_by_the_shapes_route(
     shape: str, tmp_path: Path, python: Path, view: Path
 ) -> None:
@@ -74,13 +74,13 @@ def test_the_setup_py_route_on_the_skbuild_shape_loses_asserts_and_the_generated
 ) -> None:
     """The control: asserts asked for the setup.py way (CMAKE_PROJECT_INCLUDE_BEFORE in the
     environment, no -C settings), as before the scikit-build-core route."""
-    project = hipshape.checkout(tmp_path / "c", buildshape.SCIKIT_BUILD_CORE)
+    project = hipshape.checkout(tmp_path / "c", shapes.SCIKIT_BUILD_CORE)
     step = hipshape.plan(project, python, view, TARGETS, gpu_asserts=True)
     assert "CMAKE_PROJECT_INCLUDE_BEFORE" not in step.env  # the route moved it into -C
     wrong = dataclasses.replace(
         step,
         env={**step.env, "CMAKE_PROJECT_INCLUDE_BEFORE": str(GPU_ASSERTS_CMAKE)},
-        command=buildshape.pip_command(python, project / "wheels", ()),
+        command=shapes.pip_command(python, project / "wheels", ()),
     )
     wheel = _built(project, wrong)
     assert _assert_path(project, view) == dict.fromkeys(TARGETS, False)
@@ -92,7 +92,7 @@ def test_the_setup_py_route_on_the_skbuild_shape_loses_asserts_and_the_generated
 def test_the_skbuild_route_keeps_the_generated_git_ignored_file(
     tmp_path: Path, python: Path, view: Path
 ) -> None:
-    project = hipshape.checkout(tmp_path / "g", buildshape.SCIKIT_BUILD_CORE)
+    project = hipshape.checkout(tmp_path / "g", shapes.SCIKIT_BUILD_CORE)
     step = hipshape.plan(project, python, view, TARGETS)
     assert "--config-settings=sdist.include=torch/version.py" in step.command
     with zipfile.ZipFile(_built(project, step)) as zf:
@@ -103,9 +103,9 @@ def test_the_skbuild_route_on_the_native_shape_loses_asserts(
     tmp_path: Path, python: Path, view: Path
 ) -> None:
     """The control: setup.py reads no -C settings; dropping the include leaves asserts off."""
-    project = hipshape.checkout(tmp_path / "n", buildshape.NATIVE_HIP)
+    project = hipshape.checkout(tmp_path / "n", shapes.NATIVE_HIP)
     step = hipshape.plan(
-        project, python, view, TARGETS, gpu_asserts=True, route_as=buildshape.SCIKIT_BUILD_CORE
+        project, python, view, TARGETS, gpu_asserts=True, route_as=shapes.SCIKIT_BUILD_CORE
     )
     _built(project, step)
     assert _assert_path(project, view) == dict.fromkeys(TARGETS, False)
@@ -116,7 +116,7 @@ def test_a_native_hip_compile_finds_the_sysdeps_header_only_by_the_route(
 ) -> None:
     """The header is only in the tree's lib/rocm_sysdeps/include. CXXFLAGS names it too (the
     setup.py shape's route), but CMake's HIP compiles read CMAKE_HIP_FLAGS, not CXXFLAGS."""
-    project = hipshape.checkout(tmp_path / "s", buildshape.NATIVE_HIP)
+    project = hipshape.checkout(tmp_path / "s", shapes.NATIVE_HIP)
     step = hipshape.plan(project, python, view, TARGETS)
     include = str(view / "lib" / "rocm_sysdeps" / "include")
     assert step.env["CPLUS_INCLUDE_PATH"].split(":")[0] == include
@@ -125,5 +125,5 @@ def test_a_native_hip_compile_finds_the_sysdeps_header_only_by_the_route(
     failed = hipshape.build(project, dataclasses.replace(step, env=env))
     assert failed.returncode != 0
     assert f"'{hipshape.PROBE}' file not found" in failed.stdout + failed.stderr
-    again = hipshape.checkout(tmp_path / "s2", buildshape.NATIVE_HIP)
+    again = hipshape.checkout(tmp_path / "s2", shapes.NATIVE_HIP)
     _built(again, hipshape.plan(again, python, view, TARGETS))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.building import cache, hiplauncher
+from rocm_build.building import compilercache, hiplauncher
 from rocm_build.rocm import debtree, dist
 from tests.conftest import _test_cache
 
@@ -53,7 +53,9 @@ def _base_env(perl_lib: Path) -> dict[str, str]:
     return {**env, "PERL5LIB": str(perl_lib)}
 
 
-def _build(project: Path, tree: dist.RocmTree, c: cache.CompilerCache, env: dict[str, str]) -> None:
+def _build(
+    project: Path, tree: dist.RocmTree, c: compilercache.CompilerCache, env: dict[str, str]
+) -> None:
     """What ``build`` runs the project with: the tree's environment, the cache's variables and
     hipcc's route (its wrappers written as ``run_build`` writes them)."""
     launcher = hiplauncher.plan_launcher(c, tree, project.parent / "work")
@@ -80,17 +82,19 @@ def test_second_folder_compiles_no_host_and_no_device_object(
     # The fact the route rests on: Debian's 5.2 hipcc does not read HIP_CLANG_LAUNCHER.
     assert not hiplauncher.hipcc_reads_launcher(tree.hipcc)
     env = _base_env(perl_lib)
-    c = cache.resolve_cache("ccache", "", env, cache_dir=tmp_path / "ccache", base_dir=tmp_path)
+    c = compilercache.resolve_cache(
+        "ccache", "", env, cache_dir=tmp_path / "ccache", base_dir=tmp_path
+    )
     assert c.env["HIP_CLANG_LAUNCHER"] == str(c.program)
 
-    cache.zero_stats(c, env)
+    compilercache.zero_stats(c, env)
     _build(shutil.copytree(FIXTURE, tmp_path / "a" / "checkout"), tree, c, env)
-    first = cache.cache_stats(c, env)
+    first = compilercache.cache_stats(c, env)
     # CMake's compiler check, host.cpp and kernels.hip (hipcc's --version probes: uncacheable).
     assert first["misses"] == 3, first
 
-    cache.zero_stats(c, env)
+    compilercache.zero_stats(c, env)
     _build(shutil.copytree(FIXTURE, tmp_path / "b" / "checkout"), tree, c, env)
-    second = cache.cache_stats(c, env)
+    second = compilercache.cache_stats(c, env)
     assert second["misses"] == 0, second
     assert second["hits"] == 3, second

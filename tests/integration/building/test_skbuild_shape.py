@@ -1,9 +1,9 @@
 """torch 2.14's shape (scikit-build-core): GPU asserts reach CMake as ``-C cmake.define.X=ON``,
-the route ``buildshape`` gives that shape; the environment route of the setup.py shape
+the route ``shapes`` gives that shape; the environment route of the setup.py shape
 (``CMAKE_PROJECT_INCLUDE_BEFORE``) does not reach it at all.
 
 Real parts: scikit-build-core, cmake and ninja from the package registry in a fresh venv, pip's
-PEP 517 build with the command the plan makes (``buildshape.pip_command``)."""
+PEP 517 build with the command the plan makes (``shapes.pip_command``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.building import buildshape
-from rocm_build.building.buildfeatures import GPU_ASSERTS_CMAKE
+from rocm_build.building import shapes
+from rocm_build.building.features import GPU_ASSERTS_CMAKE
 
 FIXTURE = Path(__file__).parent / "skbuildproject"
 
@@ -35,14 +35,14 @@ def skbuild_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _asserts(python: Path, project: Path, env_add: dict[str, str]) -> str:
-    shape = buildshape.detect(project, "torch")
-    assert shape.name == buildshape.SCIKIT_BUILD_CORE
+    shape = shapes.detect(project, "torch")
+    assert shape.name == shapes.SCIKIT_BUILD_CORE
     env = {**os.environ, **env_add, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
-    found = buildshape.routes(shape, env, None)
+    found = shapes.routes(shape, env, None)
     for key in found.drop:
         env.pop(key)
     wheels = project / "wheels"
-    command = buildshape.pip_command(python, wheels, found.config_settings)
+    command = shapes.pip_command(python, wheels, found.config_settings)
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     (wheel,) = wheels.glob("skbdemo-*.whl")
@@ -64,7 +64,7 @@ def test_the_environment_route_never_reaches_scikit_build_core(
     project = shutil.copytree(FIXTURE, tmp_path / "b")
     env = {**os.environ, "CMAKE_PROJECT_INCLUDE_BEFORE": str(GPU_ASSERTS_CMAKE)}
     env["PATH"] = f"{skbuild_python.parent}{os.pathsep}{env['PATH']}"
-    command = buildshape.pip_command(skbuild_python, project / "wheels", ())
+    command = shapes.pip_command(skbuild_python, project / "wheels", ())
     subprocess.run(command, cwd=project, env=env, check=True, capture_output=True)
     (wheel,) = (project / "wheels").glob("skbdemo-*.whl")
     with zipfile.ZipFile(wheel) as zf:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.building.buildvenv import STATE_FILE
+from rocm_build.building.venv import STATE_FILE
 
 from .conftest import Workspace
 
@@ -35,7 +35,7 @@ def _half_made(venv: Path) -> None:
 
 def test_a_kill_between_venv_and_pip_is_made_good_by_the_next_build(workspace: Workspace) -> None:
     venv = _default_venv(workspace)
-    killed = workspace.build("torch", env={"RB_FAULT_POINT": "buildvenv.without-pip"})
+    killed = workspace.build("torch", env={"RB_FAULT_POINT": "venv.without-pip"})
     assert killed.returncode == -9, killed.stderr
     assert (venv / "bin/python").exists()
     assert (venv / STATE_FILE).read_text().strip() == "making"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import building as build
 from rocm_build import bundle, config, context
+from rocm_build.building import wheelcheck
 from rocm_build.bundle import report
 from rocm_build.wheel.analyze import analyze_path
 
@@ -60,7 +60,7 @@ def test_one_analysis_feeds_the_check_inspect_and_bundle(
     assert "libamdhip64.so.5" in kern.info.needed
     assert analysis.unreadable == ()
 
-    facts = build.check_wheel(hip_ext_wheel, ["gfx90a", "gfx1030"], "hipext")
+    facts = wheelcheck.check_wheel(hip_ext_wheel, ["gfx90a", "gfx1030"], "hipext")
     assert set(facts.targets) == analysis.device_targets
     shown = report.inspect_wheel(hip_ext_wheel, _ctx(tmp_path, rocm_tree)).data
     assert set(shown["code_targets"]) == analysis.device_targets

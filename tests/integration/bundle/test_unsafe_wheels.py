@@ -142,15 +142,15 @@ def test_unsafe_member_is_refused_by_every_reader(
 
 
 def test_unsafe_member_is_refused_by_build_check_and_smoke(tmp_path: Path, elf_so: bytes) -> None:
-    from rocm_build import building as build
+    from rocm_build.building import wheelcheck
     from rocm_build.errors import UnsafeInput
     from rocm_build.smoke import wheels as smoke_wheels
 
     wheel = raw_wheel(tmp_path / "dist", [("../../x.so", elf_so, 0o100755)])
     for call in (
-        lambda: build.check_wheel(wheel, ["gfx90a"], "evil"),
-        lambda: build.wheel_metadata(wheel),
-        lambda: build.pin_requirement(wheel, "torch", "2.9.0"),
+        lambda: wheelcheck.check_wheel(wheel, ["gfx90a"], "evil"),
+        lambda: wheelcheck.wheel_metadata(wheel),
+        lambda: wheelcheck.pin_requirement(wheel, "torch", "2.9.0"),
         lambda: smoke_wheels.import_names(wheel),
     ):
         with pytest.raises(UnsafeInput, match=r"'\.\./\.\./x\.so'.*unsafe"):

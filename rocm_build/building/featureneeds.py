@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build.building import buildfeatures, buildswitches
-from rocm_build.building.buildfeatures import CK_HEADER, Feature
+from rocm_build.building import features, switches
+from rocm_build.building.features import CK_HEADER, Feature
 from rocm_build.config.loader import Config
 from rocm_build.errors import ConfigError, RocmBuildError, RocmTreeError
 from rocm_build.rocm.dist import RocmTree
@@ -59,20 +59,20 @@ def _flash(
 ) -> FeatureNeed:
     setting = cfg.features.flash_attention
     needs = (
-        f"a target starting with {', '.join(buildfeatures.FLASH_PREFIXES)}, and aotriton "
+        f"a target starting with {', '.join(features.FLASH_PREFIXES)}, and aotriton "
         "at hand (build.aotriton)"
     )
     try:
-        on = buildfeatures.flash_attention(setting, targets=targets)
+        on = features.flash_attention(setting, targets=targets)
     except ConfigError as err:
         return FeatureNeed("flash_attention", setting, needs, str(err), False, ConfigError)
     if not on:
         state = "off" if setting == "off" else "off (no target with aotriton kernels)"
         return FeatureNeed("flash_attention", setting, needs, state, None)
-    found = buildswitches.find_aotriton(tree, cfg.build.aotriton, cache)
-    where = buildswitches.AotritonWhere(cache)
+    found = switches.find_aotriton(tree, cfg.build.aotriton, cache)
+    where = switches.AotritonWhere(cache)
     if cfg.build.aotriton in ("", "auto") and torch_source.is_dir():
-        where = buildswitches.fetched_aotriton(torch_source, tree, targets, cfg.env, cache)
+        where = switches.fetched_aotriton(torch_source, tree, targets, cfg.env, cache)
         found = where.fetched or found
     if found is not None:
         return FeatureNeed("flash_attention", setting, needs, f"on (aotriton {found})", True)
@@ -110,8 +110,8 @@ def needs(
 ) -> list[FeatureNeed]:
     """Each feature and whether a build of torch for ``targets`` with ``tree`` and the checkout
     at ``torch_source`` has it."""
-    cache = buildswitches.aotriton_cache_dir(cfg.env, work_dir)
-    decided = {f.name: f for f in buildfeatures.decide(cfg.features, targets=targets)}
+    cache = switches.aotriton_cache_dir(cfg.env, work_dir)
+    decided = {f.name: f for f in features.decide(cfg.features, targets=targets)}
     out = [_flash(cfg, tree, targets, cache, torch_source)]
     out += [_ck(decided[n], getattr(cfg.features, n), torch_source) for n in _CK]
     mslk = decided["mslk"]
@@ -119,7 +119,7 @@ def needs(
         FeatureNeed(
             "mslk",
             _setting(cfg.features.mslk),
-            f"a target among {', '.join(buildfeatures.MSLK_TARGETS)}; USE_MSLK",
+            f"a target among {', '.join(features.MSLK_TARGETS)}; USE_MSLK",
             f"{'on' if mslk.on else 'off'} ({mslk.why})",
             True if mslk.on else None,
         )

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rocm_build import faults, locks, proc, statefile
-from rocm_build.building.buildplan import BuildPlan
+from rocm_build.building.plan import Plan
 from rocm_build.errors import ConfigError, FileAccessError
 
 __all__ = ["STATE_FILE", "ensure_venv", "held"]
@@ -72,7 +72,7 @@ def _remove(venv: Path) -> None:
 
 
 @contextlib.contextmanager
-def held(plan: BuildPlan) -> Iterator[None]:
+def held(plan: Plan) -> Iterator[None]:
     """The locks a build holds while it runs: its work folder's build outputs (``dist/``,
     ``logs/``), then its venv (made, checked, installed into): a second build in the same work
     folder, or with the same ``build.venv``, waits, or with ``--no-wait`` stops (exit 13)
@@ -88,7 +88,7 @@ def held(plan: BuildPlan) -> Iterator[None]:
         yield
 
 
-def ensure_venv(plan: BuildPlan) -> None:
+def ensure_venv(plan: Plan) -> None:
     """Make the build venv if it is missing or half made; keep a whole one."""
     venv = plan.venv
     if venv is None:
@@ -115,17 +115,17 @@ def ensure_venv(plan: BuildPlan) -> None:
     _make(plan, venv)
 
 
-def _make(plan: BuildPlan, venv: Path) -> None:
+def _make(plan: Plan, venv: Path) -> None:
     log.info("creating the build environment %s", venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
     venv.mkdir(mode=0o700)
     _write_state(venv, _MAKING)
     cmd = [str(plan.base_python), "-m", "venv", "--without-pip", "--", str(venv)]
     proc.run(cmd, what="creating the build venv")
-    faults.point("buildvenv.without-pip")
+    faults.point("venv.without-pip")
     # What `python -m venv` itself runs to put pip in, as a step of its own so that a kill
     # between the two is a state the next run recognises.
     ensurepip = [str(plan.python), "-m", "ensurepip", "--upgrade", "--default-pip"]
     proc.run(ensurepip, capture=True, what="installing pip into the build venv")
     _write_state(venv, _COMPLETE)
-    faults.point("buildvenv.complete")
+    faults.point("venv.complete")

@@ -1,16 +1,17 @@
-"""Build the checked-out projects into wheels against one ROCm tree, for exactly the chosen targets.
+"""The build stage's execute: build the checked-out projects into wheels against one ROCm tree,
+for exactly the chosen targets.
 
-``plan`` (in ``buildplan``) makes a frozen ``BuildPlan`` from the run context (per project:
-folder, environment, command, log, jobs). ``execute`` walks it: one build virtual environment,
-each project's own build requirements and build system (``buildenv``), then a check of the
-wheel (HIP code objects for exactly the requested targets, a HIP runtime dependency, pins to
-the versions just built) before it goes to the output folder. Unchanged inputs: kept wheel.
+``plan`` (in :mod:`.plan`) makes a frozen ``Plan`` from the run context (per project: folder,
+environment, command, log, jobs). ``execute`` walks it: one build virtual environment, each
+project's own build requirements and build system (:mod:`.commands`), then the wheel check
+(:mod:`.wheelcheck`: HIP code objects for exactly the requested targets, a HIP runtime
+dependency, pins to the versions just built) before it goes to the output folder. Unchanged
+inputs: kept wheel. Its ``Result`` is the stage's result.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -18,180 +19,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import Version
-
-from rocm_build import arch, locks, proc, statefile, tempfiles
-from rocm_build.building import buildinputs, gitversion, tritonbuild
-from rocm_build.building.buildenv import install_requirements, installed_version, pip, run_build
-from rocm_build.building.buildfeatures import Feature
-from rocm_build.building.buildplan import (
-    GIB,
-    BuildPlan,
-    ProjectStep,
-    add_env,
-    default_jobs,
-    memory_available,
-    project_version,
-    read_build_requirements,
-)
-from rocm_build.building.buildvenv import ensure_venv, held
+from rocm_build import locks, proc, statefile, tempfiles
+from rocm_build.building import gitversion, inputs, tritonbuild
+from rocm_build.building.commands import install_requirements, installed_version, pip, run_build
+from rocm_build.building.features import Feature
+from rocm_build.building.plan import Plan, ProjectStep, add_env
+from rocm_build.building.venv import ensure_venv, held
+from rocm_build.building.wheelcheck import WheelFacts, check_wheel, pin_requirement, wheel_metadata
 from rocm_build.errors import BuildFailed, ConfigError
 from rocm_build.masking import mask_values
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.repo import git
-from rocm_build.wheel import wheelmeta
-from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
-__all__ = [
-    "GIB",
-    "BuildPlan",
-    "BuildResult",
-    "ProjectResult",
-    "ProjectStep",
-    "check_wheel",
-    "default_jobs",
-    "execute",
-    "memory_available",
-    "project_version",
-    "read_build_requirements",
-    "wheel_metadata",
-]
+__all__ = ["ProjectResult", "Result", "execute"]
 
 log = logging.getLogger(__name__)
-
-_HIP_RUNTIME = re.compile(r"^libamdhip64\.so(\.\d+)*$")
-
-
-# --- wheel facts --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WheelFacts:
-    name: str
-    version: str
-    requires: tuple[str, ...]
-    targets: tuple[str, ...]  # gfx base names found in code objects, sorted
-
-
-def wheel_metadata(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
-    """(name, version, Requires-Dist entries) of a wheel (opened by the checking reader)."""
-    with WheelReader(wheel) as reader:
-        meta = reader.metadata()
-    return (
-        wheelmeta.metadata_name(meta),
-        wheelmeta.metadata_version(meta),
-        wheelmeta.requirements(meta),
-    )
-
-
-def check_wheel(
-    wheel: Path, targets: Sequence[str], project: str, *, device_code: bool = True
-) -> WheelFacts:
-    """Refuse a wheel that would not run on the requested GPUs: no HIP code objects or no HIP
-    runtime dependency ("built without ROCm"), or code objects that miss a requested target or
-    carry one that was not requested. A single library covering only some of the targets is
-    reported (some sub-builds, such as aotriton, filter the list on purpose).
-
-    A project not expected to carry device code (``device_code`` false: torchaudio's ROCm build
-    is host code only) may have none; code objects it does carry are checked all the same."""
-    from rocm_build.wheel.analyze import analyze_path
-
-    name, version, requires = wheel_metadata(wheel)
-    wanted = {arch.base_name(t) for t in targets}
-    analysis = analyze_path(wheel)
-    for member in analysis.unreadable:
-        log.warning("%s: %s looks like ELF but cannot be read", project, member)
-    runtime = [
-        arc
-        for arc, m in analysis.elves.items()
-        if any(_HIP_RUNTIME.match(n) for n in m.info.needed)
-    ]
-    per_file = {arc: m.targets for arc, m in analysis.elves.items() if m.targets}
-    found = set().union(*per_file.values()) if per_file else set()
-    if not found and not device_code:
-        log.info("%s: host code only, as expected (device_code = false)", project)
-        return WheelFacts(name, version, requires, ())
-    if not found or not runtime:
-        why = "no HIP code objects" if not found else "no dependency on libamdhip64"
-        msg = (
-            f"{project} was built without ROCm: its wheel has {why}; check USE_ROCM and the "
-            "build log for a CPU-only fallback"
-        )
-        raise BuildFailed(msg)
-    missing = sorted(t for t in wanted if not arch.covered(t, found))
-    if missing:
-        msg = (
-            f"{project}: the wheel's code objects are missing {', '.join(missing)} (they cover "
-            f"{', '.join(sorted(found))}); a part of the build ignored PYTORCH_ROCM_ARCH: see "
-            "the build log"
-        )
-        raise BuildFailed(msg)
-    unexpected = sorted(k for k in found if not arch.keeps([k], wanted))
-    if unexpected:
-        where = sorted(f for f, t in per_file.items() if t - wanted)
-        msg = (
-            f"{project}: unexpected target {', '.join(unexpected)} in {', '.join(where)} "
-            f"(requested {', '.join(sorted(wanted))})"
-        )
-        raise BuildFailed(msg)
-    for member, have in sorted(per_file.items()):
-        if have != wanted:
-            log.warning(
-                "%s: %s has code objects only for %s", project, member, ", ".join(sorted(have))
-            )
-    return WheelFacts(name, version, requires, tuple(sorted(found)))
-
-
-def pin_requirement(wheel: Path, dep: str, version: str) -> str | None:
-    """Make ``wheel`` require exactly ``dep==version``. Returns None when it already does,
-    else what changed; raises when the wheel pins another version of ``dep``."""
-    _, _, requires = wheel_metadata(wheel)
-    key = canonicalize_name(dep)
-    exact = Version(version)
-    unconditional: list[str] = []
-    for line in requires:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(req.name) != key or req.marker is not None:
-            continue
-        if len(req.specifier) == 1 and str(req.specifier) == f"=={version}":
-            return None
-        if req.specifier and not req.specifier.contains(exact, prereleases=True):
-            msg = (
-                f"{wheel.name} requires {line} but was built against {dep} {version}; the "
-                "build saw the wrong version of it"
-            )
-            raise BuildFailed(msg)
-        unconditional.append(line)
-    _rewrite_requires(wheel, f"{dep}=={version}")
-    was = ", ".join(unconditional) or "nothing"
-    return f"Requires-Dist {dep}=={version} (was {was})"
-
-
-def _rewrite_requires(wheel: Path, requirement: str) -> None:
-    """METADATA requires ``requirement`` instead of the unconditional ones on the same name;
-    every other member is copied raw (checked against RECORD on the way) and RECORD is written
-    anew; the result replaces ``wheel`` atomically."""
-    with WheelReader(wheel) as reader:
-        meta_name = f"{reader.dist_info}/METADATA"
-        record_name = f"{reader.dist_info}/RECORD"
-        meta = wheelmeta.add_requirement(reader.read_text(meta_name), requirement).encode()
-        with WheelWriter(wheel, reader.dist_info) as writer:
-            for m in reader.members:
-                if m.is_dir or m.name == record_name:
-                    continue
-                if m.name == meta_name:
-                    writer.add_bytes(meta_name, meta)
-                else:
-                    writer.copy_member(reader, m.name)
-            writer.commit()
-
-
-# --- execution ----------------------------------------------------------------------------------
 
 
 _SHOWN_PATHS = 20  # a report names this many of a dirty checkout's paths
@@ -248,7 +90,7 @@ class ProjectResult:
 
 
 @dataclass(frozen=True)
-class BuildResult:
+class Result:
     projects: tuple[ProjectResult, ...]
     report: Path
     rocm_version: str = ""
@@ -296,7 +138,7 @@ def _place(wheel: Path, output_dir: Path, *, no_wait: bool = False) -> Path:
 _REPORT = "build report"
 
 
-def _write_report(plan: BuildPlan, results: Sequence[ProjectResult]) -> Path:
+def _write_report(plan: Plan, results: Sequence[ProjectResult]) -> Path:
     path = plan.report_path
     projects = {**_previous(plan), **{r.name: r.as_json(plan.tree.version) for r in results}}
     data = {
@@ -308,7 +150,7 @@ def _write_report(plan: BuildPlan, results: Sequence[ProjectResult]) -> Path:
     return path
 
 
-def _previous(plan: BuildPlan) -> dict[str, dict[str, Any]]:
+def _previous(plan: Plan) -> dict[str, dict[str, Any]]:
     """The projects of the last build's report. A report that is damaged or of other types is
     as good as none (its projects are built again); one that is no regular file of this user's
     alone (a link, a FIFO, a folder, another user's) stops the build (``statefile``, exit 14)."""
@@ -347,7 +189,7 @@ def _entry_ok(prev: Mapping[str, Any]) -> bool:
     return name.endswith(".whl") and Path(name).name == name and not name.startswith(".")
 
 
-def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectResult | None:
+def _reuse(plan: Plan, step: ProjectStep, key: str, prev: Any) -> ProjectResult | None:
     """The previous result when its inputs equal ``key`` and its wheel is still there intact."""
     if plan.force or not key or not isinstance(prev, dict) or prev.get("inputs") != key:
         return None
@@ -386,19 +228,19 @@ def _reuse(plan: BuildPlan, step: ProjectStep, key: str, prev: Any) -> ProjectRe
 BUILD_STEPS = ("requirements", "compile", "wheel check")
 
 
-def execute(plan: BuildPlan, progress: Progress = NO_PROGRESS) -> BuildResult:
+def execute(plan: Plan, progress: Progress = NO_PROGRESS) -> Result:
     """Build every project of the plan in order; stop at the first failure.
 
     Per project built, ``progress`` gets "<project>: build steps" (``BUILD_STEPS``, one
     advance each) and "<project>: log lines" (no total: the lines its build log grows by,
     a sign of life during a long compile). The build folder and the venv are locked
-    (``buildvenv.held``) from before the venv is looked at to the end."""
+    (``venv.held``) from before the venv is looked at to the end."""
     with held(plan):
         ensure_venv(plan)
         return _build_all(plan, progress)
 
 
-def _build_all(plan: BuildPlan, progress: Progress) -> BuildResult:
+def _build_all(plan: Plan, progress: Progress) -> Result:
     built: dict[str, str] = {}  # project -> version just built
     wheels: dict[str, str] = {}  # project -> sha256 of the wheel built (or kept) in this run
     results: list[ProjectResult] = []
@@ -408,7 +250,7 @@ def _build_all(plan: BuildPlan, progress: Progress) -> BuildResult:
         step, pins = _pinned(plan, planned, built)
         step = _require_triton(plan, step, built)
         deps = {d: wheels.get(d, pins[d]) for d in step.depends}
-        key, parts = buildinputs.inputs(plan, step, deps)
+        key, parts = inputs.inputs(plan, step, deps)
         result = _reuse(plan, step, key, previous.get(step.name))
         if result is not None:
             log.info(
@@ -425,11 +267,11 @@ def _build_all(plan: BuildPlan, progress: Progress) -> BuildResult:
         # Written after every project, so a later failure keeps what was built.
         _write_report(plan, results)
     report = plan.report_path if results else _write_report(plan, results)
-    return BuildResult(projects=tuple(results), report=report, rocm_version=plan.tree.version)
+    return Result(projects=tuple(results), report=report, rocm_version=plan.tree.version)
 
 
 def _pinned(
-    plan: BuildPlan, step: ProjectStep, built: Mapping[str, str]
+    plan: Plan, step: ProjectStep, built: Mapping[str, str]
 ) -> tuple[ProjectStep, dict[str, str]]:
     """The step with its ``pin_env`` variables set to the versions of its dependencies (built
     in this run or installed in the build environment), and those versions."""
@@ -453,7 +295,7 @@ def _pinned(
 
 
 def _compile(
-    plan: BuildPlan, step: ProjectStep, progress: Progress
+    plan: Plan, step: ProjectStep, progress: Progress
 ) -> tuple[ProjectStep, int | None, Path, WheelFacts]:
     """Requirements, the project's build and the wheel check, reported to ``progress``."""
     _own_outputs(step)
@@ -495,7 +337,7 @@ def _own_outputs(step: ProjectStep) -> None:
     proc.open_log(step.log, empty=True).close()
 
 
-def _require_triton(plan: BuildPlan, step: ProjectStep, built: Mapping[str, str]) -> ProjectStep:
+def _require_triton(plan: Plan, step: ProjectStep, built: Mapping[str, str]) -> ProjectStep:
     """torch's step told to require the Triton wheel just built (its version read from it)."""
     t = plan.triton
     if t is None or step.name not in t.requirers or t.project not in built:
@@ -503,7 +345,7 @@ def _require_triton(plan: BuildPlan, step: ProjectStep, built: Mapping[str, str]
     return add_env(step, tritonbuild.requirement_env(step.env, t, built[t.project]))
 
 
-def _check(plan: BuildPlan, step: ProjectStep, wheel: Path) -> WheelFacts:
+def _check(plan: Plan, step: ProjectStep, wheel: Path) -> WheelFacts:
     """The wheel check: Triton's wheel has no HIP code objects (it loads HIP at run time), and
     torch's must require the Triton built with it."""
     t = plan.triton
@@ -518,7 +360,7 @@ def _check(plan: BuildPlan, step: ProjectStep, wheel: Path) -> WheelFacts:
 
 
 def _build_one(
-    plan: BuildPlan,
+    plan: Plan,
     step: ProjectStep,
     pins: Mapping[str, str],
     key: str,

@@ -14,7 +14,8 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from rocm_build import proc, statefile
 from rocm_build.building import hiplauncher
-from rocm_build.building.buildplan import BuildPlan, ProjectStep, req_name
+from rocm_build.building.plan import Plan, ProjectStep
+from rocm_build.building.requirements import req_name
 from rocm_build.errors import CommandFailed
 from rocm_build.repo import checkoutfile
 
@@ -47,7 +48,7 @@ def _killed_for_memory(log_file: Path, start: int, err: CommandFailed) -> bool:
 
 
 def pip(
-    plan: BuildPlan,
+    plan: Plan,
     step: ProjectStep,
     args: Sequence[str],
     what: str,
@@ -90,7 +91,7 @@ def filtered_requirements(
 
 
 def install_requirements(
-    plan: BuildPlan, step: ProjectStep, on_line: Callable[[str], None] | None = None
+    plan: Plan, step: ProjectStep, on_line: Callable[[str], None] | None = None
 ) -> None:
     skip = {canonicalize_name(n) for n in (step.name, *step.depends)}
     lines = list(step.requires)
@@ -111,7 +112,7 @@ def install_requirements(
     )
 
 
-def installed_version(plan: BuildPlan, step: ProjectStep, dist_name: str) -> str | None:
+def installed_version(plan: Plan, step: ProjectStep, dist_name: str) -> str | None:
     code = (
         "import importlib.metadata as m, sys\n"
         "try:\n    print(m.version(sys.argv[1]))\n"

@@ -11,7 +11,7 @@ these targets, or that the targets have no kernels for it.
 Flash attention on ROCm is aotriton, switched by ``USE_FLASH_ATTENTION`` and
 ``USE_MEM_EFF_ATTENTION`` together; a target has aotriton kernels when its name starts with one
 of ``FLASH_PREFIXES``. Whether aotriton is at hand without the network is the tree switch's
-business (``buildswitches``); the plan folds its answer in.
+business (``switches``); the plan folds its answer in.
 
 GPU kernel asserts: torch's CMake keeps them off on ROCm unless ``ROCM_FORCE_ENABLE_GPU_ASSERTS`` is
 set, a CMake variable its ``setup.py`` does not forward from the environment (only ``BUILD_*``,

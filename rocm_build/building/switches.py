@@ -45,6 +45,7 @@ __all__ = [
     "AOTRITON_LIB",
     "TREE_ENV",
     "AotritonWhere",
+    "LlvmWhere",
     "Switches",
     "aotriton_cache_dir",
     "fetched_aotriton",
@@ -59,6 +60,14 @@ TREE_ENV = ("rocm-source-dir", "host-blas", "sysdeps-pkgconfig", "aotriton")
 AOTRITON_LIB = "libaotriton_v2.so*"
 _OFF = frozenset({"0", "off", "false", "no", "n"})
 _ATTENTION = ("USE_FLASH_ATTENTION", "USE_MEM_EFF_ATTENTION")
+
+
+@dataclass(frozen=True)
+class LlvmWhere:
+    """Where Triton's LLVM is: the download cache's folder and the ``triton.llvm_url`` setting."""
+
+    cache: Path
+    url: str = ""
 
 
 @dataclass(frozen=True)
@@ -234,12 +243,12 @@ def switches(
     aotriton_cache: Path,
     source: Path | None = None,
     targets: Sequence[str] = (),
-    llvm_cache: Path | None = None,
-    llvm_url: str = "",
+    llvm: LlvmWhere | None = None,
 ) -> Switches:
     """The project's reference and tree variables. ``given`` is what the user's environment and
     the project's ``build_env`` already set (they win over these); ``source`` is the project's
-    checkout (its aotriton.cmake or LLVM pin tell what ``fetch`` would have cached)."""
+    checkout (its aotriton.cmake or LLVM pin tell what ``fetch`` would have cached); ``llvm``
+    where Triton's LLVM is cached and the ``triton.llvm_url`` setting."""
     unknown = [e for e in spec.tree_env if e not in TREE_ENV]
     if unknown:
         msg = (
@@ -261,8 +270,8 @@ def switches(
             else AotritonWhere(aotriton_cache)
         )
         parts.append(_aotriton(tree, aotriton, where, given))
-    if spec.name == "triton" and source is not None and llvm_cache is not None:
-        parts.append(_llvm(source, given, llvm_cache, llvm_url))
+    if spec.name == "triton" and source is not None and llvm is not None:
+        parts.append(_llvm(source, given, llvm.cache, llvm.url))
     for part_env, note in parts:
         env.update(part_env)
         if note:

@@ -1,64 +1,75 @@
 """The build stage's plan: per project its folder, environment, command, log and jobs.
 
 ``survey(ctx, specs)`` asks the programs what only they can tell (the compiler cache's version,
-each checkout's git revision); ``plan(ctx, specs, survey)`` reads the run context (settings, the
-decided tree and targets) and the survey and makes the frozen ``BuildPlan`` that
-``build.execute`` walks (no processes, no writes; ``make_plan`` is its part that takes values).
+each checkout's git revision); ``plan(ctx, specs, survey)`` checks the tree against the train's
+floors and makes the frozen ``Plan`` that ``execute`` walks (no processes, no writes).
+
+The settings travel whole: ``Inputs`` holds the resolved ``Config`` (its ``[build]``,
+``[general]``, ``[features]`` and ``[triton]`` sections and the environment) and, beside it, the
+run's facts (projects, folders, tree, targets, the survey, the machine). Each project's own step
+is decided by ``_step`` (``make_plan`` is that part alone), what the run adds to it (checkout
+origin, torch's features, Triton, the hipcc launcher, the shape's routes) by ``_finish``, and
+the ``Plan`` is made in one place, ``_assemble``; it carries the ``[build]`` section as it is.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from rocm_build import proc
 from rocm_build.building import (
-    buildfeatures,
-    buildshape,
-    buildsource,
-    featurecheck,
-    floors,
+    featureneeds,
+    features,
     hiplauncher,
+    origin,
+    shapes,
+    trainfloors,
     tritonbuild,
 )
-from rocm_build.building.buildjobs import GIB, default_jobs, memory_available
-from rocm_build.building.buildswitches import aotriton_cache_dir, merge_env, pairs, switches
-from rocm_build.building.buildversion import (
+from rocm_build.building.compilercache import CompilerCache, mask_values, resolve_cache
+from rocm_build.building.jobs import default_jobs, memory_available
+from rocm_build.building.prefetch import llvm_cache_dir
+from rocm_build.building.requirements import read_build_requirements, req_name
+from rocm_build.building.switches import (
+    LlvmWhere,
+    Switches,
+    aotriton_cache_dir,
+    merge_env,
+    pairs,
+    switches,
+)
+from rocm_build.building.version import (
     Revision,
     mark_dirty,
     project_version,
     read_revision,
     refuse_dirty,
 )
-from rocm_build.building.cache import CompilerCache, mask_values, resolve_cache
-from rocm_build.building.prefetch import llvm_cache_dir
-from rocm_build.config.loader import ProjectSpec
+from rocm_build.config.loader import Config, ProjectSpec
+from rocm_build.config.schema import BuildSettings
 from rocm_build.context import RunContext
-from rocm_build.errors import BuildFailed, ConfigError, RocmTreeError
-from rocm_build.repo import checkoutfile, worktree
+from rocm_build.errors import ConfigError, RocmTreeError
+from rocm_build.repo import worktree
 from rocm_build.rocm import dist
 
 __all__ = [
-    "GIB",
     "REPORT_NAME",
-    "BuildPlan",
+    "Folders",
+    "Inputs",
+    "Machine",
+    "Plan",
     "ProjectStep",
     "Survey",
-    "default_jobs",
     "make_plan",
-    "memory_available",
     "plan",
     "project_version",
-    "read_build_requirements",
-    "req_name",
     "survey",
 ]
 
@@ -67,48 +78,6 @@ log = logging.getLogger(__name__)
 REPORT_NAME = "build-report.json"
 #: Variables of the user's that the build keeps though ``dist`` clears their family.
 KEPT_NAMES = ("HIP_CLANG_LAUNCHER", "HIPCXX")
-
-
-#: PEP 517/518's fallback for a pyproject.toml without a [build-system] table (torchvision's and
-#: torchaudio's have tool settings only) or without ``requires``/``build-backend`` in it; pip does
-#: the same.
-DEFAULT_BUILD_REQUIRES = ("setuptools>=40.8.0",)
-LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
-
-
-def read_build_requirements(source: Path, spec: ProjectSpec) -> tuple[str, ...]:
-    """What the build environment needs before the build runs: the ``[build-system] requires``
-    of the project (the PEP 517 default without one), plus what its backend would ask for.
-
-    A build without isolation (``pip wheel --no-build-isolation``, ``setup.py bdist_wheel``)
-    never asks the backend (``get_requires_for_build_wheel``): setuptools' backend asks for
-    ``wheel``, which setuptools before 70.1 needs for bdist_wheel (Python 3.11's venvs come with
-    setuptools 65), so it is added here whenever setuptools builds the wheel."""
-    pyproject = source / "pyproject.toml"
-    data: dict[str, Any] = {}
-    text = checkoutfile.read_text(source, "pyproject.toml", f"{spec.name}'s pyproject.toml")
-    if text is not None:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            msg = f"{pyproject}: not valid TOML ({exc})"
-            raise BuildFailed(msg) from None
-    table = data.get("build-system")
-    table = table if isinstance(table, dict) else {}
-    raw = table.get("requires")
-    requires = [str(r) for r in raw] if isinstance(raw, list) else list(DEFAULT_BUILD_REQUIRES)
-    backend = str(table.get("build-backend") or LEGACY_BACKEND)
-    by_setuptools = spec.build_tool == "setup.py" or backend.startswith("setuptools.build_meta")
-    if by_setuptools and not any(req_name(r) == "wheel" for r in requires):
-        requires.append("wheel")
-    return tuple(requires)
-
-
-def req_name(line: str) -> str | None:
-    try:
-        return canonicalize_name(Requirement(line).name)
-    except InvalidRequirement:
-        return None
 
 
 @dataclass(frozen=True)
@@ -132,16 +101,16 @@ class ProjectStep:
     wheel_dir: Path
     install_after: bool  # a later project builds against this one
     device_code: bool = True  # the wheel must carry HIP code objects (see ProjectSpec)
-    notes: tuple[str, ...] = ()  # what the plan decided for the user (buildswitches)
-    #: torch's build features: on or off and why (buildfeatures); () for the other projects.
-    features: tuple[buildfeatures.Feature, ...] = ()
+    notes: tuple[str, ...] = ()  # what the plan decided for the user (switches)
+    #: torch's build features: on or off and why (features); () for the other projects.
+    features: tuple[features.Feature, ...] = ()
     #: Where the checkout came from: upstream, fork or other (the source manifest).
-    checkout: buildsource.Source | None = None
+    checkout: origin.Source | None = None
     #: The folder the build runs in, when not the checkout's root (:func:`build_dir`).
     build_dir: Path | None = None
     #: How hipcc's clang runs through the compiler cache (``hiplauncher``); None = it does not.
     hip_launcher: hiplauncher.HipLauncher | None = None
-    shape: buildshape.Shape | None = None  # how the project builds (``buildshape``)
+    shape: shapes.Shape | None = None  # how the project builds (``shapes``)
     #: The checkout's HEADs and uncommitted state, as the survey found it (``repo.worktree``).
     worktree: worktree.WorkTree = field(default_factory=worktree.WorkTree)
 
@@ -151,23 +120,33 @@ class ProjectStep:
 
 
 @dataclass(frozen=True)
-class BuildPlan:
+class Plan:
     steps: tuple[ProjectStep, ...]
     tree: dist.RocmTree
     targets: tuple[str, ...]
+    #: The ``[build]`` settings, whole, as the run resolved them (``force``, the pip sources).
+    settings: BuildSettings
     base_python: Path  # makes the venv
     python: Path  # runs the builds
     venv: Path | None  # created when missing; None = use base_python as it is
     output_dir: Path
     work_dir: Path
     pip_args: tuple[str, ...]
-    cache: str  # "ccache", "sccache" or "none"
-    force: bool = False  # rebuild projects whose inputs did not change
+    #: The compiler cache the survey picked, with its program and variables.
+    compiler_cache: CompilerCache
     no_wait: bool = False  # Locked instead of waiting for an output wheel another run writes
-    #: The cache ``cache`` names, with its program and variables (``plan`` sets it).
-    compiler_cache: CompilerCache = field(default_factory=lambda: CompilerCache("none"))
     #: Triton built in this run, and who requires it (``tritonbuild``); None = no Triton.
     triton: tritonbuild.TritonBuild | None = None
+
+    @property
+    def cache(self) -> str:
+        """The compiler cache's kind: "ccache", "sccache" or "none"."""
+        return self.compiler_cache.kind
+
+    @property
+    def force(self) -> bool:
+        """Rebuild projects whose inputs did not change (``build.force``)."""
+        return self.settings.force
 
     @property
     def report_path(self) -> Path:
@@ -240,7 +219,41 @@ def survey(ctx: RunContext, specs: Sequence[ProjectSpec]) -> Survey:
     )
 
 
-def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildPlan:
+@dataclass(frozen=True)
+class Folders:
+    """The run's folders: the checkouts, the work folder (venv, logs) and the output folder."""
+
+    src_dir: Path
+    work_dir: Path
+    output_dir: Path
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the build machine is: the Python that makes the venv, its cores and its memory."""
+
+    python: Path
+    cores: int = 1
+    memory: int | None = None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a build plan is made from: the settings whole (``[build]``, ``[general]``,
+    ``[features]``, ``[triton]``, the projects, the environment) and, beside them, the run's
+    facts: the projects in order, the folders, the decided tree and targets, what the survey
+    found and the machine."""
+
+    settings: Config
+    specs: Sequence[ProjectSpec]
+    folders: Folders
+    tree: dist.RocmTree
+    targets: tuple[str, ...]
+    found: Survey
+    machine: Machine
+
+
+def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> Plan:
     """The build plan for the run context (``build`` and ``all`` share it): its decided tree
     and targets, and what ``survey`` found.
 
@@ -251,109 +264,122 @@ def plan(ctx: RunContext, specs: Sequence[ProjectSpec], found: Survey) -> BuildP
     cfg = ctx.settings
     refuse_dirty(found.worktrees, allow=cfg.build.allow_dirty)
     tree, targets = ctx.tree, ctx.targets.names
-    check = floors.check(cfg.general.train, cfg.floors, tree, specs, targets)
+    check = trainfloors.check(cfg.general.train, cfg.floors, tree, specs, targets)
     for warning in check.warnings:
         log.warning("%s", warning)
     dist.require_valid(check)
-    compiler_cache = found.compiler_cache
-    venv_setting = cfg.build.venv
-    if venv_setting not in ("", "create", "current"):
-        venv_setting = str((cfg.cwd / venv_setting).resolve())
-    made = make_plan(
+    inputs = Inputs(
+        settings=cfg,
         specs=specs,
-        src_dir=ctx.src_dir,
-        work_dir=ctx.work_dir,
-        output_dir=ctx.output_dir,
+        folders=Folders(ctx.src_dir, ctx.work_dir, ctx.output_dir),
         tree=tree,
-        targets=targets,
-        env=cfg.env,
-        base_python=Path(sys.executable),
-        venv_setting=venv_setting,
-        jobs=cfg.general.jobs,
-        cores=proc.cpus_available(),
-        memory=memory_available(),
-        version_suffix=cfg.build.version_suffix,
-        cache=compiler_cache.kind,
-        cache_env=compiler_cache.env,
-        index_url=cfg.build.index_url,
-        find_links=[str((cfg.cwd / f).resolve()) for f in cfg.build.find_links],
-        no_index=cfg.build.no_index,
-        force=cfg.build.force,
-        aotriton=cfg.build.aotriton
-        if cfg.build.aotriton in ("", "auto", "off")
-        else str(cfg.absolute(cfg.build.aotriton)),
-        revisions=found.revisions,
-        llvm_url=cfg.triton.llvm_url,
-        worktrees=found.worktrees,
+        targets=tuple(targets),
+        found=found,
+        machine=Machine(Path(sys.executable), proc.cpus_available(), memory_available()),
     )
-    sources = buildsource.read_sources(cfg, ctx.src_dir, [s.name for s in made.steps])
-    made = replace(made, steps=tuple(replace(s, checkout=sources[s.name]) for s in made.steps))
-    made = _with_features(made, ctx)
-    label = dist.local_version_label(tree.version, cfg.build.version_suffix)
-    triton = found.worktrees.get(tritonbuild.TRITON)
-    made = _with_triton(made, ctx, mark_dirty(label) if triton and triton.dirty else label)
-    if launcher := hiplauncher.plan_launcher(compiler_cache, tree, ctx.work_dir):
-        steps = tuple(replace(add_env(s, launcher.env), hip_launcher=launcher) for s in made.steps)
-        made = replace(made, steps=steps)
-    made = replace(made, steps=tuple(_with_shape(s, tree) for s in made.steps))
-    return replace(made, no_wait=cfg.general.no_wait, compiler_cache=compiler_cache)
+    shared = _shared(inputs)
+    own = [_step(shared, spec) for spec in specs]
+    run = _run_facts(inputs, own)
+    return _assemble(shared, tuple(_finish(step, run) for step in own), run.triton)
+
+
+def make_plan(inputs: Inputs) -> Plan:
+    """Each project's own step, decided up front (no processes, no writes): the part of
+    ``plan`` that takes values, without what the run adds to the steps (where each checkout
+    came from, torch's features, Triton, the hipcc launcher, each project's shape)."""
+    shared = _shared(inputs)
+    return _assemble(shared, tuple(_step(shared, spec) for spec in inputs.specs), None)
+
+
+@dataclass(frozen=True)
+class _RunFacts:
+    """What the run decides beside each project's own step (``_finish`` adds it)."""
+
+    inputs: Inputs
+    sources: Mapping[str, origin.Source | None]
+    #: torch's feature variables and its features, on or off and why (``features``).
+    torch_features: tuple[Mapping[str, str], tuple[features.Feature, ...]]
+    triton: tritonbuild.TritonBuild | None
+    triton_env: Mapping[str, Mapping[str, str]]  # per project: Triton's suffix variables
+    launcher: hiplauncher.HipLauncher | None
+
+
+def _run_facts(inputs: Inputs, own: Sequence[ProjectStep]) -> _RunFacts:
+    cfg, folders = inputs.settings, inputs.folders
+    names = [s.name for s in own]
+    sources = origin.read_sources(cfg, folders.src_dir, names)
+    torch = next((s for s in own if s.name == "torch"), None)
+    torch_features = _torch_features(torch, inputs) if torch else ({}, ())
+    label = dist.local_version_label(inputs.tree.version, cfg.build.version_suffix)
+    triton_tree = inputs.found.worktrees.get(tritonbuild.TRITON)
+    if triton_tree and triton_tree.dirty:
+        label = mark_dirty(label)
+    adds, build = tritonbuild.configure(names, cfg.triton, folders.src_dir, label)
+    compiler_cache = inputs.found.compiler_cache
+    return _RunFacts(
+        inputs=inputs,
+        sources=sources,
+        torch_features=torch_features,
+        triton=build,
+        triton_env=adds if build is not None else {},
+        launcher=hiplauncher.plan_launcher(compiler_cache, inputs.tree, folders.work_dir),
+    )
+
+
+def _finish(step: ProjectStep, run: _RunFacts) -> ProjectStep:
+    """A project's step with what the run decides: where its checkout came from, torch's
+    features, Triton's version suffix and torch's requirement of it, the hipcc launcher and
+    the routes of the project's shape."""
+    step = replace(step, checkout=run.sources[step.name])
+    if step.name == "torch":
+        add, decided = run.torch_features
+        step = replace(add_env(step, add), features=decided)
+    if run.triton is not None:
+        add = run.triton_env.get(step.name, {})
+        if step.name in run.triton.requirers:
+            add = tritonbuild.requirement_env(step.env, run.triton, tritonbuild.PLACEHOLDER)
+        step = add_env(step, add)
+    if run.launcher:
+        step = replace(add_env(step, run.launcher.env), hip_launcher=run.launcher)
+    return _with_shape(step, run.inputs.tree)
 
 
 def _with_shape(step: ProjectStep, tree: dist.RocmTree) -> ProjectStep:
-    """The step with its shape's routes (``buildshape``): variables, config settings, notes."""
-    shape = buildshape.detect(step.cwd, step.name)
+    """The step with its shape's routes (``shapes``): variables, config settings, notes."""
+    shape = shapes.detect(step.cwd, step.name)
     env, changed = dict(step.env), dict(step.changed)
     sysdeps = tree.sysdeps_dir / "include" if tree.sysdeps_dir else None
-    found = buildshape.apply_to(env, changed, shape, sysdeps, step.name)
-    launcher = step.hip_launcher if shape.name == buildshape.SETUP_PY else None
+    found = shapes.apply_to(env, changed, shape, sysdeps, step.name)
+    launcher = step.hip_launcher if shape.name == shapes.SETUP_PY else None
     if step.hip_launcher and not launcher and tree.clang_dir:  # no hipcc: the tree's clang
         env["HIP_CLANG_PATH"] = changed["HIP_CLANG_PATH"] = str(tree.clang_dir)
     command = step.command
-    if shape.name == buildshape.SCIKIT_BUILD_CORE:
-        command = buildshape.pip_command(Path(command[0]), step.wheel_dir, found.config_settings)
+    if shape.name == shapes.SCIKIT_BUILD_CORE:
+        command = shapes.pip_command(Path(command[0]), step.wheel_dir, found.config_settings)
     notes = (*step.notes, *found.notes)
     done = replace(step, env=env, changed=changed, command=command, notes=notes, shape=shape)
     return replace(done, hip_launcher=launcher)
 
 
-def _with_features(made: BuildPlan, ctx: RunContext) -> BuildPlan:
+def _torch_features(
+    torch: ProjectStep, inputs: Inputs
+) -> tuple[dict[str, str], tuple[features.Feature, ...]]:
     """torch's build features: the variables written (only for what the user set) and, per
-    feature, on or off and why (``buildfeatures``)."""
-    if "torch" not in [s.name for s in made.steps]:
-        return made
-    cfg = ctx.settings
-    torch = next(s for s in made.steps if s.name == "torch")
+    feature, on or off and why (``features``)."""
+    cfg, targets = inputs.settings, inputs.targets
     spec = next(iter(cfg.selected_projects(["torch"])))
     given = {**cfg.env, **pairs(spec.build_env, "build_env", "torch")}
     decided = [
-        buildfeatures.aotriton_state(
-            buildfeatures.given_wins(f, given), torch.env, cfg.features.flash_attention
+        features.aotriton_state(
+            features.given_wins(f, given), torch.env, cfg.features.flash_attention
         )
-        for f in buildfeatures.decide(cfg.features, targets=made.targets)
+        for f in features.decide(cfg.features, targets=targets)
     ]
-    if problem := featurecheck.ck_problem(decided, torch.source):
+    if problem := featureneeds.ck_problem(decided, torch.source):
         raise RocmTreeError(problem)
-    add = buildfeatures.torch_env(cfg.features, targets=made.targets, given=torch.env)
+    add = features.torch_env(cfg.features, targets=targets, given=torch.env)
     add = {k: v for k, v in add.items() if k not in given}  # the user's own variables win
-    steps = tuple(
-        replace(add_env(s, add), features=tuple(decided)) if s.name == "torch" else s
-        for s in made.steps
-    )
-    return replace(made, steps=steps)
-
-
-def _with_triton(made: BuildPlan, ctx: RunContext, label: str) -> BuildPlan:
-    """Triton's version suffix and torch's requirement of it in the steps' environments."""
-    names = [s.name for s in made.steps]
-    adds, build = tritonbuild.configure(names, ctx.settings.triton, ctx.src_dir, label)
-    if build is None:
-        return made
-    for name in build.requirers:
-        adds[name] = tritonbuild.requirement_env(
-            next(s.env for s in made.steps if s.name == name), build, tritonbuild.PLACEHOLDER
-        )
-    steps = tuple(add_env(s, adds.get(s.name, {})) for s in made.steps)
-    return replace(made, steps=steps, triton=build)
+    return add, tuple(decided)
 
 
 def add_env(step: ProjectStep, add: Mapping[str, str]) -> ProjectStep:
@@ -365,91 +391,56 @@ def add_env(step: ProjectStep, add: Mapping[str, str]) -> ProjectStep:
 
 @dataclass(frozen=True)
 class _Shared:
-    """What every project's step is made from (``make_plan``'s arguments, resolved)."""
+    """What every project's step is made from: the inputs, and what is decided from them once
+    (the Python that runs the builds, the venv, the local version label, the aotriton setting)."""
 
-    specs: Sequence[ProjectSpec]
-    src_dir: Path
-    work_dir: Path
-    tree: dist.RocmTree
-    targets: Sequence[str]
-    env: Mapping[str, str]
+    inputs: Inputs
     python: Path
     venv: Path | None
     label: str
-    jobs: int
-    cores: int
-    memory: int | None
-    cache_env: Mapping[str, str]
-    revisions: Mapping[str, Revision]
     aotriton: str
-    llvm_url: str
-    worktrees: Mapping[str, worktree.WorkTree]
 
 
-def make_plan(
-    *,
-    specs: Sequence[ProjectSpec],
-    src_dir: Path,
-    work_dir: Path,
-    output_dir: Path,
-    tree: dist.RocmTree,
-    targets: Sequence[str],
-    env: Mapping[str, str],
-    base_python: Path,
-    venv_setting: str,
-    jobs: int = 0,
-    cores: int = 1,
-    memory: int | None = None,
-    version_suffix: str = "",
-    cache: str = "none",
-    cache_env: Mapping[str, str] | None = None,
-    index_url: str = "",
-    find_links: Sequence[str] = (),
-    no_index: bool = False,
-    force: bool = False,
-    revisions: Mapping[str, Revision] | None = None,
-    aotriton: str = "auto",
-    llvm_url: str = "",
-    worktrees: Mapping[str, worktree.WorkTree] | None = None,
-) -> BuildPlan:
-    """Everything ``execute`` will do, decided up front (no processes, no writes)."""
-    if venv_setting == "current":
-        venv: Path | None = None
-        python = base_python
-    else:
-        venv = work_dir / "venv" if venv_setting in ("", "create") else Path(venv_setting)
+def _shared(inputs: Inputs) -> _Shared:
+    cfg = inputs.settings
+    setting = cfg.build.venv
+    venv: Path | None = None
+    python = inputs.machine.python
+    if setting != "current":
+        venv = (
+            inputs.folders.work_dir / "venv"
+            if setting in ("", "create")
+            else (cfg.cwd / setting).resolve()
+        )
         python = _venv_python(venv)
-    shared = _Shared(
-        specs=specs,
-        src_dir=src_dir,
-        work_dir=work_dir,
-        tree=tree,
-        targets=targets,
-        env=env,
-        python=python,
-        venv=venv,
-        label=dist.local_version_label(tree.version, version_suffix),
-        jobs=jobs,
-        cores=cores,
-        memory=memory,
-        cache_env=cache_env or {},
-        revisions=revisions or {},
-        aotriton=aotriton,
-        llvm_url=llvm_url,
-        worktrees=worktrees or {},
-    )
-    return BuildPlan(
-        steps=tuple(_step(shared, spec) for spec in specs),
-        tree=tree,
-        targets=tuple(targets),
-        base_python=base_python,
-        python=python,
-        venv=venv,
-        output_dir=output_dir,
-        work_dir=work_dir,
-        pip_args=_pip_args(index_url, find_links, no_index=no_index),
-        cache=cache,
-        force=force,
+    aotriton = cfg.build.aotriton
+    if aotriton not in ("", "auto", "off"):
+        aotriton = str(cfg.absolute(aotriton))
+    label = dist.local_version_label(inputs.tree.version, cfg.build.version_suffix)
+    return _Shared(inputs, python, venv, label, aotriton)
+
+
+def _assemble(
+    shared: _Shared, steps: tuple[ProjectStep, ...], triton: tritonbuild.TritonBuild | None
+) -> Plan:
+    """The one place a ``Plan`` is made."""
+    inputs = shared.inputs
+    cfg, folders = inputs.settings, inputs.folders
+    find_links = [str((cfg.cwd / f).resolve()) for f in cfg.build.find_links]
+    return Plan(
+        steps=steps,
+        tree=inputs.tree,
+        targets=inputs.targets,
+        settings=cfg.build,
+        base_python=inputs.machine.python,
+        python=shared.python,
+        venv=shared.venv,
+        output_dir=folders.output_dir,
+        work_dir=folders.work_dir,
+        pip_args=_pip_args(cfg.build.index_url, find_links, no_index=cfg.build.no_index),
+        compiler_cache=inputs.found.compiler_cache,
+        no_wait=cfg.general.no_wait,
+        triton=triton,
     )
 
 
@@ -464,8 +455,8 @@ def _pip_args(index_url: str, find_links: Sequence[str], *, no_index: bool) -> t
     return tuple(pip_args)
 
 
-def _source(shared: _Shared, spec: ProjectSpec) -> Path:
-    source = shared.src_dir / spec.name
+def _source(src_dir: Path, spec: ProjectSpec) -> Path:
+    source = src_dir / spec.name
     if not source.is_dir():
         msg = (
             f"no checkout of {spec.name} at {source}; run 'rocm-build checkout {spec.name}' "
@@ -505,34 +496,27 @@ def _version_from(spec: ProjectSpec, revision: Revision | None) -> str:
 
 
 def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
-    source = _source(shared, spec)
-    n = shared.jobs or default_jobs(shared.cores, shared.memory, spec.job_memory_gb)
-    revision = shared.revisions.get(spec.name)
-    tree_state = shared.worktrees.get(spec.name, worktree.WorkTree())
+    inputs = shared.inputs
+    cfg, found, work_dir = inputs.settings, inputs.found, inputs.folders.work_dir
+    source = _source(inputs.folders.src_dir, spec)
+    machine = inputs.machine
+    n = cfg.general.jobs or default_jobs(machine.cores, machine.memory, spec.job_memory_gb)
+    revision = found.revisions.get(spec.name)
+    tree_state = found.worktrees.get(spec.name, worktree.WorkTree())
     label = mark_dirty(shared.label) if tree_state.dirty else shared.label
     version = project_version(source, spec, label, revision)
     version_from = _version_from(spec, revision) if version else "set by the project"
-    versions = dict.fromkeys(spec.version_env, version) if version else {}
     pin_env = pairs(spec.pin_env, "pin_env", spec.name)
     build_env = pairs(spec.build_env, "build_env", spec.name)
-    chosen = switches(
-        spec,
-        shared.tree,
-        given={**shared.env, **build_env},
-        aotriton=shared.aotriton,
-        aotriton_cache=aotriton_cache_dir(shared.env, shared.work_dir),
-        source=source,
-        targets=shared.targets,
-        llvm_cache=llvm_cache_dir(shared.env, shared.work_dir),
-        llvm_url=shared.llvm_url,
-    )
+    chosen = _switches(shared, spec, source, build_env)
     for note in chosen.notes:
         log.warning("%s: %s", spec.name, note)
-    extra = merge_env(chosen.env, build_env, shared.cache_env)
+    versions = dict.fromkeys(spec.version_env, version) if version else {}
+    extra = merge_env(chosen.env, build_env, found.compiler_cache.env)
     composed = dist.compose_env(
-        shared.env,
-        tree=shared.tree,
-        targets=shared.targets,
+        cfg.env,
+        tree=inputs.tree,
+        targets=inputs.targets,
         jobs=n,
         versions=versions,
         extra=extra,
@@ -541,7 +525,7 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
     run_env = dict(composed.env)
     changed = dict(composed.changed)
     # The user's own launcher and HIP compiler win over the cache's (native HIP reads HIPCXX).
-    kept = {k: shared.env[k] for k in KEPT_NAMES if k in shared.env and k not in build_env}
+    kept = {k: cfg.env[k] for k in KEPT_NAMES if k in cfg.env and k not in build_env}
     run_env.update(kept)
     for key in kept:
         changed.pop(key, None)
@@ -550,10 +534,10 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
     for var, project in pin_env.items():
         # The real value is known once the dependency is built; shown as a placeholder.
         run_env[var] = changed[var] = f"<version of {project}>"
-    wheel_dir = shared.work_dir / "dist" / spec.name
+    wheel_dir = work_dir / "dist" / spec.name
     cwd = build_dir(source, spec)
     skip = {canonicalize_name(n) for n in (spec.name, *spec.depends)}
-    names = [s.name for s in shared.specs]
+    names = [s.name for s in inputs.specs]
     later = names[names.index(spec.name) + 1 :]
     return ProjectStep(
         name=spec.name,
@@ -562,7 +546,7 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         env=run_env,
         changed=changed,
         removed=tuple(k for k in composed.removed if k not in kept),
-        log=shared.work_dir / "logs" / f"build-{spec.name}.log",
+        log=work_dir / "logs" / f"build-{spec.name}.log",
         jobs=n,
         version=version,
         version_from=version_from,
@@ -573,9 +557,27 @@ def _step(shared: _Shared, spec: ProjectSpec) -> ProjectStep:
         ),
         requirement_files=tuple(source / f for f in spec.requirements if (source / f).is_file()),
         wheel_dir=wheel_dir,
-        install_after=any(spec.name in s.depends for s in shared.specs if s.name in later),
+        install_after=any(spec.name in s.depends for s in inputs.specs if s.name in later),
         device_code=spec.device_code,
         notes=chosen.notes,
         build_dir=cwd,
         worktree=tree_state,
+    )
+
+
+def _switches(
+    shared: _Shared, spec: ProjectSpec, source: Path, build_env: Mapping[str, str]
+) -> Switches:
+    """The reference's switches for one project (``switches``)."""
+    inputs = shared.inputs
+    env, work_dir = inputs.settings.env, inputs.folders.work_dir
+    return switches(
+        spec,
+        inputs.tree,
+        given={**env, **build_env},
+        aotriton=shared.aotriton,
+        aotriton_cache=aotriton_cache_dir(env, work_dir),
+        source=source,
+        targets=inputs.targets,
+        llvm=LlvmWhere(llvm_cache_dir(env, work_dir), inputs.settings.triton.llvm_url),
     )

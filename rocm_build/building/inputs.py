@@ -12,7 +12,7 @@ from rocm_build import proc, statefile
 from rocm_build.errors import ToolMissing
 
 if TYPE_CHECKING:
-    from rocm_build.building.buildplan import BuildPlan, ProjectStep
+    from rocm_build.building.plan import Plan, ProjectStep
 
 __all__ = ["PART_WORDS", "git_out", "inputs"]
 
@@ -42,9 +42,7 @@ def git_out(source: Path, env: Mapping[str, str], *args: str) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
-def inputs(
-    plan: BuildPlan, step: ProjectStep, deps: Mapping[str, str]
-) -> tuple[str, dict[str, str]]:
+def inputs(plan: Plan, step: ProjectStep, deps: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     """What the wheel is made from: the checkout (HEADs and the fingerprint of its uncommitted
     changes, as the survey read them), the build environment rocm-build sets, the
     command, the targets and the tree, as one digest and one per part. ("", {}) when that
