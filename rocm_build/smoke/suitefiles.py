@@ -4,10 +4,10 @@ and run there by that environment's pytest."""
 from __future__ import annotations
 
 import shutil
-from importlib import resources
 from pathlib import Path
 
 from rocm_build.errors import ConfigError
+from rocm_build.packagedata import data_folder
 
 __all__ = ["SUITE_FILES", "copy_suite", "suite_dir"]
 
@@ -18,13 +18,7 @@ def suite_dir() -> Path:
     """The smoke suite, package data of ``rocm_build.smoke`` (its ``suite/`` folder) in a
     checkout, an editable install and a regular one alike. A real folder: it is copied next to
     the environment under test and run there by that environment's pytest."""
-    suite = resources.files("rocm_build.smoke") / "suite"
-    if not isinstance(suite, Path):
-        msg = (
-            f"the smoke suite is inside an archive ({suite}), not a folder pytest can run; "
-            "install rocm-build as a regular package (pip install rocm-build)"
-        )
-        raise ConfigError(msg)
+    suite = data_folder("rocm_build.smoke", "suite", "the smoke suite", "pytest can run")
     if not (suite / "conftest.py").is_file():
         msg = f"the smoke suite is not in {suite}; reinstall rocm-build"
         raise ConfigError(msg)

@@ -17,11 +17,11 @@ import shutil
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from rocm_build import faults, statefile, tempfiles
 from rocm_build.errors import ConfigError, FileAccessError, PatchConflict, RocmBuildError
+from rocm_build.packagedata import data_folder
 from rocm_build.repo import git
 from rocm_build.sources import journal
 
@@ -75,14 +75,9 @@ def installed_dir() -> Path:
     """The series rocm-build ships: package data of ``rocm_build.sources`` (its
     ``shipped_patches/`` folder, ``<train>/<project>/``), in a checkout, an editable install
     and a regular one alike. It belongs to rocm-build: save-patches never writes there."""
-    folder = resources.files("rocm_build.sources") / "shipped_patches"
-    if not isinstance(folder, Path):
-        msg = (
-            f"the shipped patch series are inside an archive ({folder}), not a folder git can "
-            "apply from; install rocm-build as a regular package (pip install rocm-build)"
-        )
-        raise ConfigError(msg)
-    return folder
+    return data_folder(
+        "rocm_build.sources", "shipped_patches", "the shipped patch series", "git can apply from"
+    )
 
 
 def shipped_dir() -> Path | None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from importlib import metadata
+from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -50,3 +52,25 @@ def test_delvewheels_dll_lists_have_the_names_read() -> None:
     assert all(isinstance(r, re.Pattern) for r in _dll_list.ignore_regexes)
     assert pe.windows_provides("KERNEL32.dll", "IMAGE_FILE_MACHINE_AMD64")
     assert not pe.windows_provides("amdhip64_6.dll", "IMAGE_FILE_MACHINE_AMD64")
+
+
+def test_package_data_in_an_archive_is_one_clear_error(tmp_path: Path) -> None:
+    """A zipped install cannot give pytest or git a folder: the one lookup both use says so."""
+    import sys
+    import zipfile
+
+    from rocm_build.errors import ConfigError
+    from rocm_build.packagedata import data_folder
+
+    archive = tmp_path / "pkg.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("zipped_rb_pkg/__init__.py", "")
+        zf.writestr("zipped_rb_pkg/suite/conftest.py", "")
+    sys.path.insert(0, str(archive))
+    try:
+        with pytest.raises(ConfigError, match=r"the smoke suite is inside an archive .* pytest"):
+            data_folder("zipped_rb_pkg", "suite", "the smoke suite", "pytest can run")
+    finally:
+        sys.path.remove(str(archive))
+        sys.modules.pop("zipped_rb_pkg", None)
+    assert data_folder("rocm_build.smoke", "suite", "x", "y").is_dir()
