@@ -14,6 +14,7 @@ from rocm_build.bundle.device import NO_DEVICE, DeviceOptions
 from rocm_build.bundle.model import BundlePlan, BundleResult, ThinSource, TorchWheel
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.progress import Progress
+from rocm_build.wheel.deflate import Deflate
 
 __all__ = ["BundleJob", "Platform", "WheelPlan"]
 
@@ -29,7 +30,7 @@ class BundleJob:
     lib_dir: str  # where its libraries go ("": the platform's tool decides)
     dlopen_patterns: tuple[str, ...]
     data_trees: tuple[str, ...]
-    level: int
+    deflate: Deflate  # the deflater, its level and the deflate cache the writer uses
     policy: str
     torch: TorchWheel | None  # the torch fat wheel it takes torch's libraries from
     allow_outside: tuple[Path, ...]
@@ -46,7 +47,6 @@ class BundleJob:
     env: Mapping[str, str] | None = None  # None: this process's
     no_wait: bool = False
     dry_run: bool = False
-    deflater: str = ""  # ``bundle.deflater`` ("": the one configured)
     #: ``torch`` is the fat wheel this run writes just before (its bytes are not known yet)
     torch_pending: bool = False
     #: no output counts as up to date (it is written into a scratch folder)

@@ -52,7 +52,7 @@ from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.treepath import TreeGuard, denied, reading
-from rocm_build.wheel import rawdeflate, wheelfile, wheelmeta
+from rocm_build.wheel import wheelfile, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, WheelAnalysis, analyze
 from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
@@ -115,8 +115,8 @@ def _fingerprint(job: BundleJob) -> str:
         "lib_dir": job.lib_dir,
         "dlopen": list(job.dlopen_patterns),
         "data_trees": list(job.data_trees),
-        "level": job.level,
-        "deflater": rawdeflate.implementation(job.deflater),
+        "level": job.deflate.level,
+        "deflater": job.deflate.implementation,
         "policy": job.policy,
         "torch": statefile.file_facts(Path(job.torch.path)) if job.torch else None,
         "allow_outside": [str(a) for a in job.allow_outside],
@@ -241,7 +241,7 @@ def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> Bundl
                 _bound(plan, extracted),
                 reader,
                 extracted,
-                level=job.level,
+                deflate=job.deflate,
                 provenance=provenance,
                 linkers=find_linkers(job.rocm),
                 progress=progress,

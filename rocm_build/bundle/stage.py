@@ -22,7 +22,7 @@ from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheel import deflatecache, rawdeflate
+from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
 from rocm_build.wheel.wheelfile import WheelName
 
 __all__ = ["BundlePlans", "BundleResults", "bundle_many", "execute", "plan"]
@@ -52,6 +52,8 @@ class BundlePlans:
     wheel_plans: tuple[WheelPlan, ...] = ()
     #: seconds the plan took (reported with a dry run's results)
     seconds: float = 0.0
+    #: how the writers deflate new members (a dry run writes none: no cache)
+    deflate: Deflate = DEFAULT_DEFLATE
 
     def job(
         self, wheel: Path, lib_dir: str, torch: TorchWheel | None, *, torch_pending: bool = False
@@ -66,7 +68,7 @@ class BundlePlans:
             lib_dir=lib_dir,
             dlopen_patterns=tuple(s.dlopen_libs),
             data_trees=tuple(s.data_trees),
-            level=s.compression_level,
+            deflate=self.deflate,
             policy=s.policy,
             torch=torch,
             allow_outside=self.allow_outside,
@@ -82,7 +84,6 @@ class BundlePlans:
             env=self.env,
             no_wait=self.no_wait,
             dry_run=self.dry_run,
-            deflater=s.deflater,
             torch_pending=torch_pending,
         )
 
@@ -200,6 +201,9 @@ def plan(
         known=cfg.known_targets,
         families=cfg.target_families,
     )
+    s = cfg.bundle
+    cache = "none" if dry_run else s.deflate_cache
+    deflate = Deflate.of(s.deflater, s.compression_level, cache, s.deflate_cache_gb, cfg.env)
     thin = None
     if mode == "thin":  # a kpack-split tree's device packages: the requested targets'
         thin = rocmwheels.thin_source(ctx.tree.root, target_family, device_targets)
@@ -219,6 +223,7 @@ def plan(
         torch_lib_dir=torch_lib_dir,
         thin=thin,
         device_targets=device_targets,
+        deflate=deflate,
     )
     planned = tuple(_wheel_plans(stage, fresh))
     return replace(stage, wheel_plans=planned, seconds=time.monotonic() - start)
@@ -257,9 +262,7 @@ def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResul
 
 
 def _execute(plan_: BundlePlans, progress: Progress) -> BundleResults:
-    s = plan_.settings
-    deflatecache.configure(s.deflate_cache, s.deflate_cache_gb, plan_.env)
-    rawdeflate.configure(s.deflater)
+    plan_.deflate.check()
     results: list[BundleResult] = []
     for wp in plan_.wheel_plans:
         if wp.job.torch_pending and wp.job.torch is not None:

@@ -27,8 +27,9 @@ from rocm_build.config.loader import ProjectSpec
 from rocm_build.errors import BundleError, ConfigError, RocmTreeError
 from rocm_build.progress import Progress
 from rocm_build.treepath import TreeGuard
-from rocm_build.wheel import rawdeflate, wheelmeta
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, analyze
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = ["PLATFORM", "Windows", "execute_windows", "plan_windows"]
@@ -99,8 +100,8 @@ def _fingerprint(job: BundleJob) -> str:
             "targets": list(job.targets),
             "dlopen": list(job.dlopen_patterns),
             "data_trees": list(job.data_trees),
-            "level": job.level,
-            "deflater": rawdeflate.implementation(job.deflater),
+            "level": job.deflate.level,
+            "deflater": job.deflate.implementation,
             "allow_outside": [str(a) for a in job.allow_outside],
         }
     )
@@ -200,7 +201,7 @@ def _repair(
                 adding, repaired, job.data_trees, guard, fp
             )
             with locks.hold(out, f"the wheel {out}", no_wait=job.no_wait):
-                _write(repaired, produced[0], out, data, arcname, provenance, job.level)
+                _write(repaired, produced[0], out, data, arcname, provenance, job.deflate)
     return out, added, data, skipped
 
 
@@ -314,13 +315,13 @@ def _write(
     data: Sequence[DataFile],
     arcname: str,
     provenance: Mapping[str, Any],
-    level: int,
+    deflate: Deflate,
 ) -> None:
     """delvewheel's wheel, its members copied raw, plus the data files and the provenance."""
     record = f"{repaired.dist_info}/RECORD"
     with (
         tempfiles.writing(out, needed=produced.stat().st_size),
-        WheelWriter(out, repaired.dist_info, level=level) as writer,
+        WheelWriter(out, repaired.dist_info, deflate) as writer,
     ):
         for m in repaired.members:
             if m.name != record and not m.is_dir:

@@ -19,7 +19,12 @@ from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 
 from rocm_build.errors import ConfigError
-from rocm_build.wheel import rawdeflate
+
+#: The choices of ``bundle.deflater`` (``rocm_build.wheel.rawdeflate`` runs them); the first is
+#: the default: the fastest within 1% of auditwheel's size at level 6 (benchmarks/README.md,
+#: "Deflaters"), though it needs the splice scan; those after it join their pieces by a sync
+#: flush.
+DEFLATERS = ("libdeflate", "zlib", "zlib-ng", "isal")
 
 
 @dataclass(frozen=True)
@@ -207,7 +212,7 @@ class BundleSettings:
     deflater: str = _setting(
         str,
         "deflate library: libdeflate (fastest within 1% of auditwheel's size), zlib, zlib-ng, isal",
-        choices=rawdeflate.DEFLATERS,
+        choices=DEFLATERS,
     )
     deflate_cache: str = _setting(str, "deflated members kept for the next bundle; none = off")
     deflate_cache_gb: float = _setting(
