@@ -28,11 +28,11 @@ __all__ = [
 @dataclass(frozen=True)
 class DeviceOptions:
     """What a bundle does with device code: ``targets`` (``--arch``, features kept; () = leave
-    it alone), ``keep_all`` (``--keep-all-device-code``), ``allow_missing``
-    (``--allow-missing-arch``)."""
+    it alone), ``prune`` (``bundle.prune_device_code``: drop other targets' code; off with
+    ``--keep-all-device-code``), ``allow_missing`` (``--allow-missing-arch``)."""
 
     targets: tuple[str, ...] = ()
-    keep_all: bool = False
+    prune: bool = True
     allow_missing: bool = False
 
 

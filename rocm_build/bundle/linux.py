@@ -133,7 +133,7 @@ def _fingerprint(job: BundleJob) -> str:
         settings = {**settings, "exclude": list(job.exclude)}
     d = job.device
     if d.targets:  # so do bundles without --arch
-        settings = {**settings, "device_code": [list(d.targets), d.keep_all, d.allow_missing]}
+        settings = {**settings, "device_code": [list(d.targets), d.prune, d.allow_missing]}
     return fingerprint(settings)
 
 
@@ -342,17 +342,17 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
 
 def _device(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> BundlePlan:
     """The plan with what happens to the device code of the files it writes: the offload
-    bundles of every ELF file keep only the entries that serve the targets (``keep_all``: all),
-    and each file with device code must still serve every target: else ``RequirementNotMet``
-    (exit 11) before anything is written, unless ``allow_missing`` or a dry run (the plan's
-    ``device_gaps`` say so)."""
+    bundles of every ELF file keep only the entries that serve the targets (all when ``prune``
+    is off), and each file with device code must still serve every target: else
+    ``RequirementNotMet`` (exit 11) before anything is written, unless ``allow_missing`` or a
+    dry run (the plan's ``device_gaps`` say so)."""
     d = job.device
     kp = _kpack(job, plan, analysis)
     if not d.targets:
         return replace(plan, kpack=kp)
     with reading("the device code of the libraries"):
         files = plan_device(
-            device_sources(analysis.elves, plan.libraries), d.targets, prune_code=not d.keep_all
+            device_sources(analysis.elves, plan.libraries), d.targets, prune_code=d.prune
         )
     gaps = (*coverage_gaps(files, d.targets), *kp.gaps)
     if gaps and not d.allow_missing and not job.dry_run:

@@ -78,9 +78,7 @@ class BundlePlans:
             allow_rocm_mismatch=s.allow_rocm_mismatch,
             keep_other_rocm=s.keep_other_rocm,
             exclude=tuple(s.exclude),
-            device=DeviceOptions(
-                self.device_targets, not s.prune_device_code, s.allow_missing_arch
-            ),
+            device=DeviceOptions(self.device_targets, s.prune_device_code, s.allow_missing_arch),
             env=self.env,
             no_wait=self.no_wait,
             dry_run=self.dry_run,
