@@ -15,7 +15,6 @@ from packaging.utils import canonicalize_name
 
 from rocm_build import arch, faults, tempfiles
 from rocm_build.bundle import platforms, rocmwheels
-from rocm_build.bundle.device import DeviceOptions
 from rocm_build.bundle.job import BundleJob, WheelPlan
 from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
 from rocm_build.config.loader import BundleSettings, ProjectSpec
@@ -58,27 +57,19 @@ class BundlePlans:
     def job(
         self, wheel: Path, lib_dir: str, torch: TorchWheel | None, *, torch_pending: bool = False
     ) -> BundleJob:
-        """The settings one wheel is bundled with (the only place they are unpacked)."""
-        s = self.settings
+        """One wheel's job: the settings whole, this wheel's facts beside them."""
         return BundleJob(
+            settings=self.settings,
             wheel=wheel,
             rocm=self.rocm,
             output_dir=self.output_dir,
             targets=self.targets,
             lib_dir=lib_dir,
-            dlopen_patterns=tuple(s.dlopen_libs),
-            data_trees=tuple(s.data_trees),
-            deflate=self.deflate,
-            policy=s.policy,
             torch=torch,
             allow_outside=self.allow_outside,
-            system_libs=tuple(s.system_libs),
-            rocm_libs=tuple(s.rocm_libs),
             thin=self.thin,
-            allow_rocm_mismatch=s.allow_rocm_mismatch,
-            keep_other_rocm=s.keep_other_rocm,
-            exclude=tuple(s.exclude),
-            device=DeviceOptions(self.device_targets, s.prune_device_code, s.allow_missing_arch),
+            deflate=self.deflate,
+            device_targets=self.device_targets,
             env=self.env,
             no_wait=self.no_wait,
             dry_run=self.dry_run,
