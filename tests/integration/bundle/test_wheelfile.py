@@ -52,7 +52,7 @@ def _rewrite(
 
 
 @pytest.mark.parametrize("deflate", rawdeflate.DEFLATERS)
-def test_copy_and_add_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deflate: str) -> None:
+def test_copy_and_add_verify(tmp_path: Path, deflate: str) -> None:
     if deflate != rawdeflate.implementation(deflate):
         pytest.skip(f"{deflate} not loadable here")
     big = os.urandom(3 << 20) + b"\0" * (5 << 20)  # several deflate chunks, mixed entropy
