@@ -151,7 +151,7 @@ def rebuilt_wheel(wheel: Path) -> Path:
 
     out = WORK / "rebuilt" / wheel.name
     scratch = WORK / "rebuilt-scratch"
-    with WheelReader(wheel) as reader, WheelWriter(out, reader.dist_info, cache=None) as writer:
+    with WheelReader(wheel) as reader, WheelWriter(out, reader.dist_info) as writer:
         for m in reader.members:
             if m.is_dir or m.name == f"{reader.dist_info}/RECORD":
                 continue

@@ -21,6 +21,7 @@ from rocm_build.bundle.model import BundlePlan
 from rocm_build.errors import BundleError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import wheelmeta
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
@@ -38,7 +39,7 @@ def apply_plan(
     reader: WheelReader,
     extracted: Mapping[str, Path],
     *,
-    level: int,
+    deflate: Deflate,
     provenance: dict[str, Any],
     linkers: Sequence[str] = (),
     progress: Progress = NO_PROGRESS,
@@ -67,7 +68,7 @@ def apply_plan(
     with (
         tempfiles.writing(out, needed=needed),
         tempfiles.folder(out.parent, f"{out.name}.scratch") as scratch,
-        WheelWriter(out, rename(reader.dist_info), level=level) as writer,
+        WheelWriter(out, rename(reader.dist_info), deflate) as writer,
     ):
         writers.append(writer)
         faults.point("bundle.writer-open")

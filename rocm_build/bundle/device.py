@@ -15,29 +15,12 @@ from rocm_build.bundle import prune
 from rocm_build.errors import BundleError, RequirementNotMet
 
 __all__ = [
-    "NO_DEVICE",
     "DeviceFile",
-    "DeviceOptions",
     "DeviceSource",
     "coverage_gaps",
     "gap_error",
     "plan_device",
 ]
-
-
-@dataclass(frozen=True)
-class DeviceOptions:
-    """What a bundle does with device code: ``targets`` (``--arch``, features kept; () = leave
-    it alone), ``keep_all`` (``--keep-all-device-code``), ``allow_missing``
-    (``--allow-missing-arch``)."""
-
-    targets: tuple[str, ...] = ()
-    keep_all: bool = False
-    allow_missing: bool = False
-
-
-#: device code left as it is: no targets asked for
-NO_DEVICE = DeviceOptions()
 
 
 @dataclass(frozen=True)

@@ -10,43 +10,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from rocm_build.bundle.device import NO_DEVICE, DeviceOptions
 from rocm_build.bundle.model import BundlePlan, BundleResult, ThinSource, TorchWheel
-from rocm_build.config.loader import ProjectSpec
+from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.progress import Progress
+from rocm_build.wheel.deflate import Deflate
 
 __all__ = ["BundleJob", "Platform", "WheelPlan"]
 
 
 @dataclass(frozen=True)
 class BundleJob:
-    """One wheel to bundle and the settings it is bundled with."""
+    """One wheel to bundle: the ``[bundle]`` settings as they are (``settings``), and beside
+    them the facts of this wheel and run. What changes the output is the settings marked
+    ``output`` (:func:`rocm_build.config.schema.output_settings`) and the facts the platform's
+    fingerprint names."""
 
+    settings: BundleSettings
     wheel: Path
     rocm: Path
     output_dir: Path
     targets: tuple[str, ...]  # () = the targets of the wheel's own device code
     lib_dir: str  # where its libraries go ("": the platform's tool decides)
-    dlopen_patterns: tuple[str, ...]
-    data_trees: tuple[str, ...]
-    level: int
-    policy: str
     torch: TorchWheel | None  # the torch fat wheel it takes torch's libraries from
+    #: ``settings.allow_outside``, each resolved against the working folder
     allow_outside: tuple[Path, ...]
-    system_libs: tuple[str, ...]
-    rocm_libs: tuple[str, ...]
     thin: ThinSource | None
-    #: a tree of another ROCm than the wheel's is allowed (relabelled); another ROCm's unused
-    #: copies of added libraries are kept (see :mod:`.rocmlabel`)
-    allow_rocm_mismatch: bool = False
-    keep_other_rocm: bool = False
-    #: ``bundle.exclude``: libraries never bundled, left to the loader at run time
-    exclude: tuple[str, ...] = ()
-    device: DeviceOptions = NO_DEVICE
+    deflate: Deflate  # the deflater, its level and the deflate cache the writer uses
+    #: the ``arch`` setting's targets with their features: the device code is cut for them
+    #: (``settings.prune_device_code``); () = left alone
+    device_targets: tuple[str, ...] = ()
     env: Mapping[str, str] | None = None  # None: this process's
     no_wait: bool = False
     dry_run: bool = False
-    deflater: str = ""  # ``bundle.deflater`` ("": the one configured)
     #: ``torch`` is the fat wheel this run writes just before (its bytes are not known yet)
     torch_pending: bool = False
     #: no output counts as up to date (it is written into a scratch folder)

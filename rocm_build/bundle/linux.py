@@ -49,10 +49,11 @@ from rocm_build.bundle.rocmlabel import (
     own_hip_alias,
 )
 from rocm_build.config.loader import ProjectSpec
+from rocm_build.config.schema import output_settings
 from rocm_build.errors import BundleError, RocmTreeError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.treepath import TreeGuard, denied, reading
-from rocm_build.wheel import rawdeflate, wheelfile, wheelmeta
+from rocm_build.wheel import wheelfile, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, WheelAnalysis, analyze
 from rocm_build.wheel.wheelfile import WheelName, WheelReader
 
@@ -105,47 +106,38 @@ def _provenance_arcname(job: BundleJob) -> str:
 
 
 def _fingerprint(job: BundleJob) -> str:
-    """What the output depends on: a different value makes an existing output stale."""
-    settings: dict[str, Any] = {
+    """What the output depends on: a different value makes an existing output stale. The
+    settings are those the schema marks ``output`` (:func:`.schema.output_settings`); the rest
+    are this wheel's facts."""
+    facts: dict[str, Any] = {
         "tool": __version__,
         # the input's bytes: the record's "input" (its sha256, see provenance.input_unchanged)
         "input": str(job.wheel),
         "rocm": str(job.rocm.resolve()),
         "targets": list(job.targets),
         "lib_dir": job.lib_dir,
-        "dlopen": list(job.dlopen_patterns),
-        "data_trees": list(job.data_trees),
-        "level": job.level,
-        "deflater": rawdeflate.implementation(job.deflater),
-        "policy": job.policy,
+        "deflater": job.deflate.implementation,
         "torch": statefile.file_facts(Path(job.torch.path)) if job.torch else None,
         "allow_outside": [str(a) for a in job.allow_outside],
-        "system_libs": list(job.system_libs),
-        "rocm_libs": list(job.rocm_libs),
+        "device_targets": list(job.device_targets),
+        "bundle": output_settings(job.settings),
     }
     if job.thin is not None:  # fat wheels keep the fingerprint they had
-        settings = {**settings, "thin": [job.thin.family, job.thin.version]}
+        facts = {**facts, "thin": [job.thin.family, job.thin.version]}
         if job.thin.meta:  # a kpack-split tree's requirement (per-family thin keeps its own)
-            settings = {**settings, "thin_meta": job.thin.meta}
-    if job.allow_rocm_mismatch or job.keep_other_rocm:  # the same: only when set
-        settings = {**settings, "mismatch": [job.allow_rocm_mismatch, job.keep_other_rocm]}
-    if job.exclude:  # so do bundles without --exclude
-        settings = {**settings, "exclude": list(job.exclude)}
-    d = job.device
-    if d.targets:  # so do bundles without --arch
-        settings = {**settings, "device_code": [list(d.targets), d.keep_all, d.allow_missing]}
-    return fingerprint(settings)
+            facts = {**facts, "thin_meta": job.thin.meta}
+    return fingerprint(facts)
 
 
 def plan_wheel(job: BundleJob) -> WheelPlan:
     """What bundling ``job``'s wheel does, or that its output is up to date (see the package
     docstring). Reads the wheel where it is (nothing unpacked) and the tree; writes nothing.
     ``job.allow_outside``: folders outside the tree its symlinks may lead to.
-    ``job.system_libs`` (patterns): libraries that may come from the build machine
+    ``bundle.system_libs`` (patterns): libraries that may come from the build machine
     (``LD_LIBRARY_PATH`` of ``job.env``, ld.so.conf, the defaults) when the tree lacks them;
-    ``job.rocm_libs``, the ``job.dlopen_patterns`` and the tree's own libraries never may.
-    ``job.device``: see :func:`_device`. ``job.torch`` may be a torch fat wheel this run writes
-    first (not there yet): the fingerprint is then left to ``execute``."""
+    ``bundle.rocm_libs``, the ``bundle.dlopen_libs`` and the tree's own libraries never may.
+    ``job.device_targets``: see :func:`_device`. ``job.torch`` may be a torch fat wheel this
+    run writes first (not there yet): the fingerprint is then left to ``execute``."""
     faults.point("bundle.start")
     job = replace(job, wheel=job.wheel.resolve())
     wheel = job.wheel
@@ -160,7 +152,7 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
     if existing:
         return WheelPlan(job, PLATFORM.name, "up-to-date", str(existing), fp)
     with WheelReader(wheel) as reader:
-        own_code = not job.targets or bool(job.device.targets)
+        own_code = not job.targets or bool(job.device_targets)
         analysis = analyze(reader, device_code=own_code, fault="bundle.read")
         read = tuple(statefile.stat_facts(os.fstat(reader.fileno())))
     # default: the targets the wheel's own device code was built for (the job stays as asked:
@@ -241,7 +233,7 @@ def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> Bundl
                 _bound(plan, extracted),
                 reader,
                 extracted,
-                level=job.level,
+                deflate=job.deflate,
                 provenance=provenance,
                 linkers=find_linkers(job.rocm),
                 progress=progress,
@@ -272,7 +264,7 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
         current,
         built_with(current, analysis.bundle_record()),
         job.rocm,
-        allow=job.allow_rocm_mismatch,
+        allow=job.settings.allow_rocm_mismatch,
         wheel=job.wheel.name,
     )
     guard = TreeGuard.of(job.rocm, job.allow_outside)
@@ -284,23 +276,25 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
     index = LibraryIndex(lib_dirs, system_dirs, guard)
 
     def selector(names: Sequence[str]) -> tuple[list[DataFile], int]:
-        return select_data(job.rocm, job.data_trees, job.lib_dir, names, job.targets, guard=guard)
+        return select_data(
+            job.rocm, job.settings.data_trees, job.lib_dir, names, job.targets, guard=guard
+        )
 
-    so_patterns = [p for p in job.dlopen_patterns if ".so" in p]
+    so_patterns = [p for p in job.settings.dlopen_libs if ".so" in p]
     stems = [f"{stem}.so*" for stem in sorted(index.stems())]
     rules = PlanRules(
         lib_dir=job.lib_dir,
         targets=job.targets,
-        dlopen_patterns=job.dlopen_patterns,
-        whitelist=policy_whitelist(job.policy),
+        dlopen_patterns=job.settings.dlopen_libs,
+        whitelist=policy_whitelist(job.settings.policy),
         torch=job.torch,
         fingerprint=fp,
-        policy=job.policy,
-        rocm_only=[*job.rocm_libs, *so_patterns, *stems],
-        system_allowed=job.system_libs,
+        policy=job.settings.policy,
+        rocm_only=[*job.settings.rocm_libs, *so_patterns, *stems],
+        system_allowed=job.settings.system_libs,
         tree=str(job.rocm),
         thin=job.thin,
-        exclude=job.exclude,
+        exclude=job.settings.exclude,
     )
 
     def planned(left_out: Sequence[str], unedited: Sequence[str] = ()) -> BundlePlan:
@@ -316,7 +310,7 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
 
     provisional = planned(())
     others = tuple(other_rocm(analysis.infos, provisional.libraries, provisional.lib_dir))
-    if others and not job.keep_other_rocm:
+    if others and not job.settings.keep_other_rocm:
         # planned again without them: what only they needed is not added either
         provisional = replace(planned(others), left_out=others)
     elif others:
@@ -328,7 +322,7 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
     provisional = replace(provisional, own_hip=used, own_hip_alias=alias)
     out_name = analysis.name.with_version(version).with_platform(provisional.platform_tag)
     names = [lib.name for lib in provisional.libraries]
-    gaps = data_target_gaps(job.rocm, job.data_trees, names, job.targets)
+    gaps = data_target_gaps(job.rocm, job.settings.data_trees, names, job.targets)
     images, families = aotriton_images_out(analysis.members, job.targets)
     return replace(
         provisional,
@@ -342,22 +336,22 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
 
 def _device(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> BundlePlan:
     """The plan with what happens to the device code of the files it writes: the offload
-    bundles of every ELF file keep only the entries that serve the targets (``keep_all``: all),
-    and each file with device code must still serve every target: else ``RequirementNotMet``
-    (exit 11) before anything is written, unless ``allow_missing`` or a dry run (the plan's
-    ``device_gaps`` say so)."""
-    d = job.device
+    bundles of every ELF file keep only the entries that serve ``job.device_targets`` (all
+    unless ``bundle.prune_device_code``), and each file with device code must still serve every
+    target: else ``RequirementNotMet`` (exit 11) before anything is written, unless
+    ``bundle.allow_missing_arch`` or a dry run (the plan's ``device_gaps`` say so)."""
+    targets, s = job.device_targets, job.settings
     kp = _kpack(job, plan, analysis)
-    if not d.targets:
+    if not targets:
         return replace(plan, kpack=kp)
     with reading("the device code of the libraries"):
         files = plan_device(
-            device_sources(analysis.elves, plan.libraries), d.targets, prune_code=not d.keep_all
+            device_sources(analysis.elves, plan.libraries), targets, prune_code=s.prune_device_code
         )
-    gaps = (*coverage_gaps(files, d.targets), *kp.gaps)
-    if gaps and not d.allow_missing and not job.dry_run:
+    gaps = (*coverage_gaps(files, targets), *kp.gaps)
+    if gaps and not s.allow_missing_arch and not job.dry_run:
         raise gap_error(gaps)
-    return replace(plan, device_targets=d.targets, device=files, device_gaps=gaps, kpack=kp)
+    return replace(plan, device_targets=targets, device=files, device_gaps=gaps, kpack=kp)
 
 
 def _kpack(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> KpackPlan:
@@ -376,7 +370,7 @@ def _kpack(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> KpackPl
     own_gaps = tuple(
         f"{posixpath.basename(arc)} has no kpack archive in the wheel serving {t}"
         for arc, hits in found.items()
-        for t in job.device.targets
+        for t in job.device_targets
         if not kpacked.wheel_serves(analysis, arc, hits, t)
     )
     libs = [(lib.arcname, Path(lib.source)) for lib in plan.libraries if lib.info.has_kpack_ref]
@@ -384,7 +378,7 @@ def _kpack(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> KpackPl
         return replace(NO_KPACK, gaps=own_gaps)
     guard = TreeGuard.of(job.rocm, job.allow_outside)
     with reading("the kpack archives of the tree"):
-        kp = plan_kpack(libs, job.device.targets, guard)
+        kp = plan_kpack(libs, job.device_targets, guard)
     if kp.libraries and kpack.tree_loader(job.rocm) is None:
         log.warning(
             "%s: the tree's HIP runtime cannot load kpack archives (no lib/librocm_kpack.so): "

@@ -25,6 +25,7 @@ from rocm_build.bundle.data import data_mode
 from rocm_build.errors import RocmTreeError
 from rocm_build.treepath import TreeGuard
 from rocm_build.wheel import wheelmeta
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelWriter
 
 META_DIST = "rocm"
@@ -169,7 +170,7 @@ def write_device_wheel(output_dir: Path, wheel: DeviceWheel, level: int) -> Path
     """Write ``wheel`` into ``output_dir``: no ``__init__.py`` (the libraries package owns its
     folder), archives stored (their frames are zstd already)."""
     out = output_dir / wheel.name
-    with WheelWriter(out, wheel.dist_info, level=level) as writer:
+    with WheelWriter(out, wheel.dist_info, Deflate(level=level)) as writer:
         for path, arc in wheel.archives:
             writer.add_file(arc, path, 0o644, stored=True)
         for path, arc in wheel.data:

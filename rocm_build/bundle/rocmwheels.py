@@ -42,6 +42,7 @@ from rocm_build.bundle.provenance import rocm_version as _rocm_version
 from rocm_build.errors import ConfigError, FileAccessError, RocmTreeError
 from rocm_build.treepath import TreeGuard
 from rocm_build.wheel import wheelmeta
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelWriter
 
 #: How a ``rocm wheels`` user allows a folder outside the tree (it has no setting for it).
@@ -334,7 +335,7 @@ def _write_platform_wheel(output_dir: Path, wheel: PlatformWheel, level: int) ->
     out = output_dir / wheel.name
     with (
         tempfiles.folder(output_dir, f"{wheel.name}.scratch") as scratch,
-        WheelWriter(out, wheel.dist_info, level=level) as writer,
+        WheelWriter(out, wheel.dist_info, Deflate(level=level)) as writer,
     ):
         writer.add_bytes(f"{folder}/__init__.py", f'__version__ = "{wheel.version}"\n'.encode())
         for lib in wheel.libs:
@@ -375,7 +376,7 @@ def _write_meta_wheel(
         META_DIST, version, "ROCm (meta package)", requires, extras=extras
     )
     info = wheelmeta.new_wheel_info(["py3-none-any"], purelib=True)
-    with WheelWriter(out, dist_info, level=level) as writer:
+    with WheelWriter(out, dist_info, Deflate(level=level)) as writer:
         writer.add_bytes("rocm_sdk/__init__.py", f'__version__ = "{version}"\n'.encode())
         writer.add_bytes(f"{dist_info}/METADATA", meta.encode())
         writer.add_bytes(f"{dist_info}/WHEEL", info.encode())

@@ -54,6 +54,7 @@ from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import wheelmeta
+from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
@@ -184,7 +185,7 @@ class _Cut:
 
     reader: WheelReader
     owner: Mapping[str, set[str]]
-    level: int
+    deflate: Deflate
     no_wait: bool
     progress: Progress
     task: str
@@ -195,7 +196,7 @@ class _Cut:
         with (
             locks.hold(out, f"the wheel {out}", no_wait=self.no_wait),
             tempfiles.writing(out),
-            WheelWriter(out, dist_info, level=self.level) as writer,
+            WheelWriter(out, dist_info, self.deflate) as writer,
         ):
             yield writer
 
@@ -263,7 +264,7 @@ def split_wheel(
     prefixes: Sequence[str],
     pattern: str,
     fingerprint: str,
-    level: int = 6,
+    deflate: Deflate = DEFAULT_DEFLATE,
     no_wait: bool = False,
     progress: Progress = NO_PROGRESS,
     own: Sequence[str] = (),
@@ -306,7 +307,7 @@ def split_wheel(
         host = output_dir / fat.name
         task = f"{host.name}: split"
         progress.start(task, sum(m.compress_size for m in reader.members))
-        cut = _Cut(reader, owner, level, no_wait, progress, task, own_split)
+        cut = _Cut(reader, owner, deflate, no_wait, progress, task, own_split)
         moved: dict[str, tuple[int, int]] = {}
         for device in devices:
             moved[device.target] = _write_device(cut, device, project, version)
@@ -456,7 +457,7 @@ def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitR
             result = split_wheel(
                 Path(fat.output), input_path=wheel, output_dir=output_dir, prefixes=prefixes,
                 pattern=plan.pattern, fingerprint=plan.fingerprints[wheel],
-                level=settings.compression_level, no_wait=plan.fat.no_wait, progress=progress,
+                deflate=plan.fat.deflate, no_wait=plan.fat.no_wait, progress=progress,
                 own=own, scratch=scratch / f"own-{index}" if plan.kpack_loader else None,
             )  # fmt: skip
             results.append(replace(result, bundle=fat.as_json()))

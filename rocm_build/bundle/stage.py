@@ -15,14 +15,13 @@ from packaging.utils import canonicalize_name
 
 from rocm_build import faults, tempfiles
 from rocm_build.bundle import platforms, rocmwheels
-from rocm_build.bundle.device import DeviceOptions
 from rocm_build.bundle.job import BundleJob, WheelPlan
 from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
 from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.context import RunContext
 from rocm_build.errors import BundleError, ConfigError
 from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.wheel import deflatecache, rawdeflate
+from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
 from rocm_build.wheel.wheelfile import WheelName
 
 __all__ = ["BundlePlans", "BundleResults", "bundle_many", "execute", "plan"]
@@ -52,37 +51,28 @@ class BundlePlans:
     wheel_plans: tuple[WheelPlan, ...] = ()
     #: seconds the plan took (reported with a dry run's results)
     seconds: float = 0.0
+    #: how the writers deflate new members (a dry run writes none: no cache)
+    deflate: Deflate = DEFAULT_DEFLATE
 
     def job(
         self, wheel: Path, lib_dir: str, torch: TorchWheel | None, *, torch_pending: bool = False
     ) -> BundleJob:
-        """The settings one wheel is bundled with (the only place they are unpacked)."""
-        s = self.settings
+        """One wheel's job: the settings whole, this wheel's facts beside them."""
         return BundleJob(
+            settings=self.settings,
             wheel=wheel,
             rocm=self.rocm,
             output_dir=self.output_dir,
             targets=self.targets,
             lib_dir=lib_dir,
-            dlopen_patterns=tuple(s.dlopen_libs),
-            data_trees=tuple(s.data_trees),
-            level=s.compression_level,
-            policy=s.policy,
             torch=torch,
             allow_outside=self.allow_outside,
-            system_libs=tuple(s.system_libs),
-            rocm_libs=tuple(s.rocm_libs),
             thin=self.thin,
-            allow_rocm_mismatch=s.allow_rocm_mismatch,
-            keep_other_rocm=s.keep_other_rocm,
-            exclude=tuple(s.exclude),
-            device=DeviceOptions(
-                self.device_targets, not s.prune_device_code, s.allow_missing_arch
-            ),
+            deflate=self.deflate,
+            device_targets=self.device_targets,
             env=self.env,
             no_wait=self.no_wait,
             dry_run=self.dry_run,
-            deflater=s.deflater,
             torch_pending=torch_pending,
         )
 
@@ -196,6 +186,9 @@ def plan(
     if not dry_run:
         tempfiles.refuse_file(ctx.output_dir)
     device_targets = ctx.targets.names
+    s = cfg.bundle
+    cache = "none" if dry_run else s.deflate_cache
+    deflate = Deflate.of(s.deflater, s.compression_level, cache, s.deflate_cache_gb, cfg.env)
     thin = None
     if mode == "thin":  # a kpack-split tree's device packages: the requested targets'
         thin = rocmwheels.thin_source(ctx.tree.root, target_family, device_targets)
@@ -215,6 +208,7 @@ def plan(
         torch_lib_dir=torch_lib_dir,
         thin=thin,
         device_targets=device_targets,
+        deflate=deflate,
     )
     planned = tuple(_wheel_plans(stage, fresh))
     return replace(stage, wheel_plans=planned, seconds=time.monotonic() - start)
@@ -253,9 +247,7 @@ def execute(plan_: BundlePlans, progress: Progress = NO_PROGRESS) -> BundleResul
 
 
 def _execute(plan_: BundlePlans, progress: Progress) -> BundleResults:
-    s = plan_.settings
-    deflatecache.configure(s.deflate_cache, s.deflate_cache_gb, plan_.env)
-    rawdeflate.configure(s.deflater)
+    plan_.deflate.check()
     results: list[BundleResult] = []
     for wp in plan_.wheel_plans:
         if wp.job.torch_pending and wp.job.torch is not None:

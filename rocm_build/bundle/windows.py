@@ -24,11 +24,13 @@ from rocm_build.bundle.model import BundleResult, DataFile
 from rocm_build.bundle.provenance import fingerprint, header, up_to_date
 from rocm_build.bundle.rocmlabel import built_with, checked_version
 from rocm_build.config.loader import ProjectSpec
+from rocm_build.config.schema import output_settings
 from rocm_build.errors import BundleError, ConfigError, RocmTreeError
 from rocm_build.progress import Progress
 from rocm_build.treepath import TreeGuard
-from rocm_build.wheel import rawdeflate, wheelmeta
+from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, analyze
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = ["PLATFORM", "Windows", "execute_windows", "plan_windows"]
@@ -90,6 +92,7 @@ class _Windows:
 
 
 def _fingerprint(job: BundleJob) -> str:
+    """As on Linux: the settings the schema marks ``output``, and this wheel's facts."""
     return fingerprint(
         {
             "tool": __version__,
@@ -97,11 +100,9 @@ def _fingerprint(job: BundleJob) -> str:
             "rocm": str(job.rocm.resolve()),
             "platform": "windows",
             "targets": list(job.targets),
-            "dlopen": list(job.dlopen_patterns),
-            "data_trees": list(job.data_trees),
-            "level": job.level,
-            "deflater": rawdeflate.implementation(job.deflater),
+            "deflater": job.deflate.implementation,
             "allow_outside": [str(a) for a in job.allow_outside],
+            "bundle": output_settings(job.settings),
         }
     )
 
@@ -115,7 +116,7 @@ def plan_windows(job: BundleJob) -> WheelPlan:
     and the tree; what delvewheel adds is known when it has run (``execute``)."""
     job = replace(job, wheel=job.wheel.resolve())
     wheel, rocm, output_dir = job.wheel, job.rocm, job.output_dir
-    if job.exclude:
+    if job.settings.exclude:
         raise ConfigError(
             f"{wheel.name}: --exclude (bundle.exclude) works on Linux wheels only so far; "
             "bundle this Windows wheel without it"
@@ -126,7 +127,7 @@ def plan_windows(job: BundleJob) -> WheelPlan:
     with WheelReader(wheel) as reader:
         members = [m.name for m in reader.members]
         top = project_lib_dir(reader.name.distribution, {}, members, None).split("/", 1)[0]
-        _check_rocm(reader, wheel, rocm, job.allow_rocm_mismatch)
+        _check_rocm(reader, wheel, rocm, job.settings.allow_rocm_mismatch)
     arcname = f"{top}/{PROVENANCE}"
     fp = _fingerprint(job)
     if not job.fresh and (existing := up_to_date(wheel, output_dir, arcname, fp)):
@@ -197,10 +198,10 @@ def _repair(
         guard = TreeGuard.of(job.rocm, job.allow_outside)
         with WheelReader(produced[0]) as repaired:
             added, data, skipped, provenance = _additions(
-                adding, repaired, job.data_trees, guard, fp
+                adding, repaired, job.settings.data_trees, guard, fp
             )
             with locks.hold(out, f"the wheel {out}", no_wait=job.no_wait):
-                _write(repaired, produced[0], out, data, arcname, provenance, job.level)
+                _write(repaired, produced[0], out, data, arcname, provenance, job.deflate)
     return out, added, data, skipped
 
 
@@ -233,7 +234,7 @@ def _what_to_add(job: BundleJob, dirs: Sequence[Path], members: Sequence[str]) -
             p.name
             for name, p in in_tree.items()
             if name not in have
-            and any(fnmatch.fnmatch(name, pat.lower()) for pat in job.dlopen_patterns)
+            and any(fnmatch.fnmatch(name, pat.lower()) for pat in job.settings.dlopen_libs)
         }
         if imports & set(in_tree)
         else set()
@@ -314,13 +315,13 @@ def _write(
     data: Sequence[DataFile],
     arcname: str,
     provenance: Mapping[str, Any],
-    level: int,
+    deflate: Deflate,
 ) -> None:
     """delvewheel's wheel, its members copied raw, plus the data files and the provenance."""
     record = f"{repaired.dist_info}/RECORD"
     with (
         tempfiles.writing(out, needed=produced.stat().st_size),
-        WheelWriter(out, repaired.dist_info, level=level) as writer,
+        WheelWriter(out, repaired.dist_info, deflate) as writer,
     ):
         for m in repaired.members:
             if m.name != record and not m.is_dir:

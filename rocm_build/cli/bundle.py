@@ -110,7 +110,8 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--keep-all-device-code",
-    is_flag=True,
+    "prune_device_code",
+    flag_value=False,
     default=None,
     help="Keep every target's code in the libraries' offload bundles (default with --arch: only "
     "the code that serves those targets; bundle.prune_device_code).",
@@ -143,7 +144,7 @@ def command(
     split_arch: bool,
     allow_rocm_mismatch: bool | None,
     keep_other_rocm: bool | None,
-    keep_all_device_code: bool | None,
+    prune_device_code: bool | None,
     allow_missing_arch: bool | None,
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
@@ -163,7 +164,7 @@ def command(
             "bundle.allow_outside": list(allow_outside) or None,
             "bundle.allow_rocm_mismatch": allow_rocm_mismatch,
             "bundle.keep_other_rocm": keep_other_rocm,
-            "bundle.prune_device_code": False if keep_all_device_code else None,
+            "bundle.prune_device_code": prune_device_code,
             "bundle.allow_missing_arch": allow_missing_arch,
         },
         tree=True,

@@ -19,7 +19,12 @@ from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 
 from rocm_build.errors import ConfigError
-from rocm_build.wheel import rawdeflate
+
+#: The choices of ``bundle.deflater`` (``rocm_build.wheel.rawdeflate`` runs them); the first is
+#: the default: the fastest within 1% of auditwheel's size at level 6 (benchmarks/README.md,
+#: "Deflaters"), though it needs the splice scan; those after it join their pieces by a sync
+#: flush.
+DEFLATERS = ("libdeflate", "zlib", "zlib-ng", "isal")
 
 
 @dataclass(frozen=True)
@@ -74,9 +79,19 @@ def _setting(
     max: float | None = None,
     choices: tuple[str, ...] = (),
     shape: Callable[[Any], str] | None = None,
+    output: bool = False,
 ) -> Any:
-    """A section field: its value comes from ``load``; its type, range and help live here."""
-    return field(metadata={"setting": Setting(kind, help, min, max, choices, shape)})
+    """A section field: its value comes from ``load``; its type, range and help live here.
+    ``output``: the setting changes what the stage writes, so every fingerprint of its outputs
+    takes it in (:func:`output_settings`): declared here, once."""
+    spec = Setting(kind, help, min, max, choices, shape)
+    return field(metadata={"setting": spec, "output": output})
+
+
+def output_settings(section: Any) -> dict[str, Any]:
+    """The settings of a section (an instance of one of :data:`SECTIONS`' classes) marked
+    ``output``, by name: what a fingerprint of the stage's outputs takes in."""
+    return {f.name: getattr(section, f.name) for f in fields(section) if f.metadata.get("output")}
 
 
 #: A distribution name (PEP 508): what a ``Requires-Dist`` line and a wheel's name may hold.
@@ -199,15 +214,17 @@ class BuildSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class BundleSettings:
-    """``[bundle]``."""
+    """``[bundle]``. A setting that changes the bundled wheel is marked ``output=True``: the
+    Linux and the Windows fingerprints take it in from that mark alone."""
 
     compression_level: int = _setting(
-        int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9
+        int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9, output=True
     )
     deflater: str = _setting(
         str,
         "deflate library: libdeflate (fastest within 1% of auditwheel's size), zlib, zlib-ng, isal",
-        choices=rawdeflate.DEFLATERS,
+        choices=DEFLATERS,
+        output=True,
     )
     deflate_cache: str = _setting(str, "deflated members kept for the next bundle; none = off")
     deflate_cache_gb: float = _setting(
@@ -221,28 +238,43 @@ class BundleSettings:
         str,
         "manylinux tag of the output (--plat); auto = the best that fits",
         shape=manylinux_tag,
+        output=True,
     )
     exclude: tuple[str, ...] = _setting(
-        list, "libraries not bundled: left NEEDED, found at run time (sonames or patterns)"
+        list,
+        "libraries not bundled: left NEEDED, found at run time (sonames or patterns)",
+        output=True,
     )
-    dlopen_libs: tuple[str, ...] = _setting(list, "libraries ROCm loads by name (fnmatch patterns)")
+    dlopen_libs: tuple[str, ...] = _setting(
+        list, "libraries ROCm loads by name (fnmatch patterns)", output=True
+    )
     data_trees: tuple[str, ...] = _setting(
-        list, "data the bundled libraries find next to themselves"
+        list, "data the bundled libraries find next to themselves", output=True
     )
     allow_outside: tuple[str, ...] = _setting(
-        list, "folders outside the tree its symlinks may lead to"
+        list, "folders outside the tree its symlinks may lead to", output=True
     )
-    system_libs: tuple[str, ...] = _setting(list, "libraries that may come from the build machine")
-    rocm_libs: tuple[str, ...] = _setting(list, "ROCm's libraries: never from the build machine")
+    system_libs: tuple[str, ...] = _setting(
+        list, "libraries that may come from the build machine", output=True
+    )
+    rocm_libs: tuple[str, ...] = _setting(
+        list, "ROCm's libraries: never from the build machine", output=True
+    )
     device_name: str = _setting(str, "--split-arch: device wheel name, from {project} and {target}")
     allow_rocm_mismatch: bool = _setting(
-        bool, "bundle a wheel built with another ROCm than the tree's, relabelled +rocm<tree's>"
+        bool,
+        "bundle a wheel built with another ROCm than the tree's, relabelled +rocm<tree's>",
+        output=True,
     )
     keep_other_rocm: bool = _setting(
-        bool, "keep unused copies of another ROCm's libraries the wheel carries"
+        bool, "keep unused copies of another ROCm's libraries the wheel carries", output=True
     )
-    prune_device_code: bool = _setting(bool, "with arch: drop other targets' device code")
-    allow_missing_arch: bool = _setting(bool, "a target without device code warns, not exit 11")
+    prune_device_code: bool = _setting(
+        bool, "with arch: drop other targets' device code", output=True
+    )
+    allow_missing_arch: bool = _setting(
+        bool, "a target without device code warns, not exit 11", output=True
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

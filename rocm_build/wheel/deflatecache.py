@@ -41,7 +41,7 @@ from typing import BinaryIO
 from rocm_build.errors import FileAccessError
 from rocm_build.locks import check_cache_folder
 
-__all__ = ["DeflateCache", "Entry", "active", "configure", "default_folder", "file_key"]
+__all__ = ["DeflateCache", "Entry", "check_folder", "default_folder", "file_key", "from_settings"]
 
 _MAGIC = b"RBDC1\n"
 HEAD = struct.Struct(
@@ -145,7 +145,7 @@ class DeflateCache:
             top = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             return None
-        if not _own(os.fstat(top)):  # configure() refused it; a cache made directly skips it
+        if not _own(os.fstat(top)):  # check_folder() refused it; a cache made directly skips it
             os.close(top)
             self._warn_foreign(self.folder)
             return None
@@ -333,22 +333,13 @@ def default_folder(env: Mapping[str, str]) -> Path:
     return Path(base) / "rocm-build" / "deflate"
 
 
-_active: DeflateCache | None = None
-
-
-def configure(setting: str, max_gb: float, env: Mapping[str, str] = os.environ) -> None:
-    """Use the cache the settings describe for the wheel writers made from now on: ``setting``
-    is its folder, ``""`` for the default one, ``none`` for no cache. A folder that is not
-    this user's alone is refused (:func:`check_folder`)."""
-    global _active
+def from_settings(
+    setting: str, max_gb: float, env: Mapping[str, str] = os.environ
+) -> DeflateCache | None:
+    """The cache the settings describe: ``setting`` is its folder, ``""`` for the default one,
+    ``none`` for no cache (as is a bound of 0). Decides only: its user checks the folder
+    (:func:`check_folder`) before writing through it."""
     if setting.strip().lower() == "none" or max_gb <= 0:
-        _active = None
-        return
+        return None
     folder = Path(setting).expanduser() if setting else default_folder(env)
-    check_folder(folder)
-    _active = DeflateCache(folder, int(min(max_gb, 1e9) * 1e9))
-
-
-def active() -> DeflateCache | None:
-    """The cache new wheel writers use (None until :func:`configure` turns one on)."""
-    return _active
+    return DeflateCache(folder, int(min(max_gb, 1e9) * 1e9))

@@ -41,15 +41,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from rocm_build.config.schema import DEFLATERS
 from rocm_build.errors import BundleError
 
 __all__ = [
     "DEFAULT",
     "DEFLATERS",
     "DICT_SIZE",
-    "active",
     "compress",
-    "configure",
     "crc32",
     "crc32_combine",
     "implementation",
@@ -59,10 +58,8 @@ __all__ = [
 ]
 
 DICT_SIZE = 32 * 1024  # the deflate window: what each piece is primed with
-#: The choices of ``bundle.deflater``; the first is the default: the fastest within 1% of
-#: auditwheel's size at level 6 (benchmarks/README.md, "Deflaters"), though it needs the splice
-#: scan; those after it join their pieces by a sync flush.
-DEFLATERS = ("libdeflate", "zlib", "zlib-ng", "isal")
+#: The choices of ``bundle.deflater`` (:data:`rocm_build.config.schema.DEFLATERS`); the first
+#: is the default.
 DEFAULT = DEFLATERS[0]
 _MODULES = {"zlib": "zlib", "zlib-ng": "zlib_ng.zlib_ng", "isal": "isal.isal_zlib"}
 
@@ -186,26 +183,10 @@ def _module(name: str) -> ModuleType | None:
         return None
 
 
-_active = DEFAULT
-
-
-def configure(name: str) -> None:
-    """Use ``name`` (one of :data:`DEFLATERS`) for the wheel writers made from now on."""
-    global _active
-    if name not in DEFLATERS:
-        raise BundleError(f"unknown deflater {name!r}: use one of {', '.join(DEFLATERS)}")
-    _active = name
-
-
-def active() -> str:
-    """The deflater the settings chose (see :func:`configure`)."""
-    return _active
-
-
 def implementation(name: str = "") -> str:
-    """The deflater that ``name`` (default: the configured one) runs as here: itself when its
+    """The deflater that ``name`` (default: :data:`DEFAULT`) runs as here: itself when its
     package loads (libdeflate also needs zlib-ng or libz for its scan), else ``zlib``."""
-    name = name or _active
+    name = name or DEFAULT
     if name == "libdeflate":
         return name if _libdeflate is not None and _scan_inflater() is not None else "zlib"
     if name in _MODULES and _module(name) is not None:
@@ -307,7 +288,7 @@ def compress(
     use: str = "",
 ) -> bytes | bytearray:
     """Raw deflate of ``chunk`` at zlib-compatible ``level`` (1-9) by the deflater ``use``
-    (default: the configured one; see :func:`implementation`).
+    (default: :data:`DEFAULT`; see :func:`implementation`).
 
     Unless ``last``, the piece ends byte-aligned without BFINAL, so the next piece can follow it
     in the same stream. ``previous`` (the preceding chunk, or at least its last 32 KiB) primes

@@ -41,6 +41,7 @@ from typing import Any, BinaryIO
 from rocm_build import faults, proc, tempfiles
 from rocm_build.errors import BundleError
 from rocm_build.wheel import deflatecache, rawdeflate, wheelpieces, zipformat
+from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
 from rocm_build.wheel.membernames import check_member_names
 from rocm_build.wheel.wheelpieces import (
     DEFLATE_CHUNK,
@@ -153,23 +154,25 @@ _Item = tuple[str, "_NewMember | _Copy", "Future[Any] | str | None"]
 class WheelWriter:
     """Write a wheel member by member to a temporary file; ``commit()`` renames it into place.
 
-    ``add_*`` for new bytes (deflated at ``level``), ``copy_member`` for unchanged ones (raw).
-    RECORD is written by ``commit()`` from what was added, as the last member. New members'
-    pieces are read, hashed and deflated on a thread pool, written in the order added.
-    ``cache``: the deflate cache (:mod:`rocm_build.wheel.deflatecache`; by default the one the
-    settings turned on, if any) that ``add_file`` and keyed ``add_source`` use."""
+    ``add_*`` for new bytes (deflated as ``deflate`` says), ``copy_member`` for unchanged ones
+    (raw). RECORD is written by ``commit()`` from what was added, as the last member. New
+    members' pieces are read, hashed and deflated on a thread pool, written in the order added.
+    ``deflate``: the deflater, its level and the deflate cache
+    (:mod:`rocm_build.wheel.deflatecache`, None for none) that ``add_file`` and keyed
+    ``add_source`` use; the default deflates at level 6 without a cache."""
 
     final_path: Path
     dist_info: str
-    level: int = 6
+    deflate: Deflate = DEFAULT_DEFLATE
     workers: int = 0  # deflate threads; 0 = the CPUs this process may use (proc.cpus_available)
-    #: bundle.deflater (rawdeflate.DEFLATERS; "" = the configured one), as it runs here
-    deflater: str = ""
     date_time: tuple[int, int, int, int, int, int] = zipformat.DOS_EPOCH
     _entries: list[Central] = field(default_factory=list)
     _records: list[RecordEntry | _NewMember] = field(default_factory=list)  # members: hashing
     _names: set[str] = field(default_factory=set)
-    cache: deflatecache.DeflateCache | None = field(default_factory=deflatecache.active)
+    #: ``deflate``'s parts: its level, its deflater as it runs here, its cache
+    level: int = field(init=False)
+    deflater: str = field(init=False)
+    cache: deflatecache.DeflateCache | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.final_path = Path(self.final_path)
@@ -179,7 +182,8 @@ class WheelWriter:
         self._fh: BinaryIO = os.fdopen(fd, "w+b")
         self._syncer = _Syncer(fd)
         self.workers = self.workers or proc.cpus_available()
-        self.deflater = rawdeflate.implementation(self.deflater)
+        self.level, self.cache = self.deflate.level, self.deflate.cache
+        self.deflater = self.deflate.implementation
         self._pool = ThreadPoolExecutor(max_workers=self.workers)
         self._done = False
         self._queue: deque[_Item] = deque()  # members and pieces not written yet, in order

@@ -68,7 +68,12 @@ def test_a_registered_platform_is_chosen_for_its_wheel(plan9: Plan9, tmp_path: P
     plans = _plans(tmp_path, **{"bundle.compression_level": 3})
     (job,) = plan9.jobs  # asked for its plan by the stage's plan
     (result,) = bundle.execute(plans).results
-    assert (job.wheel, job.lib_dir, job.level, job.dry_run) == (WHEEL, "ext/plan9libs", 3, True)
+    assert (job.wheel, job.lib_dir, job.deflate.level, job.dry_run) == (
+        WHEEL,
+        "ext/plan9libs",
+        3,
+        True,
+    )
     assert job.rocm == tmp_path / "rocm"
     assert list(bundle.plan_lines(result)) == [f"would bundle {WHEEL.name} for Plan 9"]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.wheel import deflatecache
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.deflatecache import DeflateCache
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
@@ -23,7 +24,7 @@ def _payload(n: int, seed: int = 0) -> bytes:
 
 
 def _write(out: Path, files: dict[str, Path], cache: DeflateCache | None) -> Path:
-    with WheelWriter(out, DIST, cache=cache) as writer:
+    with WheelWriter(out, DIST, Deflate(cache=cache)) as writer:
         for arc, path in files.items():
             writer.add_file(arc, path, 0o644)
         writer.add_bytes(f"{DIST}/METADATA", b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n")
@@ -139,15 +140,11 @@ def test_size_bound_drops_least_recently_used(tmp_path: Path, files: dict[str, P
 
 
 def test_settings_turn_it_off_or_place_it(tmp_path: Path) -> None:
-    deflatecache.configure("none", 20)
-    assert deflatecache.active() is None
-    deflatecache.configure("", 20, {"XDG_CACHE_HOME": str(tmp_path)})
-    active = deflatecache.active()
+    assert deflatecache.from_settings("none", 20) is None
+    active = deflatecache.from_settings("", 20, {"XDG_CACHE_HOME": str(tmp_path)})
     assert active is not None
     assert active.folder == tmp_path / "rocm-build" / "deflate"
     assert active.max_bytes == 20 * 10**9
-    deflatecache.configure(str(tmp_path / "x"), 0.5)
-    active = deflatecache.active()
+    active = deflatecache.from_settings(str(tmp_path / "x"), 0.5)
     assert active is not None
     assert active.folder == tmp_path / "x"
-    deflatecache.configure("none", 20)

@@ -86,8 +86,8 @@ def test_settings_are_read_only_through_config() -> None:
 #: config/, repo/, rocm/, wheel/, binary/, cli/).
 TOP_LEVEL = {
     "__init__", "__main__", "arch", "context", "doctor", "errors", "faults", "locks", "masking",
-    "matrix", "packagedata", "pipeline", "proc", "progress", "runreport", "sizes", "stages", "statefile",
-    "tempfiles", "treepath",
+    "matrix", "packagedata", "pipeline", "proc", "progress", "runreport", "sizes", "stages",
+    "statefile", "tempfiles", "treepath",
 }  # fmt: skip
 PACKAGES = {
     "binary", "building", "bundle", "cli", "config", "repo", "rocm", "smoke", "sources", "wheel",

@@ -17,6 +17,7 @@ import pytest
 
 from rocm_build.errors import BundleError
 from rocm_build.wheel import rawdeflate, wheelfile, wheelpieces
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelWriter
 
 C = wheelpieces.DEFLATE_CHUNK
@@ -77,7 +78,7 @@ def test_a_file_that_changes_size_while_written_is_refused(tmp_path: Path) -> No
     path = tmp_path / "f"
     path.write_bytes(b"x" * 10000)
     for grown in (b"x" * 10001, b"x" * 9000):
-        with WheelWriter(tmp_path / "o" / "demo-1.0-py3-none-any.whl", DIST, cache=None) as w:
+        with WheelWriter(tmp_path / "o" / "demo-1.0-py3-none-any.whl", DIST) as w:
             source = wheelpieces.FileSource(path)
             path.write_bytes(grown)
             w.add_source("demo/f", source, 0o644)
@@ -130,7 +131,7 @@ def test_a_member_of_pieces_is_hashed_by_a_job_of_its_own_when_it_rereads(
     data = _payload(3, 3 * C + 5)
     source = _Counted(data, rereads)
     out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
-    with WheelWriter(out, DIST, workers=wheelfile.OWN_HASH_FROM, cache=None) as w:
+    with WheelWriter(out, DIST, workers=wheelfile.OWN_HASH_FROM) as w:
         w.add_source("demo/f", source, 0o644)
         w.commit()
     assert source.read == len(data) * (2 if rereads else 1)
@@ -147,7 +148,7 @@ def test_a_member_whose_bytes_differ_when_read_again_is_refused(tmp_path: Path) 
     data = _payload(4, 2 * C + 1)
     changed = data[:C] + b"!" + data[C + 1 :]
     out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
-    with WheelWriter(out, DIST, workers=wheelfile.OWN_HASH_FROM, cache=None) as w:
+    with WheelWriter(out, DIST, workers=wheelfile.OWN_HASH_FROM) as w:
         w.add_source("demo/f", _Counted(data, True, second=changed), 0o644)
         with pytest.raises(BundleError, match="changed while being added"):
             w.commit()
@@ -172,7 +173,7 @@ def test_the_archive_goes_to_disk_in_the_background_as_it_grows(
     rng = random.Random(5)
     blobs = {f"demo/{i}.bin": rng.randbytes(2 << 20) for i in range(4)}  # incompressible
     out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
-    with WheelWriter(out, DIST, workers=2, cache=None) as w:
+    with WheelWriter(out, DIST, workers=2) as w:
         for name, blob in blobs.items():
             w.add_bytes(name, blob)
         w.commit()
@@ -191,7 +192,7 @@ def test_few_workers_or_stored_members_read_the_bytes_once(
     data = _payload(6, 2 * C + 9)
     source = _Counted(data, True)
     out = tmp_path / "o" / "demo-1.0-py3-none-any.whl"
-    with WheelWriter(out, DIST, level=level, workers=workers, cache=None) as w:
+    with WheelWriter(out, DIST, Deflate(level=level), workers=workers) as w:
         w.add_source("demo/f", source, 0o644)
         w.commit()
     assert source.read == len(data)

@@ -25,7 +25,7 @@ def test_members_of_every_size_in_order(tmp_path: Path) -> None:
         path.write_bytes(_data(size, n))
         files[f"demo/f{n}"] = path
     out = tmp_path / "out" / "demo-1.0-py3-none-any.whl"
-    with WheelWriter(out, DIST, workers=2, cache=None) as writer:
+    with WheelWriter(out, DIST, workers=2) as writer:
         for n, (arc, path) in enumerate(files.items()):
             if n % 3 == 0:
                 writer.add_bytes(arc, path.read_bytes())

@@ -16,6 +16,7 @@ import pytest
 
 from rocm_build.binary import elfpatch
 from rocm_build.wheel import rawdeflate, wheelfile, wheelpieces
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.deflatecache import DeflateCache
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 
@@ -81,7 +82,7 @@ def _build(tmp: Path, deflater: str, workers: int = 0, cache: DeflateCache | Non
     out = tmp / f"out-{deflater}-{workers}" / "demo-1.0-py3-none-any.whl"
     with (
         WheelReader(src) as reader,
-        WheelWriter(out, DIST, level=6, workers=workers, deflater=deflater, cache=cache) as w,
+        WheelWriter(out, DIST, Deflate(deflater, 6, cache), workers=workers) as w,
     ):
         w.copy_member(reader, "demo/a.py")
         for name, path in files.items():

@@ -142,7 +142,7 @@ from rocm_build.wheel import deflatecache
 from rocm_build.errors import RocmBuildError
 os.setgid(54321)
 os.setuid(54321)  # a user with no passwd entry (as in 'docker run --user 54321')
-for call in (lambda: locks.lock_dir(), lambda: deflatecache.configure("", 1.0)):
+for call in (lambda: locks.lock_dir(), lambda: deflatecache.from_settings("", 1.0)):
     try:
         call()
     except RocmBuildError as exc:

@@ -14,6 +14,7 @@ import pytest
 from rocm_build import tempfiles
 from rocm_build.errors import FileAccessError
 from rocm_build.wheel import deflatecache
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.deflatecache import DeflateCache
 from rocm_build.wheel.wheelfile import WheelWriter
 from tests import hostile
@@ -26,7 +27,7 @@ def _fill(cache: DeflateCache, tmp_path: Path) -> list[Path]:
     """A wheel written through ``cache``: returns the entries it stored."""
     src = tmp_path / "src"
     src.mkdir(exist_ok=True)
-    with WheelWriter(tmp_path / "w" / "demo-1.0-py3-none-any.whl", DIST, cache=cache) as w:
+    with WheelWriter(tmp_path / "w" / "demo-1.0-py3-none-any.whl", DIST, Deflate(cache=cache)) as w:
         for i in range(3):
             path = src / f"f{i}.bin"
             path.write_bytes(b"".join(b"line %d %d\n" % (i, n) for n in range(20_000)))
@@ -45,11 +46,8 @@ def test_planted_cache_folder_is_refused(tmp_path: Path, attack: str) -> None:
         hostile.need_root("a link owned by another user")
     planted = hostile.plant(tmp_path / "deflate", attack, elsewhere=tmp_path / "elsewhere",
                             folder=True)  # fmt: skip
-    try:
-        with pytest.raises(FileAccessError) as err:
-            deflatecache.configure(str(planted.path), 1.0)
-    finally:
-        deflatecache.configure("none", 1.0)
+    with pytest.raises(FileAccessError) as err:
+        Deflate(cache=deflatecache.from_settings(str(planted.path), 1.0)).check()
     assert "\n" not in str(err.value)
     assert err.value.exit_code == 14
     assert str(planted.path) in str(err.value)
