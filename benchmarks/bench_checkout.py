@@ -25,7 +25,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build import config, context, sources  # noqa: E402
+from rocm_build import config, sources  # noqa: E402
+from rocm_build.run import context  # noqa: E402
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "bench",

@@ -232,7 +232,7 @@ def auditwheel(tree: Path, wheel: Path, level: int) -> dict[str, float]:
 
 def _core_counts(spec: str) -> tuple[list[int], list[str]]:
     mine = sorted(os.sched_getaffinity(0))
-    from rocm_build import proc
+    from rocm_build.common import proc
 
     usable = proc.cpus_available()
     counts, skipped = [], []

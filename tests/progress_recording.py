@@ -1,4 +1,4 @@
-"""A real ``rocm_build.progress.Progress`` that records what a stage reports, for tests."""
+"""A real ``rocm_build.common.progress.Progress`` that records what a stage reports, for tests."""
 
 from __future__ import annotations
 

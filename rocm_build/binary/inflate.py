@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable
 from typing import IO, Any, cast
 
-from rocm_build import proc
+from rocm_build.common import proc
 
 __all__ = [
     "RAW_LIMIT",
@@ -34,7 +34,7 @@ STEP = 1 << 20
 
 
 class Interrupted(Exception):
-    """A decompression stopped by Ctrl-C or SIGTERM (:data:`rocm_build.proc.STOPPING`)."""
+    """A decompression stopped by Ctrl-C or SIGTERM (:data:`rocm_build.common.proc.STOPPING`)."""
 
 
 class FormatError(ValueError):

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import arch
 from rocm_build.binary import elf
 from rocm_build.binary.elf import Source, _elf, _shown
 from rocm_build.binary.kpackfile import (
@@ -38,6 +37,7 @@ from rocm_build.binary.kpackfile import (
     read_code_object,
     unpack_one,
 )
+from rocm_build.common import arch
 
 __all__ = [
     "GFXARCH",

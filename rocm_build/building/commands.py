@@ -12,11 +12,11 @@ from pathlib import Path
 
 from packaging.utils import NormalizedName, canonicalize_name
 
-from rocm_build import proc, statefile
 from rocm_build.building import hiplauncher
 from rocm_build.building.plan import Plan, ProjectStep
 from rocm_build.building.requirements import req_name
-from rocm_build.errors import CommandFailed
+from rocm_build.common import proc, statefile
+from rocm_build.common.errors import CommandFailed
 from rocm_build.repo import checkoutfile
 
 __all__ = [

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from rocm_build import proc
-from rocm_build.errors import ConfigError, ToolMissing
-from rocm_build.masking import mask_url, mask_values
+from rocm_build.common import proc
+from rocm_build.common.errors import ConfigError, ToolMissing
+from rocm_build.common.masking import mask_url, mask_values
 
 __all__ = [
     "KINDS",

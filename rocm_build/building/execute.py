@@ -19,16 +19,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import locks, proc, statefile, tempfiles
 from rocm_build.building import gitversion, inputs, tritonbuild
 from rocm_build.building.commands import install_requirements, installed_version, pip, run_build
 from rocm_build.building.features import Feature
 from rocm_build.building.plan import Plan, ProjectStep, add_env
 from rocm_build.building.venv import ensure_venv, held
 from rocm_build.building.wheelcheck import WheelFacts, check_wheel, pin_requirement, wheel_metadata
-from rocm_build.errors import BuildFailed, ConfigError
-from rocm_build.masking import mask_values
-from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.common import locks, proc, statefile, tempfiles
+from rocm_build.common.errors import BuildFailed, ConfigError
+from rocm_build.common.masking import mask_values
+from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.repo import git
 
 __all__ = ["ProjectResult", "Result", "execute"]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from rocm_build.building import features, switches
 from rocm_build.building.features import CK_HEADER, Feature
+from rocm_build.common.errors import ConfigError, RocmBuildError, RocmTreeError
 from rocm_build.config.loader import Config
-from rocm_build.errors import ConfigError, RocmBuildError, RocmTreeError
 from rocm_build.rocm.dist import RocmTree
 
 __all__ = ["CK_HEADER", "FeatureNeed", "ck_problem", "needs"]

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build.arch import FLASH_PREFIXES, flash_targets
+from rocm_build.common.arch import FLASH_PREFIXES, flash_targets
+from rocm_build.common.errors import ConfigError
 from rocm_build.config.schema import FeatureSettings
-from rocm_build.errors import ConfigError
 
 __all__ = [
     "ATTENTION",

@@ -17,7 +17,7 @@ import logging
 import re
 from pathlib import Path
 
-from rocm_build.errors import RocmBuildError
+from rocm_build.common.errors import RocmBuildError
 from rocm_build.repo import git
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 

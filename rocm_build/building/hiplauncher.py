@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import statefile
 from rocm_build.building.compilercache import CompilerCache
+from rocm_build.common import statefile
 from rocm_build.rocm import dist
 
 __all__ = ["HipLauncher", "hipcc_reads_launcher", "plan_launcher", "write"]

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rocm_build import proc, statefile
-from rocm_build.errors import ToolMissing
+from rocm_build.common import proc, statefile
+from rocm_build.common.errors import ToolMissing
 
 if TYPE_CHECKING:
     from rocm_build.building.plan import Plan, ProjectStep

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocm_build.common.errors import ConfigError
+from rocm_build.common.masking import mask_url
 from rocm_build.config.loader import Config
-from rocm_build.errors import ConfigError
-from rocm_build.masking import mask_url
 from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
 from rocm_build.repo.tritonpin import TRITON
 

@@ -23,7 +23,6 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import proc
 from rocm_build.building import (
     featureneeds,
     features,
@@ -52,12 +51,13 @@ from rocm_build.building.version import (
     read_revision,
     refuse_dirty,
 )
+from rocm_build.common import proc
+from rocm_build.common.errors import ConfigError, RocmTreeError
 from rocm_build.config.loader import Config, ProjectSpec
 from rocm_build.config.schema import BuildSettings
-from rocm_build.context import RunContext
-from rocm_build.errors import ConfigError, RocmTreeError
 from rocm_build.repo import worktree
 from rocm_build.rocm import dist
+from rocm_build.run.context import RunContext
 
 __all__ = [
     "REPORT_NAME",

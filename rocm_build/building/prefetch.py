@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import locks, statefile, tempfiles
-from rocm_build.errors import ConfigError, FetchError, UnsafeInput
-from rocm_build.masking import mask_url
+from rocm_build.common import locks, statefile, tempfiles
+from rocm_build.common.errors import ConfigError, FetchError, UnsafeInput
+from rocm_build.common.masking import mask_url
 from rocm_build.repo import aotritoncmake, checkoutfile, llvmpin
 from rocm_build.repo.aotritoncmake import Download
 from rocm_build.rocm import distfetch

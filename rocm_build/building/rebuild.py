@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rocm_build import statefile
 from rocm_build.building.execute import _entry_ok, _pinned, _previous, _require_triton
 from rocm_build.building.inputs import PART_WORDS, inputs
 from rocm_build.building.plan import Plan, ProjectStep
-from rocm_build.errors import RocmBuildError
+from rocm_build.common import statefile
+from rocm_build.common.errors import RocmBuildError
 
 __all__ = ["forecast"]
 

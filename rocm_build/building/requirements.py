@@ -11,8 +11,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from rocm_build.common.errors import BuildFailed
 from rocm_build.config.loader import ProjectSpec
-from rocm_build.errors import BuildFailed
 from rocm_build.repo import checkoutfile
 
 __all__ = ["DEFAULT_BUILD_REQUIRES", "LEGACY_BACKEND", "read_build_requirements", "req_name"]

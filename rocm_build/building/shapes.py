@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_build.building.features import GPU_ASSERTS_CMAKE
-from rocm_build.errors import BuildFailed
+from rocm_build.common.errors import BuildFailed
 from rocm_build.repo import checkoutfile
 from rocm_build.rocm.dist import join_values
 

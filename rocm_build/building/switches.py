@@ -37,8 +37,8 @@ from rocm_build.building.prefetch import (
     offline_blockers,
     triton_llvm,
 )
+from rocm_build.common.errors import ConfigError, RocmBuildError
 from rocm_build.config.loader import ProjectSpec
-from rocm_build.errors import ConfigError, RocmBuildError
 from rocm_build.rocm.dist import EXTENDED_FLAGS, EXTENDED_PATHS, RocmTree, join_values
 
 __all__ = [

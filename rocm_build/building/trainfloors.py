@@ -15,8 +15,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from rocm_build.common.errors import ConfigError
 from rocm_build.config.loader import ProjectSpec
-from rocm_build.errors import ConfigError
 from rocm_build.rocm import dist
 
 __all__ = ["Floor", "check", "floor_of", "unmet"]

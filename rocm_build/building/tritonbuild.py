@@ -34,8 +34,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from rocm_build.common.errors import BuildFailed, ConfigError
 from rocm_build.config.schema import TritonSettings
-from rocm_build.errors import BuildFailed, ConfigError
 from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
 from rocm_build.repo.tritonpin import TRITON
 

@@ -19,9 +19,9 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocm_build import faults, locks, proc, statefile
 from rocm_build.building.plan import Plan
-from rocm_build.errors import ConfigError, FileAccessError
+from rocm_build.common import faults, locks, proc, statefile
+from rocm_build.common.errors import ConfigError, FileAccessError
 
 __all__ = ["STATE_FILE", "ensure_venv", "held"]
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from rocm_build.common.errors import ConfigError, DirtyCheckout, RocmBuildError
 from rocm_build.config.loader import ProjectSpec
-from rocm_build.errors import ConfigError, DirtyCheckout, RocmBuildError
 from rocm_build.repo import checkoutfile, git
 from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
 from rocm_build.repo.worktree import WorkTree

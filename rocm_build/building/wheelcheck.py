@@ -14,8 +14,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from rocm_build import arch
-from rocm_build.errors import BuildFailed
+from rocm_build.common import arch
+from rocm_build.common.errors import BuildFailed
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from rocm_build import faults, proc, tempfiles
 from rocm_build.binary import elf, elfpatch, kpack
 from rocm_build.bundle import prune as prune_
 from rocm_build.bundle.model import BundlePlan
-from rocm_build.errors import BundleError
-from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.common import faults, proc, tempfiles
+from rocm_build.common.errors import BundleError
+from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter

@@ -8,10 +8,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from rocm_build import arch
 from rocm_build.binary import elf
 from rocm_build.bundle.model import DataFile
-from rocm_build.treepath import TreeGuard, denied, reading, walk_files
+from rocm_build.common import arch
+from rocm_build.common.treepath import TreeGuard, denied, reading, walk_files
 
 __all__ = [
     "AOTRITON_IMAGES",

@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rocm_build import arch
 from rocm_build.binary import elf
 from rocm_build.bundle import prune
-from rocm_build.errors import BundleError, RequirementNotMet
+from rocm_build.common import arch
+from rocm_build.common.errors import BundleError, RequirementNotMet
 
 __all__ = [
     "DeviceFile",

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rocm_build.bundle.model import BundlePlan, BundleResult, ThinSource, TorchWheel
+from rocm_build.common.progress import Progress
 from rocm_build.config.loader import BundleSettings, ProjectSpec
-from rocm_build.progress import Progress
 from rocm_build.wheel.deflate import Deflate
 
 __all__ = ["BundleJob", "Platform", "WheelPlan"]

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import arch
 from rocm_build.binary import kpack
-from rocm_build.errors import BundleError
-from rocm_build.treepath import TreeGuard, reading
+from rocm_build.common import arch
+from rocm_build.common.errors import BundleError
+from rocm_build.common.treepath import TreeGuard, reading
 from rocm_build.wheel.analyze import WheelAnalysis
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import Any
 
 from rocm_build.binary import elf, kpack
 from rocm_build.binary.kpackwrite import KpackWriter
-from rocm_build.errors import BundleError
+from rocm_build.common.errors import BundleError
 from rocm_build.wheel.wheelfile import WheelReader
 
 __all__ = [

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from rocm_build.binary import elf
-from rocm_build.treepath import TreeGuard, denied, reading
+from rocm_build.common.treepath import TreeGuard, denied, reading
 
 __all__ = ["Candidate", "LibraryIndex", "Resolver", "system_lib_dirs", "tree_lib_dirs"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build.bundle.model import BundleResult
-from rocm_build.sizes import human_size
+from rocm_build.common.sizes import human_size
 
 __all__ = [
     "device_lines",

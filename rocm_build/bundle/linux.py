@@ -15,7 +15,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, faults, locks, statefile, tempfiles
+from rocm_build import __version__
 from rocm_build.binary import kpack
 from rocm_build.bundle import kpacked
 from rocm_build.bundle.apply import apply_plan, find_linkers
@@ -48,11 +48,12 @@ from rocm_build.bundle.rocmlabel import (
     own_hip,
     own_hip_alias,
 )
+from rocm_build.common import faults, locks, statefile, tempfiles
+from rocm_build.common.errors import BundleError, RocmTreeError
+from rocm_build.common.progress import NO_PROGRESS, Progress
+from rocm_build.common.treepath import TreeGuard, denied, reading
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.config.schema import output_settings
-from rocm_build.errors import BundleError, RocmTreeError
-from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.treepath import TreeGuard, denied, reading
 from rocm_build.wheel import wheelfile, wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, WheelAnalysis, analyze
 from rocm_build.wheel.wheelfile import WheelName, WheelReader

@@ -26,7 +26,7 @@ from rocm_build.bundle.policy import (
     platform_tag,
     requested_tag,
 )
-from rocm_build.errors import BundleError, UnsafeInput
+from rocm_build.common.errors import BundleError, UnsafeInput
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE
 from rocm_build.wheel.membernames import shown

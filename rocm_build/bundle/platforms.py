@@ -13,7 +13,7 @@ from pathlib import Path
 from rocm_build.bundle import linux, windows
 from rocm_build.bundle.job import Platform
 from rocm_build.bundle.model import BundleResult
-from rocm_build.errors import BundleError, ConfigError
+from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.wheel.wheelfile import WheelName
 
 __all__ = ["DEFAULT", "PLATFORMS", "check_split", "choose", "owner", "plan_lines", "platform_for"]

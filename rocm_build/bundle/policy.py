@@ -12,7 +12,7 @@ from typing import Any
 
 from rocm_build.binary import elf
 from rocm_build.bundle.libraries import MACHINE_ARCH
-from rocm_build.errors import BundleError, ConfigError
+from rocm_build.common.errors import BundleError, ConfigError
 
 __all__ = [
     "is_loader",

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, statefile
-from rocm_build.errors import RocmBuildError
+from rocm_build import __version__
+from rocm_build.common import statefile
+from rocm_build.common.errors import RocmBuildError
 from rocm_build.wheel.analyze import PROVENANCE
 from rocm_build.wheel.wheelfile import WheelReader
 

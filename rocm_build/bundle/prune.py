@@ -2,7 +2,7 @@
 
 An ELF library's ``.hip_fatbin`` holds offload bundles (see :mod:`rocm_build.binary.elf`), one entry
 per target. A one-GPU wheel needs the host entry and the entries that serve its targets
-(:func:`rocm_build.arch.serves_id`: the exact processor, its feature variants, the generic
+(:func:`rocm_build.common.arch.serves_id`: the exact processor, its feature variants, the generic
 processors that cover it). Everything here is planned from the bundles' headers and applied as
 :class:`~rocm_build.binary.elfpatch.Overlay` s while the file is streamed into the wheel, so the
 library is never read whole and its layout does not move:
@@ -30,10 +30,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rocm_build import arch
 from rocm_build.binary import elf, inflate
 from rocm_build.binary.elf import CcobHeader, OffloadBundle, OffloadEntry
 from rocm_build.binary.elfpatch import Overlay
+from rocm_build.common import arch
 
 __all__ = ["BundleCut", "PrunePlan", "keeps_entry", "overlays", "plan_prune", "recompress"]
 

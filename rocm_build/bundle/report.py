@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import arch
 from rocm_build.binary import elf, pe
 from rocm_build.bundle import kpacked, rocmlabel
 from rocm_build.bundle import split as splitarch
 from rocm_build.bundle.data import gfx_tokens
 from rocm_build.bundle.plan import inside
 from rocm_build.bundle.policy import is_loader, is_path, platform_tag, policy_whitelist
-from rocm_build.context import RunContext
-from rocm_build.errors import RequirementNotMet, UnsafeInput
-from rocm_build.sizes import human_size
+from rocm_build.common import arch
+from rocm_build.common.errors import RequirementNotMet, UnsafeInput
+from rocm_build.common.sizes import human_size
+from rocm_build.run.context import RunContext
 from rocm_build.wheel import torchinfo, wheelmeta
 from rocm_build.wheel.analyze import WheelAnalysis, analyze
 from rocm_build.wheel.membernames import shown

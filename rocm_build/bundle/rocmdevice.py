@@ -19,11 +19,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build import arch
 from rocm_build.binary import kpack
 from rocm_build.bundle.data import data_mode
-from rocm_build.errors import RocmTreeError
-from rocm_build.treepath import TreeGuard
+from rocm_build.common import arch
+from rocm_build.common.errors import RocmTreeError
+from rocm_build.common.treepath import TreeGuard
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelWriter

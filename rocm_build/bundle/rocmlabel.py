@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocm_build.binary import elf
 from rocm_build.bundle.model import Library
-from rocm_build.errors import RocmTreeError
+from rocm_build.common.errors import RocmTreeError
 from rocm_build.rocm import dist
 
 __all__ = [

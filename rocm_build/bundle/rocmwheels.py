@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import arch, tempfiles
 from rocm_build.binary import elf, kpack
 from rocm_build.bundle import prune, rocmdevice
 from rocm_build.bundle.apply import stream_elf as _stream_elf
@@ -39,8 +38,9 @@ from rocm_build.bundle.plan import rel_origin as _rel_origin
 from rocm_build.bundle.policy import is_loader as _is_loader
 from rocm_build.bundle.policy import platform_tag, policy_whitelist
 from rocm_build.bundle.provenance import rocm_version as _rocm_version
-from rocm_build.errors import ConfigError, FileAccessError, RocmTreeError
-from rocm_build.treepath import TreeGuard
+from rocm_build.common import arch, tempfiles
+from rocm_build.common.errors import ConfigError, FileAccessError, RocmTreeError
+from rocm_build.common.treepath import TreeGuard
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelWriter

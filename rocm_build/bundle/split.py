@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import __version__, arch, faults, locks, statefile, tempfiles
+from rocm_build import __version__
 from rocm_build.binary import kpack
 from rocm_build.bundle import kpackown, platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
@@ -50,9 +50,10 @@ from rocm_build.bundle.model import BundleResult
 from rocm_build.bundle.stage import BundlePlans
 from rocm_build.bundle.stage import execute as stage_execute
 from rocm_build.bundle.stage import plan as stage_plan
-from rocm_build.context import RunContext
-from rocm_build.errors import BundleError, ConfigError
-from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.common import arch, faults, locks, statefile, tempfiles
+from rocm_build.common.errors import BundleError, ConfigError
+from rocm_build.common.progress import NO_PROGRESS, Progress
+from rocm_build.run.context import RunContext
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter

@@ -13,14 +13,14 @@ from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 
-from rocm_build import faults, tempfiles
 from rocm_build.bundle import platforms, rocmwheels
 from rocm_build.bundle.job import BundleJob, WheelPlan
 from rocm_build.bundle.model import BundleResult, ThinSource, TorchWheel
+from rocm_build.common import faults, tempfiles
+from rocm_build.common.errors import BundleError, ConfigError
+from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.config.loader import BundleSettings, ProjectSpec
-from rocm_build.context import RunContext
-from rocm_build.errors import BundleError, ConfigError
-from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.run.context import RunContext
 from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
 from rocm_build.wheel.wheelfile import WheelName
 

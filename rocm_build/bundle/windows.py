@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import __version__, locks, proc, statefile, tempfiles
+from rocm_build import __version__
 from rocm_build.binary import pe
 from rocm_build.bundle.data import select_data
 from rocm_build.bundle.job import BundleJob, WheelPlan
@@ -23,11 +23,12 @@ from rocm_build.bundle.linux import project_lib_dir
 from rocm_build.bundle.model import BundleResult, DataFile
 from rocm_build.bundle.provenance import fingerprint, header, up_to_date
 from rocm_build.bundle.rocmlabel import built_with, checked_version
+from rocm_build.common import locks, proc, statefile, tempfiles
+from rocm_build.common.errors import BundleError, ConfigError, RocmTreeError
+from rocm_build.common.progress import Progress
+from rocm_build.common.treepath import TreeGuard
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.config.schema import output_settings
-from rocm_build.errors import BundleError, ConfigError, RocmTreeError
-from rocm_build.progress import Progress
-from rocm_build.treepath import TreeGuard
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.analyze import PROVENANCE, analyze
 from rocm_build.wheel.deflate import Deflate

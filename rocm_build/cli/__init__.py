@@ -30,8 +30,8 @@ from rocm_build.cli import save_patches as save_patches_cmd
 from rocm_build.cli import smoke as smoke_cmd
 from rocm_build.cli.options import OrderedGroup, global_options
 from rocm_build.cli.render import State, err_console, setup_logging
-from rocm_build.errors import EXIT_CODES, RocmBuildError
-from rocm_build.masking import mask_url
+from rocm_build.common.errors import EXIT_CODES, RocmBuildError
+from rocm_build.common.masking import mask_url
 from rocm_build.wheel.membernames import shown
 
 __all__ = ["cli", "fail", "main"]
@@ -60,8 +60,8 @@ def fail(err: RocmBuildError, *, debug_traceback: bool = False) -> NoReturn:
 
 def interrupted() -> NoReturn:
     """Ctrl-C, SIGTERM or SIGHUP: stop the children, say so in one line, exit 130."""
-    from rocm_build import proc
-    from rocm_build.errors import Interrupted
+    from rocm_build.common import proc
+    from rocm_build.common.errors import Interrupted
 
     proc.ignore_signals()
     proc.kill_children()
@@ -133,7 +133,7 @@ for _module in (
 
 
 def main(argv: list[str] | None = None) -> None:
-    from rocm_build import proc
+    from rocm_build.common import proc
 
     proc.handle_signals()
     try:

@@ -11,12 +11,12 @@ import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
-from rocm_build.errors import RocmBuildError
-from rocm_build.progress import Progress
+from rocm_build.common.errors import RocmBuildError
+from rocm_build.common.progress import Progress
 
 if TYPE_CHECKING:
-    from rocm_build.context import RunContext
-    from rocm_build.runreport import RunReport
+    from rocm_build.commands.runreport import RunReport
+    from rocm_build.run.context import RunContext
 
 
 @o.command("all")
@@ -72,7 +72,7 @@ def command(
     rocm-build all --rocm /opt/rocm --arch gfx1100
     rocm-build all torch torchvision --train 2.9 --arch 'gfx90a;gfx942' --jobs 16
     """
-    from rocm_build import pipeline
+    from rocm_build.commands import pipeline
 
     links = [str(p) for p in find_links] or None
     flags: dict[str, Any] = {
@@ -129,7 +129,7 @@ def show_dry_run(
     state: State, ctx: RunContext, projects: tuple[str, ...], *, redo: bool, skip_smoke: bool
 ) -> None:
     """``all --dry-run``: per stage what it would do (``pipeline.dry_run``); nothing changes."""
-    from rocm_build import pipeline
+    from rocm_build.commands import pipeline
 
     entries = pipeline.dry_run(ctx, projects, redo=redo, skip_smoke=skip_smoke)
     if state.json:

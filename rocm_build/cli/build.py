@@ -10,7 +10,7 @@ import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
-from rocm_build.masking import mask_values
+from rocm_build.common.masking import mask_values
 
 if TYPE_CHECKING:
     from rocm_build.building import Plan as BuildPlan

@@ -10,11 +10,11 @@ import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
-from rocm_build.sizes import human_size
+from rocm_build.common.sizes import human_size
 
 if TYPE_CHECKING:
     from rocm_build.bundle import BundlePlans, BundleResult, SplitPlan
-    from rocm_build.context import RunContext
+    from rocm_build.run.context import RunContext
 
 
 @o.command("bundle")

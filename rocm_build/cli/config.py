@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, out_console, pass_state, show_settings
-from rocm_build.masking import mask_url, mask_values
+from rocm_build.common.masking import mask_url, mask_values
 
 
 @o.command("config")

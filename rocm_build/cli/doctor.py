@@ -1,4 +1,4 @@
-"""``rocm-build doctor``: can this machine build? (checks: ``rocm_build.doctor``)."""
+"""``rocm-build doctor``: can this machine build? (checks: ``rocm_build.commands.doctor``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rocm_build.cli import options as o
 from rocm_build.cli.render import State, out_console, pass_state
 
 if TYPE_CHECKING:
-    from rocm_build.doctor import Row
+    from rocm_build.commands.doctor import Row
 
 
 @o.command("doctor")
@@ -27,7 +27,7 @@ def command(
 
     Exits non-zero (with the first blocking problem's exit code) when something blocks a build.
     """
-    from rocm_build import doctor as doctor_checks
+    from rocm_build.commands import doctor as doctor_checks
 
     ctx = state.resolve({"rocm": rocm, "arch": arch, "train": train})
     specs = ctx.settings.selected_projects(projects)

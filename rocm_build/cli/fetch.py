@@ -14,7 +14,7 @@ import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, err_console, out_console, pass_state
-from rocm_build.masking import mask_url
+from rocm_build.common.masking import mask_url
 
 
 @o.command("fetch")

@@ -1,4 +1,4 @@
-"""``rocm-build matrix``: CI jobs (``rocm_build.matrix``)."""
+"""``rocm-build matrix``: CI jobs (``rocm_build.commands.matrix``)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def command(
     rocm-build matrix --python 3.12 --train 2.9,2.10 --arch-groups gfx94X,gfx110X
     rocm-build matrix --format github >> "$GITHUB_OUTPUT"
     """
-    from rocm_build import matrix as matrix_mod
+    from rocm_build.commands import matrix as matrix_mod
 
     def as_list(value: str | None) -> list[str] | None:
         return None if value is None else matrix_mod.split_list(value)

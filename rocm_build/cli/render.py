@@ -27,11 +27,12 @@ from rich.progress import (
 from rich.progress import Progress as RichProgressBars
 from rich.text import Text
 
-from rocm_build import __version__, config, context
-from rocm_build.context import RunContext
-from rocm_build.masking import mask_data, mask_url
-from rocm_build.progress import NO_PROGRESS, Progress
-from rocm_build.sizes import human_size
+from rocm_build import __version__, config
+from rocm_build.common.masking import mask_data, mask_url
+from rocm_build.common.progress import NO_PROGRESS, Progress
+from rocm_build.common.sizes import human_size
+from rocm_build.run import context
+from rocm_build.run.context import RunContext
 
 # Never hard-wrap at the terminal width: stdout carries paths and results that scripts read, and
 # stderr ends up in CI logs, where a path cut at column 80 cannot be copied.

@@ -10,7 +10,7 @@ import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, err_console, out_console, pass_state
-from rocm_build.sizes import human_size
+from rocm_build.common.sizes import human_size
 
 
 @click.group("rocm", cls=o.OrderedGroup)
@@ -97,7 +97,7 @@ def wheels(
     gives rocm-sdk-libraries and one rocm-sdk-device-TARGET per target instead (no FAMILY).
     """
     from rocm_build import bundle
-    from rocm_build.arch import Targets
+    from rocm_build.common.arch import Targets
 
     targets: tuple[str, ...] = ()
     if arch:
@@ -132,7 +132,7 @@ def fetch(state: State, url: str, sha256: str) -> None:
 
     Prints the tree's folder, for --rocm. The URL may end in #sha256=HEX.
     """
-    from rocm_build.errors import ConfigError
+    from rocm_build.common.errors import ConfigError
     from rocm_build.rocm import dist
 
     ctx = state.resolve()

@@ -10,9 +10,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from rocm_build import statefile
-from rocm_build.errors import ConfigError
-from rocm_build.treepath import denied
+from rocm_build.common import statefile
+from rocm_build.common.errors import ConfigError
+from rocm_build.common.treepath import denied
 
 __all__ = ["CONFIG_FILE", "CONFIG_LIMIT", "find_config_file", "read_toml", "shown_path"]
 

@@ -20,7 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rocm_build import arch
+from rocm_build.common import arch
+from rocm_build.common.errors import ConfigError
 from rocm_build.config.files import CONFIG_FILE, find_config_file, shown_path
 from rocm_build.config.schema import (
     PROJECT_SETTINGS,
@@ -41,7 +42,6 @@ from rocm_build.config.schema import (
     flag_name,
     plain_name,
 )
-from rocm_build.errors import ConfigError
 
 #: config's own names, and the schema's (read through config too).
 __all__ = [

@@ -18,7 +18,7 @@ from typing import Any
 from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 
 #: The choices of ``bundle.deflater`` (``rocm_build.wheel.rawdeflate`` runs them); the first is
 #: the default: the fastest within 1% of auditwheel's size at level 6 (benchmarks/README.md,

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rocm_build.errors import ConfigError, RocmTreeError
+from rocm_build.common.errors import ConfigError, RocmTreeError
 
 __all__ = ["AOTRITON_CMAKE", "Aotriton", "Download", "parse"]
 

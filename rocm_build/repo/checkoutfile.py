@@ -16,8 +16,8 @@ import os
 import stat
 from pathlib import Path
 
-from rocm_build import statefile
-from rocm_build.errors import UnsafeInput
+from rocm_build.common import statefile
+from rocm_build.common.errors import UnsafeInput
 
 __all__ = ["LIMIT", "read_text"]
 

@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from rocm_build.errors import ConfigError
-from rocm_build.masking import mask_url
+from rocm_build.common.errors import ConfigError
+from rocm_build.common.masking import mask_url
 
 __all__ = ["check_origin", "check_ref", "credentials", "positional"]
 

@@ -17,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build import faults, proc, statefile
-from rocm_build.errors import (
+from rocm_build.common import faults, proc, statefile
+from rocm_build.common.errors import (
     CommandFailed,
     FileAccessError,
     PatchConflict,
     ToolMissing,
     UnsafeInput,
 )
-from rocm_build.masking import mask_url
+from rocm_build.common.masking import mask_url
 from rocm_build.repo.cmdargs import credentials, positional
 
 __all__ = [

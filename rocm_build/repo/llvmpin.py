@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 from rocm_build.repo import checkoutfile
 from rocm_build.repo.aotritoncmake import Download
 

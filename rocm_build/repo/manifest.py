@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import faults, locks, statefile, tempfiles
-from rocm_build.errors import ConfigError
-from rocm_build.masking import mask_url
+from rocm_build.common import faults, locks, statefile, tempfiles
+from rocm_build.common.errors import ConfigError
+from rocm_build.common.masking import mask_url
 from rocm_build.repo import git
 
 __all__ = [

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocm_build.common.errors import ConfigError
 from rocm_build.config.schema import TritonSettings
-from rocm_build.errors import ConfigError
 from rocm_build.repo import checkoutfile
 
 __all__ = [

@@ -24,8 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rocm_build import locks, proc, statefile
-from rocm_build.errors import (
+from rocm_build.common import locks, proc, statefile
+from rocm_build.common.errors import (
     CommandFailed,
     ConfigError,
     FetchError,

@@ -22,9 +22,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
-from rocm_build import faults, locks, proc, statefile, tempfiles
 from rocm_build.binary import elf
-from rocm_build.errors import CommandFailed, FetchError, RocmBuildError, RocmTreeError, ToolMissing
+from rocm_build.common import faults, locks, proc, statefile, tempfiles
+from rocm_build.common.errors import (
+    CommandFailed,
+    FetchError,
+    RocmBuildError,
+    RocmTreeError,
+    ToolMissing,
+)
+from rocm_build.common.treepath import refuse_outside_links
 from rocm_build.rocm import debcmake, dist
 from rocm_build.rocm.debindex import (
     AptIndex,
@@ -36,7 +43,6 @@ from rocm_build.rocm.debindex import (
     packages_stamp,
     release_names,
 )
-from rocm_build.treepath import refuse_outside_links
 
 __all__ = [
     "CLANG19_PACKAGES",

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from rocm_build import arch
+from rocm_build.common import arch
+from rocm_build.common.errors import RocmTreeError
+from rocm_build.common.treepath import denied, reading
 from rocm_build.config.loader import ProjectSpec
-from rocm_build.errors import RocmTreeError
 from rocm_build.rocm.distfetch import (
     DOWNLOAD_RETRIES,
     Progress,
@@ -27,7 +28,6 @@ from rocm_build.rocm.distfetch import (
     download_cache_dir,
     fetch,
 )
-from rocm_build.treepath import denied, reading
 
 __all__ = [
     "DEFAULT_ROOT",

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import urldefrag, urlparse
 from urllib.request import url2pathname
 
-from rocm_build import faults, statefile, tempfiles
-from rocm_build.errors import ConfigError, FetchError, FileAccessError, UnsafeInput
-from rocm_build.masking import mask_url
-from rocm_build.treepath import refuse_outside_links
+from rocm_build.common import faults, statefile, tempfiles
+from rocm_build.common.errors import ConfigError, FetchError, FileAccessError, UnsafeInput
+from rocm_build.common.masking import mask_url
+from rocm_build.common.treepath import refuse_outside_links
 
 if TYPE_CHECKING:
     import requests

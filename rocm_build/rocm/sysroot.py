@@ -21,8 +21,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rocm_build import proc, tempfiles
-from rocm_build.errors import RocmBuildError
+from rocm_build.common import proc, tempfiles
+from rocm_build.common.errors import RocmBuildError
 from rocm_build.rocm import debtree
 
 __all__ = ["host_ca_bundle", "make_root", "run"]

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build import proc
-from rocm_build.errors import CommandFailed, SmokeFailed
-from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.common import proc
+from rocm_build.common.errors import CommandFailed, SmokeFailed
+from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.smoke import upstream
 from rocm_build.smoke.junit import TestOutcome, parse_junit
 from rocm_build.smoke.plan import Plan

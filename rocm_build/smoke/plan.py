@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import arch
-from rocm_build.context import RunContext
-from rocm_build.errors import ConfigError
+from rocm_build.common import arch
+from rocm_build.common.errors import ConfigError
+from rocm_build.run.context import RunContext
 from rocm_build.smoke.environment import SCRUBBED_VARIABLES, scrub_environment
 from rocm_build.smoke.wheels import import_names
 

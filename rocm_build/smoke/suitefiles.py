@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from rocm_build.errors import ConfigError
-from rocm_build.packagedata import data_folder
+from rocm_build.common.errors import ConfigError
+from rocm_build.common.packagedata import data_folder
 
 __all__ = ["SUITE_FILES", "copy_suite", "suite_dir"]
 

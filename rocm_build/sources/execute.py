@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build.errors import ConfigError
-from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.common.errors import ConfigError
+from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.repo import checkoutfile, tritonpin
 from rocm_build.repo.manifest import (
     RELATED_COMMITS,

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import statefile, tempfiles
-from rocm_build.errors import DirtyCheckout, Locked
+from rocm_build.common import statefile, tempfiles
+from rocm_build.common.errors import DirtyCheckout, Locked
 from rocm_build.repo import git
 
 __all__ = [

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocm_build import faults, statefile, tempfiles
-from rocm_build.errors import ConfigError, FileAccessError, PatchConflict, RocmBuildError
-from rocm_build.packagedata import data_folder
+from rocm_build.common import faults, statefile, tempfiles
+from rocm_build.common.errors import ConfigError, FileAccessError, PatchConflict, RocmBuildError
+from rocm_build.common.packagedata import data_folder
 from rocm_build.repo import git
 from rocm_build.sources import journal
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rocm_build.common.errors import ConfigError
+from rocm_build.common.masking import is_masked, mask_url, strip_masked
 from rocm_build.config import loader as config_mod
-from rocm_build.context import RunContext
-from rocm_build.errors import ConfigError
-from rocm_build.masking import is_masked, mask_url, strip_masked
 from rocm_build.repo import tritonpin
 from rocm_build.repo.cmdargs import check_origin, check_ref
 from rocm_build.repo.manifest import MANIFEST_NAME
+from rocm_build.run.context import RunContext
 from rocm_build.sources import patches
 
 __all__ = ["CheckoutPlan", "ProjectPlan", "plan"]

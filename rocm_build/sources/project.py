@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rocm_build import faults, locks, tempfiles
-from rocm_build.errors import ConfigError, DirtyCheckout, RocmBuildError, ToolMissing
-from rocm_build.masking import mask_url
-from rocm_build.progress import Progress
+from rocm_build.common import faults, locks, tempfiles
+from rocm_build.common.errors import ConfigError, DirtyCheckout, RocmBuildError, ToolMissing
+from rocm_build.common.masking import mask_url
+from rocm_build.common.progress import Progress
 from rocm_build.repo import git
 from rocm_build.repo.manifest import (
     MANIFEST_NAME,

@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build import proc
-from rocm_build.errors import ConfigError, FetchError, ToolMissing
-from rocm_build.masking import mask_url
-from rocm_build.progress import NO_PROGRESS, Progress
+from rocm_build.common import proc
+from rocm_build.common.errors import ConfigError, FetchError, ToolMissing
+from rocm_build.common.masking import mask_url
+from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.repo.cmdargs import credentials, positional
 from rocm_build.repo.git import (
     BASE_OPTIONS,

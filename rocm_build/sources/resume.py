@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build import faults, proc
-from rocm_build.errors import CommandFailed, DirtyCheckout
+from rocm_build.common import faults, proc
+from rocm_build.common.errors import CommandFailed, DirtyCheckout
 from rocm_build.repo import git
 from rocm_build.sources.journal import CheckoutJournal
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build import config as config_mod
-from rocm_build import faults, locks
-from rocm_build.context import RunContext
-from rocm_build.errors import ConfigError, DirtyCheckout, FileAccessError, RocmBuildError
+from rocm_build.common import faults, locks
+from rocm_build.common.errors import ConfigError, DirtyCheckout, FileAccessError, RocmBuildError
 from rocm_build.repo import git, manifest
+from rocm_build.run.context import RunContext
 from rocm_build.sources import journal, patches
 
 __all__ = ["SavePlan", "SavedProject", "execute", "plan"]

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build import faults, proc
-from rocm_build.errors import ConfigError, RocmBuildError
-from rocm_build.masking import mask_url
-from rocm_build.progress import Progress
+from rocm_build.common import faults, proc
+from rocm_build.common.errors import ConfigError, RocmBuildError
+from rocm_build.common.masking import mask_url
+from rocm_build.common.progress import Progress
 from rocm_build.repo import git, manifest
 from rocm_build.sources import journal, patches, remote
 from rocm_build.sources.plan import CheckoutPlan, ProjectPlan

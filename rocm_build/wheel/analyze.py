@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build import faults
 from rocm_build.binary import elf, kpack, pe
-from rocm_build.errors import BundleError
+from rocm_build.common import faults
+from rocm_build.common.errors import BundleError
 from rocm_build.wheel.memberview import MemberView
 from rocm_build.wheel.wheelfile import WheelName, WheelReader
 

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from rocm_build.errors import FileAccessError
-from rocm_build.locks import check_cache_folder
+from rocm_build.common.errors import FileAccessError
+from rocm_build.common.locks import check_cache_folder
 
 __all__ = ["DeflateCache", "Entry", "check_folder", "default_folder", "file_key", "from_settings"]
 

@@ -10,7 +10,7 @@ import re
 import stat
 from collections.abc import Iterable
 
-from rocm_build.errors import UnsafeInput
+from rocm_build.common.errors import UnsafeInput
 
 __all__ = ["check_member_names", "shown"]
 

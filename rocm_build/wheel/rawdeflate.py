@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from rocm_build.common.errors import BundleError
 from rocm_build.config.schema import DEFLATERS
-from rocm_build.errors import BundleError
 
 __all__ = [
     "DEFAULT",

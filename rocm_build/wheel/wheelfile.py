@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rocm_build import faults, proc, tempfiles
-from rocm_build.errors import BundleError
+from rocm_build.common import faults, proc, tempfiles
+from rocm_build.common.errors import BundleError
 from rocm_build.wheel import deflatecache, rawdeflate, wheelpieces, zipformat
 from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
 from rocm_build.wheel.membernames import check_member_names

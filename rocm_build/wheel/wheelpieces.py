@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from rocm_build.errors import BundleError
+from rocm_build.common.errors import BundleError
 from rocm_build.wheel import rawdeflate
 
 __all__ = [

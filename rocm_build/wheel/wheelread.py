@@ -29,7 +29,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from rocm_build.errors import BundleError, FileAccessError, UnsafeInput
+from rocm_build.common.errors import BundleError, FileAccessError, UnsafeInput
 from rocm_build.wheel.membernames import check_member_names, shown
 
 CHUNK = 1 << 20  # read/copy unit

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rocm_build.common.sizes import human_size
 from rocm_build.rocm.debindex import load_release, packages_stamp
-from rocm_build.sizes import human_size
 from tests import hostile
 from tests.conftest import CliRunner
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import arch, config
-from rocm_build.errors import ConfigError
+from rocm_build import config
+from rocm_build.common import arch
+from rocm_build.common.errors import ConfigError
 
 CFG = config.load(cwd=Path("/nonexistent-cwd"), env={})
 KNOWN = CFG.known_targets

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import arch, bundle
+from rocm_build import bundle
+from rocm_build.common import arch
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from rocm_build.building import commands, jobs, wheelcheck
 from rocm_build.building.compilercache import CompilerCache
 from rocm_build.building.plan import Folders, Inputs, Machine, Plan, Survey, make_plan
 from rocm_build.building.requirements import read_build_requirements
-from rocm_build.errors import BuildFailed, ConfigError
+from rocm_build.common.errors import BuildFailed, ConfigError
 from rocm_build.rocm import dist
 
 from .test_dist import make_tree

@@ -9,7 +9,7 @@ import pytest
 
 from rocm_build import config
 from rocm_build.building import featureneeds, features
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 
 
 @pytest.mark.parametrize(

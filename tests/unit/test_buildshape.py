@@ -11,7 +11,7 @@ import pytest
 from rocm_build.building import hiplauncher, shapes
 from rocm_build.building.features import GPU_ASSERTS_CMAKE
 from rocm_build.building.plan import Plan, _with_shape, add_env
-from rocm_build.errors import BuildFailed
+from rocm_build.common.errors import BuildFailed
 from rocm_build.rocm import dist
 from tests.unit.test_build import _plan, _projects
 

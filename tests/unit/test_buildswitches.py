@@ -8,7 +8,7 @@ import pytest
 
 from rocm_build import config
 from rocm_build.building import switches
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 from rocm_build.rocm import dist
 
 from .test_dist import make_tree

@@ -11,7 +11,7 @@ import pytest
 from rocm_build import bundle
 from rocm_build.binary.elf import ElfInfo
 from rocm_build.bundle import policy as bundle_policy
-from rocm_build.errors import BundleError, ConfigError
+from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.wheel.wheelfile import WheelName
 
 GLIBC = (("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.14")),)

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle, config, context
+from rocm_build import bundle, config
 from rocm_build.bundle import platforms
 from rocm_build.bundle.job import BundleJob, Platform, WheelPlan
 from rocm_build.bundle.model import BundleResult
+from rocm_build.common.errors import BundleError, ConfigError
+from rocm_build.common.progress import Progress
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.config.schema import BundleSettings
-from rocm_build.errors import BundleError, ConfigError
-from rocm_build.progress import Progress
+from rocm_build.run import context
 from tests.unit.test_dist import make_tree
 
 WHEEL = Path("ext-1.0-cp311-cp311-plan9_amd64.whl")

@@ -10,8 +10,8 @@ import pytest
 
 from rocm_build import bundle
 from rocm_build.binary.elf import ElfInfo
-from rocm_build.errors import BundleError
-from rocm_build.treepath import TreeGuard, walk_files
+from rocm_build.common.errors import BundleError
+from rocm_build.common.treepath import TreeGuard, walk_files
 
 from .test_bundle_plan import ROCM, TreeIndex, lib, plan
 

@@ -8,7 +8,7 @@ import pytest
 
 from rocm_build.bundle import kpackown
 from rocm_build.bundle import split as splitarch
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 from rocm_build.wheel import wheelmeta
 
 

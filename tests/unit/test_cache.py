@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.building import compilercache
-from rocm_build.errors import ConfigError, ToolMissing
+from rocm_build.common.errors import ConfigError, ToolMissing
 
 CCACHE_475 = """ccache version 4.7.5
 Features: file-storage http-storage redis+unix-storage redis-storage

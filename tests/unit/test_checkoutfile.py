@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.errors import UnsafeInput
+from rocm_build.common.errors import UnsafeInput
 from rocm_build.repo import checkoutfile, tritonpin
 from rocm_build.sources.execute import _related
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 from rocm_build.repo import cmdargs
 from rocm_build.repo.cmdargs import check_origin, check_ref, positional
 

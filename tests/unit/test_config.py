@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 
 
 def test_defaults_resolve_and_record_their_source(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rocm_build import config
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import proc
+from rocm_build.common import proc
 
 
 def _affinity() -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rocm_build import statefile
+from rocm_build.common import statefile
 
 
 def test_file_sha256_is_the_bytes_digest(tmp_path: Path) -> None:

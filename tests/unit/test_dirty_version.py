@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 from rocm_build.building.version import Revision, mark_dirty, refuse_dirty
-from rocm_build.errors import DirtyCheckout
+from rocm_build.common.errors import DirtyCheckout
 from rocm_build.repo.worktree import WorkTree, build_output, parse_status
 
 from .test_build import _plan, _projects

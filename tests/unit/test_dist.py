@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config
-from rocm_build.errors import ConfigError, RocmTreeError
+from rocm_build.common.errors import ConfigError, RocmTreeError
 from rocm_build.rocm import dist
 
 CFG = config.load(cwd=Path("/nonexistent-cwd"), env={})

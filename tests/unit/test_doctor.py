@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rocm_build.doctor import Blocker, DoctorReport
-from rocm_build.errors import ConfigError, RocmTreeError, ToolMissing
+from rocm_build.commands.doctor import Blocker, DoctorReport
+from rocm_build.common.errors import ConfigError, RocmTreeError, ToolMissing
 
 
 def test_nothing_blocks() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import faults
+from rocm_build.common import faults
 
 
 def test_point_logs_each_name_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

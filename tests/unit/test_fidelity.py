@@ -12,10 +12,11 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from rocm_build import building, config, context
+from rocm_build import building, config
 from rocm_build.building import compilercache
 from rocm_build.building.features import ATTENTION
 from rocm_build.rocm import dist
+from rocm_build.run import context
 
 from .test_dist import make_tree
 

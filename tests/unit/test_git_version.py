@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build import doctor
+from rocm_build.commands import doctor
 from rocm_build.repo import git
 
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from rocm_build import proc
+from rocm_build.common import proc
 
 from .guard import UnitTestGuardError
 

@@ -50,9 +50,11 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
-    assert "rocm_build.errors" in graph["rocm_build.proc"]
-    assert "rocm_build.config" in graph["rocm_build.pipeline"]
-    assert "rocm_build.building" in graph["rocm_build.pipeline"]  # from . import build as build_mod
+    assert "rocm_build.common.errors" in graph["rocm_build.common.proc"]
+    assert "rocm_build.config" in graph["rocm_build.commands.pipeline"]
+    assert (
+        "rocm_build.building" in graph["rocm_build.commands.pipeline"]
+    )  # from . import build as build_mod
 
 
 def test_no_import_circles() -> None:
@@ -82,7 +84,7 @@ def test_no_stage_imports_another() -> None:
 
 
 def test_only_the_command_layer_reaches_up_into_the_stages() -> None:
-    allowed = ("rocm_build.cli", "rocm_build.pipeline", "rocm_build.doctor", "rocm_build.runreport")
+    allowed = ("rocm_build.cli", "rocm_build.commands")
     upward = [
         f"{m} -> {d}"
         for m, deps in import_graph().items()
@@ -91,3 +93,31 @@ def test_only_the_command_layer_reaches_up_into_the_stages() -> None:
         if _stage(d)
     ]
     assert upward == []
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph() -> dict[str, set[str]]:
+    """The import graph with every module folded into its package (``rocm_build.<package>``)."""
+    graph: dict[str, set[str]] = {}
+    for module, deps in import_graph().items():
+        here = _package(module)
+        graph.setdefault(here, set()).update(_package(d) for d in deps if _package(d) != here)
+    return graph
+
+
+def test_no_circles_between_packages() -> None:
+    try:
+        graphlib.TopologicalSorter(package_graph()).prepare()
+    except graphlib.CycleError as err:
+        pytest.fail(f"package circle: {' -> '.join(err.args[1])}")
+
+
+def test_the_shared_services_import_nothing_above_them() -> None:
+    assert package_graph()["rocm_build.common"] == set()
+
+
+def test_the_config_layer_imports_only_the_shared_services() -> None:
+    assert package_graph()["rocm_build.config"] <= {"rocm_build.common"}

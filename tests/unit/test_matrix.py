@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from rocm_build import config, matrix
-from rocm_build.errors import ConfigError
+from rocm_build import config
+from rocm_build.commands import matrix
+from rocm_build.common.errors import ConfigError
 
 TREE = "https://dist.example/therock-{group}.tar.gz"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.errors import ConfigError, RocmTreeError
+from rocm_build.common.errors import ConfigError, RocmTreeError
 from rocm_build.repo import aotritoncmake, llvmpin
 
 TEMPLATE = Path(__file__).parents[1] / "integration/building/projects/aotriton/aotriton.cmake.in"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.bundle import provenance
-from rocm_build.errors import FileAccessError
+from rocm_build.common.errors import FileAccessError
 from rocm_build.wheel import analyze
 
 ARCNAME = "ext/.rocm-build-provenance.json"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build import arch
 from rocm_build.binary import elf
 from rocm_build.bundle import prune
+from rocm_build.common import arch
 
 HIP = "hipv4-amdgcn-amd-amdhsa--"
 

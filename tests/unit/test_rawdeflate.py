@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from rocm_build.errors import BundleError
+from rocm_build.common.errors import BundleError
 from rocm_build.wheel import rawdeflate
 
 needs_libdeflate = pytest.mark.skipif(

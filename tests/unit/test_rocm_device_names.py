@@ -10,8 +10,8 @@ import pytest
 
 from rocm_build.bundle import rocmdevice, rocmwheels
 from rocm_build.bundle.model import ThinSource
-from rocm_build.errors import RocmTreeError
-from rocm_build.treepath import TreeGuard
+from rocm_build.common.errors import RocmTreeError
+from rocm_build.common.treepath import TreeGuard
 
 
 @pytest.mark.parametrize(

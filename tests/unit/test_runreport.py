@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_build import pipeline, runreport
-from rocm_build.runreport import StageOutcome
+from rocm_build.commands import pipeline, runreport
+from rocm_build.commands.runreport import StageOutcome
 
 
 def report(ok: bool) -> dict[str, object]:
@@ -105,7 +105,8 @@ def test_a_stop_between_stages_is_blamed_on_the_next_stage() -> None:
 def test_run_report_keeps_each_builds_version_origin_switches_and_notes(tmp_path: Path) -> None:
     import json
 
-    from rocm_build import config, context
+    from rocm_build import config
+    from rocm_build.run import context
 
     cfg = config.load(cwd=tmp_path, env={})
     ctx = context.resolve(cfg)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rocm_build import config, context, runreport
+from rocm_build import config
 from rocm_build.building.compilercache import mask_values
+from rocm_build.commands import runreport
+from rocm_build.run import context
 
 URL = "redis://builder:s3cret-Pw0rd@cache.example:6379"
 
@@ -30,7 +32,7 @@ TOKEN = "ghp_Zx81tokenValue"
 
 
 def test_mask_url_forms() -> None:
-    from rocm_build.masking import mask_url
+    from rocm_build.common.masking import mask_url
 
     cases = {
         "https://user:pw@host/r.git": "https://user:***@host/r.git",
@@ -56,7 +58,7 @@ def test_mask_url_forms() -> None:
 
 
 def test_masked_origins_replay_with_the_configured_one() -> None:
-    from rocm_build.masking import is_masked, strip_masked
+    from rocm_build.common.masking import is_masked, strip_masked
     from rocm_build.sources.plan import _replay_origin
 
     recorded = "https://user:***@host/r.git"
@@ -69,8 +71,8 @@ def test_masked_origins_replay_with_the_configured_one() -> None:
 
 
 def test_run_report_masks_every_url_and_message(tmp_path: Path) -> None:
-    from rocm_build.errors import FetchError
-    from rocm_build.pipeline import StageOutcome
+    from rocm_build.commands.pipeline import StageOutcome
+    from rocm_build.common.errors import FetchError
     from rocm_build.repo.manifest import MANIFEST_NAME
 
     origin = f"https://{TOKEN}@github.com/o/proj.git"

@@ -59,8 +59,8 @@ def test_package_data_in_an_archive_is_one_clear_error(tmp_path: Path) -> None:
     import sys
     import zipfile
 
-    from rocm_build.errors import ConfigError
-    from rocm_build.packagedata import data_folder
+    from rocm_build.common.errors import ConfigError
+    from rocm_build.common.packagedata import data_folder
 
     archive = tmp_path / "pkg.zip"
     with zipfile.ZipFile(archive, "w") as zf:

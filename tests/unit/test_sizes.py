@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rocm_build import runreport
 from rocm_build.bundle import report
-from rocm_build.sizes import human_size
+from rocm_build.commands import runreport
+from rocm_build.common.sizes import human_size
 
 from .test_runreport import report as run_report_data
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, context, smoke
-from rocm_build.errors import ConfigError, UnsafeInput
+from rocm_build import config, smoke
+from rocm_build.common.errors import ConfigError, UnsafeInput
+from rocm_build.run import context
 from rocm_build.smoke import environment, junit, wheels
 from rocm_build.smoke.plan import flash_expectation
 

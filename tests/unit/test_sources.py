@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from rocm_build import config, context, sources
-from rocm_build.errors import ConfigError
+from rocm_build import config, sources
+from rocm_build.common.errors import ConfigError
 from rocm_build.repo import git
 from rocm_build.repo import manifest as manifest_file
 from rocm_build.repo.manifest import ManifestEntry
+from rocm_build.run import context
 from rocm_build.sources import patches
 from rocm_build.sources import project as project_checkout
 from rocm_build.sources.plan import ProjectPlan

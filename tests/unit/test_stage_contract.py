@@ -24,10 +24,12 @@ import pytest
 import zstandard
 
 from rocm_build import building as build
-from rocm_build import bundle, config, context, pipeline, smoke, sources
+from rocm_build import bundle, config, smoke, sources
 from rocm_build.building.compilercache import CompilerCache
 from rocm_build.building.version import Revision
-from rocm_build.context import RunContext
+from rocm_build.commands import pipeline
+from rocm_build.run import context
+from rocm_build.run.context import RunContext
 
 from . import guard
 from .test_dist import make_tree

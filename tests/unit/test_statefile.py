@@ -1,4 +1,4 @@
-"""The one reader and writer of state files (rocm_build/statefile.py) under the usual attacks
+"""The one reader and writer of state files (rocm_build/common/statefile.py) under the usual attacks
 (tests/hostile.py): what is not a regular file of this user's alone is refused in one line (exit
 14) and left as it is; nothing is read or written through a link; a FIFO never blocks."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import statefile
-from rocm_build.errors import FileAccessError
+from rocm_build.common import statefile
+from rocm_build.common.errors import FileAccessError
 from tests import hostile
 
 

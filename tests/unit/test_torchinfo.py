@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_build import config, context, runreport
+from rocm_build import config
+from rocm_build.commands import runreport
+from rocm_build.run import context
 from rocm_build.wheel import torchinfo
 from rocm_build.wheel.wheelread import WheelReader
 

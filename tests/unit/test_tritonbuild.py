@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from rocm_build import config
 from rocm_build.building import tritonbuild
-from rocm_build.errors import BuildFailed
+from rocm_build.common.errors import BuildFailed
 
 BUILD = tritonbuild.TritonBuild("triton", ("torch",), "triton", 'platform_system == "Linux"')
 V = "3.5.0+git2757cc23"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 from rocm_build.repo import tritonpin
 from rocm_build.sources.plan import ProjectPlan, _pinned_last
 

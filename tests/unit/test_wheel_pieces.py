@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.errors import BundleError
+from rocm_build.common.errors import BundleError
 from rocm_build.wheel import rawdeflate, wheelfile, wheelpieces
 from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelWriter

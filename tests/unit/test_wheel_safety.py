@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.errors import UnsafeInput
+from rocm_build.common.errors import UnsafeInput
 from rocm_build.wheel.wheelfile import WheelReader, WheelWriter, check_member_names
 
 REG = 0o100644 << 16

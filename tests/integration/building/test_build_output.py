@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import locks
+from rocm_build.common import locks
 
 from .conftest import Workspace
 

@@ -54,8 +54,10 @@ def test_doctor_fails_on_what_blocks_a_build(
 def test_doctor_checks_are_a_library_call(
     rocm_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rocm_build import config, context, doctor
-    from rocm_build.errors import RocmTreeError
+    from rocm_build import config
+    from rocm_build.commands import doctor
+    from rocm_build.common.errors import RocmTreeError
+    from rocm_build.run import context
 
     cfg = config.load(
         cwd=tmp_path, env=dict(os.environ), flags={"arch": "gfx1100", "rocm": str(rocm_tree)}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.errors import FetchError, UnsafeInput
+from rocm_build.common.errors import FetchError, UnsafeInput
 from rocm_build.rocm import dist
 from tests.conftest import CliRunner
 

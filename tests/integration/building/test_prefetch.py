@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.building import prefetch
-from rocm_build.errors import FetchError
+from rocm_build.common.errors import FetchError
 from rocm_build.repo import llvmpin
 from rocm_build.rocm.dist import open_tree
 from tests import hostile

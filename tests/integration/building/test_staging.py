@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.errors import UnsafeInput
+from rocm_build.common.errors import UnsafeInput
 from rocm_build.rocm import debtree
 from tests.conftest import CliRunner
 
@@ -113,7 +113,7 @@ def test_a_package_link_inside_the_tree_is_kept(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
 def test_the_sweep_leaves_another_users_staging_folder(tmp_path: Path) -> None:
-    from rocm_build import tempfiles
+    from rocm_build.common import tempfiles
 
     dead = 2**22 + 12345  # above the kernel's pid limit: no such process
     mine = tmp_path / f".tree.rocm-build-{dead}-a.tmp"

@@ -21,7 +21,7 @@ from .conftest import TARGETS, Workspace
 HOLDER = """
 import sys
 from pathlib import Path
-from rocm_build import locks
+from rocm_build.common import locks
 with locks.hold(Path(sys.argv[1]), "another build"):
     print("held", flush=True)
     sys.stdin.read()

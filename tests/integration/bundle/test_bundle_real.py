@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.binary import elf
-from rocm_build.sizes import human_size
+from rocm_build.common.sizes import human_size
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared

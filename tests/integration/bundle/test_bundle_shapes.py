@@ -15,7 +15,7 @@ import pytest
 
 from rocm_build.binary import elf
 from rocm_build.bundle import apply as bundle_apply
-from rocm_build.errors import BundleError
+from rocm_build.common.errors import BundleError
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel, versioned_lib

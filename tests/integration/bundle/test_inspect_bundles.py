@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import config, context
+from rocm_build import config
 from rocm_build.binary import elf
 from rocm_build.bundle import report
+from rocm_build.run import context
 
 from .helpers import make_wheel
 

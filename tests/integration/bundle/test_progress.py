@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle, config, context
+from rocm_build import bundle, config
+from rocm_build.run import context
 from tests.conftest import CliRunner
 from tests.progress_recording import RecordingProgress
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import tempfiles
 from rocm_build.bundle import rocmwheels
-from rocm_build.errors import BundleError
+from rocm_build.common import tempfiles
+from rocm_build.common.errors import BundleError
 
 
 def _tree_with_a_link_out(tmp_path: Path) -> Path:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle, config, context
+from rocm_build import bundle, config
 from rocm_build.building import wheelcheck
 from rocm_build.bundle import report
+from rocm_build.run import context
 from rocm_build.wheel.analyze import analyze_path
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle, config, context
-from rocm_build.errors import BundleError
+from rocm_build import bundle, config
+from rocm_build.common.errors import BundleError
+from rocm_build.run import context
 
 from .conftest import INIT
 from .helpers import make_wheel

@@ -409,7 +409,7 @@ def test_unreadable_input_wheel_is_a_permission_error(
     # ... and the one wheel reader says it is a permission problem, for every other caller.
     probe = (
         "import sys\nfrom pathlib import Path\nfrom rocm_build.wheel.wheelfile import WheelReader\n"
-        "from rocm_build.errors import RocmBuildError\n"
+        "from rocm_build.common.errors import RocmBuildError\n"
         "try:\n    WheelReader(Path(sys.argv[1]))\n"
         "except RocmBuildError as e:\n    print(e.exit_code, e)\n"
     )

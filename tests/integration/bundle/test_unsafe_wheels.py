@@ -143,7 +143,7 @@ def test_unsafe_member_is_refused_by_every_reader(
 
 def test_unsafe_member_is_refused_by_build_check_and_smoke(tmp_path: Path, elf_so: bytes) -> None:
     from rocm_build.building import wheelcheck
-    from rocm_build.errors import UnsafeInput
+    from rocm_build.common.errors import UnsafeInput
     from rocm_build.smoke import wheels as smoke_wheels
 
     wheel = raw_wheel(tmp_path / "dist", [("../../x.so", elf_so, 0o100755)])

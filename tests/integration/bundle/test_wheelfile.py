@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.errors import BundleError
+from rocm_build.common.errors import BundleError
 from rocm_build.wheel import rawdeflate, wheelmeta, zipformat
 from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter

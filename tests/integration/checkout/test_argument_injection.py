@@ -103,7 +103,7 @@ def test_a_relative_path_origin_is_read_from_where_it_was_given(
 def test_the_git_layer_passes_urls_after_double_dash(upstream: Upstream, marker: Path) -> None:
     """Defence in depth: even a caller that skipped the plan's checks cannot make git take a
     URL as an option (git then calls it a strange path and refuses it)."""
-    from rocm_build.errors import FetchError
+    from rocm_build.common.errors import FetchError
     from rocm_build.repo import git as git_mod
     from rocm_build.sources import remote
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rocm_build import config, context, sources
+from rocm_build import config, sources
+from rocm_build.run import context
 from tests.progress_recording import RecordingProgress
 
 from .conftest import Upstream, commit_files, git

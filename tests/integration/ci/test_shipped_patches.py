@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from rocm_build import config, smoke
-from rocm_build.errors import FileAccessError, RocmBuildError
+from rocm_build.common.errors import FileAccessError, RocmBuildError
 from rocm_build.sources import patches
 from tests.conftest import REPO, CliRunner
 from tests.integration.ci.test_checks import rocm_build_calls, unknown_calls

@@ -12,7 +12,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from rocm_build.errors import EXIT_CODES
+from rocm_build.common.errors import EXIT_CODES
 from tests.conftest import CliRunner
 
 REPO = Path(__file__).resolve().parents[3]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import locks
-from rocm_build.errors import FileAccessError, Locked
+from rocm_build.common import locks
+from rocm_build.common.errors import FileAccessError, Locked
 from rocm_build.rocm import debtree
 from tests import hostile
 from tests.conftest import REPO
@@ -137,9 +137,9 @@ def test_read_only_lock_folder_is_one_line(run_dir: Path, tmp_path: Path) -> Non
 
 NO_HOME = """
 import os
-from rocm_build import locks
+from rocm_build.common import locks
 from rocm_build.wheel import deflatecache
-from rocm_build.errors import RocmBuildError
+from rocm_build.common.errors import RocmBuildError
 os.setgid(54321)
 os.setuid(54321)  # a user with no passwd entry (as in 'docker run --user 54321')
 for call in (lambda: locks.lock_dir(), lambda: deflatecache.from_settings("", 1.0)):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import tempfiles
-from rocm_build.errors import FileAccessError
+from rocm_build.common import tempfiles
+from rocm_build.common.errors import FileAccessError
 from rocm_build.wheel import deflatecache
 from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.deflatecache import DeflateCache

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import locks
-from rocm_build.errors import Locked
+from rocm_build.common import locks
+from rocm_build.common.errors import Locked
 
 # Holds the lock until its stdin closes or it is killed.
 HOLDER = """
 import sys
 from pathlib import Path
-from rocm_build import locks
+from rocm_build.common import locks
 with locks.hold(Path(sys.argv[1]), "the thing"):
     print("held", flush=True)
     sys.stdin.read()
@@ -90,7 +90,7 @@ def test_second_holder_waits_until_the_first_is_killed(
     (tmp_path / "wheels").mkdir(exist_ok=True)
     waiting, acquired = threading.Event(), threading.Event()
     seen = _Seen("waiting for the wheel", waiting)
-    logging.getLogger("rocm_build.locks").addHandler(seen)
+    logging.getLogger("rocm_build.common.locks").addHandler(seen)
 
     def second() -> None:
         with locks.hold(tmp_path / "alias" / "x.whl", "the wheel"):
@@ -105,7 +105,7 @@ def test_second_holder_waits_until_the_first_is_killed(
         worker.join(120)
         assert acquired.is_set()
     finally:
-        logging.getLogger("rocm_build.locks").removeHandler(seen)
+        logging.getLogger("rocm_build.common.locks").removeHandler(seen)
         _stop(child)
 
 

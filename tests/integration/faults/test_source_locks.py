@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from rocm_build import locks
+from rocm_build.common import locks
 
 from .sources_fixture import (
     Gate,

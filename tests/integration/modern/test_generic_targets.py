@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import arch
 from rocm_build.binary import elf
+from rocm_build.common import arch
 
 
 @pytest.mark.slow

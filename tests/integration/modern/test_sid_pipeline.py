@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from rocm_build import locks
+from rocm_build.common import locks
 from tests.conftest import REPO, CliRunner, _test_cache
 from tests.integration.building.conftest import PROJECTS, _git_repo
 from tests.integration.smoke.conftest import EXAMPLE, run

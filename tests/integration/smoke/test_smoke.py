@@ -258,7 +258,8 @@ def test_the_run_counts_its_tests_as_they_finish(
     alone) and the count when it finishes (``tally``, which ``all`` prints)."""
     import os
 
-    from rocm_build import config, context, smoke
+    from rocm_build import config, smoke
+    from rocm_build.run import context
     from tests.progress_recording import RecordingProgress
 
     for name in ("ROCM_PATH", "ROCM_HOME", "LD_LIBRARY_PATH"):

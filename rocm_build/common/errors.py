@@ -6,7 +6,7 @@ The exit codes are part of the interface: scripts and CI branch on them, so neve
 
 from __future__ import annotations
 
-from rocm_build.masking import mask_url
+from rocm_build.common.masking import mask_url
 
 __all__ = [
     "EXIT_CODES",

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rocm_build import tempfiles
-from rocm_build.errors import FileAccessError
+from rocm_build.common import tempfiles
+from rocm_build.common.errors import FileAccessError
 
 __all__ = [
     "LIMIT",

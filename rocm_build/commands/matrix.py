@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rocm_build import arch
+from rocm_build.common import arch
+from rocm_build.common.errors import ConfigError
 from rocm_build.config.loader import Config, natural_key
-from rocm_build.errors import ConfigError
 
 __all__ = [
     "JOB_KEYS",

@@ -47,9 +47,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from rocm_build import statefile
-from rocm_build.errors import CommandFailed, FileAccessError, ToolMissing
-from rocm_build.masking import mask_url
+from rocm_build.common import statefile
+from rocm_build.common.errors import CommandFailed, FileAccessError, ToolMissing
+from rocm_build.common.masking import mask_url
 
 __all__ = [
     "Result",

@@ -6,7 +6,7 @@ machine's GPUs) and the ROCm tree (a folder found, a URL downloaded into the cac
 only for the commands that need them, once, and held as values. A stage's ``plan`` reads them and
 never decides them (``checkout`` needs no tree, ``inspect`` no targets); asking a context for a
 tree not decided is a bug (``RuntimeError``), never a download in the middle of a plan, and the
-targets not decided are the ``arch`` setting's alone (:class:`rocm_build.arch.Targets`: names
+targets not decided are the ``arch`` setting's alone (:class:`rocm_build.common.arch.Targets`: names
 with features, base names, where they came from), never a detection. ``all`` decides both
 before its first stage and hands the same context to every stage.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocm_build import arch
+from rocm_build.common import arch
 from rocm_build.config.loader import Config
 from rocm_build.rocm import dist
 

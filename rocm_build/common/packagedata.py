@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 
 __all__ = ["data_folder"]
 

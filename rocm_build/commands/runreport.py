@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import statefile
-from rocm_build.context import RunContext
-from rocm_build.errors import FileAccessError, RocmBuildError
-from rocm_build.masking import mask_values
+from rocm_build.common import statefile
+from rocm_build.common.errors import FileAccessError, RocmBuildError
+from rocm_build.common.masking import mask_values
+from rocm_build.common.sizes import human_size
 from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
-from rocm_build.sizes import human_size
+from rocm_build.run.context import RunContext
 from rocm_build.wheel import torchinfo
 from rocm_build.wheel.wheelread import WheelReader
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import rocm_bootstrap
 from rocm_bootstrap import PackagingLevel
 
-from rocm_build.errors import ConfigError
+from rocm_build.common.errors import ConfigError
 
 __all__ = [
     "BOOTSTRAP_TARGETS",

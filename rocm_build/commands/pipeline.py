@@ -22,25 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build import (
-    __version__,
-    bundle,
-    config,
-    faults,
-    runreport,
-    smoke,
-    sources,
-    statefile,
-)
+from rocm_build import __version__, bundle, config, smoke, sources
 from rocm_build import building as build_mod
+from rocm_build.commands import runreport
+from rocm_build.commands.runreport import StageOutcome
+from rocm_build.common import faults, statefile
+from rocm_build.common.errors import RocmBuildError
+from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.config.loader import Config
-from rocm_build.context import RunContext
-from rocm_build.errors import RocmBuildError
-from rocm_build.progress import NO_PROGRESS, Progress
 from rocm_build.repo import worktree
 from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
-from rocm_build.runreport import StageOutcome
-from rocm_build.stages import Outputs, StageResult
+from rocm_build.run.context import RunContext
+from rocm_build.run.stages import Outputs, StageResult
 
 __all__ = [
     "PIPELINE",

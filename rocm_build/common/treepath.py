@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocm_build.errors import BundleError, FileAccessError, UnsafeInput
+from rocm_build.common.errors import BundleError, FileAccessError, UnsafeInput
 
 __all__ = [
     "BUNDLE_HINT",

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from rocm_build import faults
-from rocm_build.errors import FileAccessError
+from rocm_build.common import faults
+from rocm_build.common.errors import FileAccessError
 
 __all__ = [
     "PATTERN",

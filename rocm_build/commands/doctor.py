@@ -19,24 +19,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build import arch as arch_mod
-from rocm_build import proc
 from rocm_build.binary import elfpatch, kpack
 from rocm_build.building import featureneeds, trainfloors
 from rocm_build.building.jobs import GIB, default_jobs, memory_available
-from rocm_build.config.loader import Config, ProjectSpec
-from rocm_build.context import RunContext
-from rocm_build.errors import (
+from rocm_build.common import arch as arch_mod
+from rocm_build.common import proc
+from rocm_build.common.errors import (
     ConfigError,
     FileAccessError,
     RocmBuildError,
     RocmTreeError,
     ToolMissing,
 )
+from rocm_build.common.sizes import human_size
+from rocm_build.common.treepath import denied
+from rocm_build.config.loader import Config, ProjectSpec
 from rocm_build.repo import git
 from rocm_build.rocm import dist
-from rocm_build.sizes import human_size
-from rocm_build.treepath import denied
+from rocm_build.run.context import RunContext
 
 __all__ = ["TOOLS", "Blocker", "DoctorReport", "Row", "check"]
 

@@ -31,8 +31,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocm_build.errors import FileAccessError, Locked
-from rocm_build.masking import mask_url
+from rocm_build.common.errors import FileAccessError, Locked
+from rocm_build.common.masking import mask_url
 
 __all__ = [
     "check_cache_folder",
