@@ -14,6 +14,9 @@ bundle per translation unit, back to back (usually 4 KiB aligned). Two formats o
   the total size (v2: u32, v3: u64; absent in v1), the uncompressed size (v1/v2: u32, v3: u64) and
   a u64 hash, then the payload, which decompresses to an uncompressed bundle. Only the first few
   KiB of the payload are decompressed: the entry ids sit at the start of the inner bundle.
+
+Size: every read-only ELF fact behind one mmap-backed reader (files and in-place wheel members
+alike).
 """
 
 from __future__ import annotations

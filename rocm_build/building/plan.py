@@ -10,6 +10,9 @@ run's facts (projects, folders, tree, targets, the survey, the machine). Each pr
 is decided by ``_step`` (``make_plan`` is that part alone), what the run adds to it (checkout
 origin, torch's features, Triton, the hipcc launcher, the shape's routes) by ``_finish``, and
 the ``Plan`` is made in one place, ``_assemble``; it carries the ``[build]`` section as it is.
+
+Size: every decision of the build is made here, once (the stage rule: decide in plan, never in
+execute).
 """
 
 from __future__ import annotations

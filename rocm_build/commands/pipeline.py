@@ -9,6 +9,9 @@ damaged or of other types than this version writes is as good as none; one that 
 file of this user's alone (a link, a FIFO, a folder, another user's) stops the run with one line
 (``statefile``, exit 14). The run report (JSON and a short Markdown summary) is written whether
 the run passes or not.
+
+Size: `all`'s stages, their keys and stamps in one place: a stage's key and its stamp must change
+together.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ and runs Python code in the child: that is safe here although rocm-build uses th
 CPython re-initialises its runtime in the child before calling it and the function does nothing
 but one libc call through a ctypes function looked up in advance (no import, no lock, no
 logging), and glibc's fork keeps malloc usable in the child.
+
+Size: the one place that starts processes (the call, the log tee, timing, the children's sessions
+and their death with rocm-build, the CPUs they may use); split, a second module would start
+processes.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ Precedence, lowest first: built-in ``defaults.toml`` < ``rocm-build.toml`` or
 ``[tool.rocm-build]`` in ``pyproject.toml`` (working directory, or ``--config``) < environment
 (``ROCM_BUILD_*``, ``PYTORCH_ROCM_ARCH``, ``ROCM_PATH``/``ROCM_HOME``) < command-line flags.
 Every value remembers where it came from, so a run can print and record its settings.
+
+Size: one reader for every source of settings (defaults, files, environment, flags) and where each
+value came from; split, the precedence rule would live in more than one place.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ talk to a remote are in ``sources.remote``).
 Every command runs with ``LC_ALL=C`` (GitPython sets it) so messages can be parsed, with
 ``protocol.file.allow=always`` so ``file://`` submodules work, and, for commands that make
 commits, with rocm-build's own identity so a machine without ``user.name`` works.
+
+Size: every local git operation behind one runner, one environment and one identity.
 """
 
 from __future__ import annotations

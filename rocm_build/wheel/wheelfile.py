@@ -20,6 +20,9 @@ inflated and deflated again. The writer here is small and only does what wheels 
 
 Memory is bounded by the piece size times the jobs in flight (``window``), whatever the size
 of the wheel; the writer's own thread only writes and patches.
+
+Size: the streaming writer and the one RECORD writer, whose order, CRC and ZIP64 rules hold only
+together.
 """
 
 from __future__ import annotations
