@@ -1,4 +1,4 @@
-"""The bundle's data: what it grafts, edits and adds (:class:`BundlePlan`), and what came of it."""
+"""The bundle's data: what it grafts, edits and adds (:class:`Closure`), and what came of it."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader
 
 __all__ = [
-    "BundlePlan",
     "BundleResult",
+    "Closure",
     "DataFile",
     "Library",
     "RpathChange",
@@ -85,7 +85,7 @@ class TorchWheel:
         return cls(str(path), version, lib_dir, libs)
 
     @classmethod
-    def planned(cls, plan: BundlePlan, members: Sequence[str], lib_dir: str) -> TorchWheel:
+    def planned(cls, plan: Closure, members: Sequence[str], lib_dir: str) -> TorchWheel:
         """The torch fat wheel ``plan`` will write, from the torch wheel's ``members``: the
         libraries :meth:`read` will find in it once written."""
         written = {m for m in members if m not in plan.left_out and m not in plan.images_out}
@@ -109,7 +109,7 @@ class TorchWheel:
 
 
 @dataclass(frozen=True)
-class BundlePlan:
+class Closure:
     input: str
     output: str
     distribution: str

@@ -46,10 +46,10 @@ from rocm_build import __version__
 from rocm_build.binary import kpack
 from rocm_build.bundle import kpackown, platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
+from rocm_build.bundle.execute import execute as stage_execute
 from rocm_build.bundle.model import BundleResult
-from rocm_build.bundle.stage import BundlePlans
-from rocm_build.bundle.stage import execute as stage_execute
-from rocm_build.bundle.stage import plan as stage_plan
+from rocm_build.bundle.plan import Plan
+from rocm_build.bundle.plan import plan as stage_plan
 from rocm_build.common import arch, faults, locks, statefile, tempfiles
 from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.common.progress import NO_PROGRESS, Progress
@@ -368,7 +368,7 @@ class SplitPlan:
     device wheel per target, named by ``pattern``."""
 
     wheels: tuple[Path, ...]  # as given; the fat bundle takes torch first
-    fat: BundlePlans
+    fat: Plan
     pattern: str
     #: per wheel (file name): target -> its device wheel's distribution name, for the targets
     #: requested (none requested: those of the wheel's own device code, known once bundled)
@@ -402,7 +402,7 @@ def split_arch_plan(
     dry_run: bool = False,
     mode: Literal["fat", "thin"] = "fat",
 ) -> SplitPlan:
-    """``bundle --split-arch``, decided: the fat bundle's plan (:func:`.stage.plan`, every wheel
+    """``bundle --split-arch``, decided: the fat bundle's plan (:func:`.plan.plan`, every wheel
     planned as if its fat wheel were not there: they are written into a scratch folder), the
     device wheels' names, each wheel's fingerprint. Writes nothing."""
     if mode == "thin":
@@ -430,7 +430,7 @@ def split_arch_plan(
 
 
 def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitResult]:
-    """Bundle each wheel fat (torch first, see :func:`.stage.execute`) into a scratch folder,
+    """Bundle each wheel fat (torch first, see :func:`.execute.execute`) into a scratch folder,
     then split it into the output folder (``dry_run``: the fat bundle's plan, nothing written).
     Nothing to do when the host and device wheels of the same inputs are there already."""
     if plan.dry_run:

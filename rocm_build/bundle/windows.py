@@ -18,7 +18,7 @@ from typing import Any
 from rocm_build import __version__
 from rocm_build.binary import pe
 from rocm_build.bundle.data import select_data
-from rocm_build.bundle.job import BundleJob, WheelPlan
+from rocm_build.bundle.job import BundleJob, WheelTask
 from rocm_build.bundle.linux import project_lib_dir
 from rocm_build.bundle.model import BundleResult, DataFile
 from rocm_build.bundle.provenance import fingerprint, header, up_to_date
@@ -53,10 +53,10 @@ class Windows:
     def lib_dir(self, wheel: Path, projects: Mapping[str, ProjectSpec], flag: str | None) -> str:
         return ""  # delvewheel decides
 
-    def plan(self, job: BundleJob) -> WheelPlan:
+    def plan(self, job: BundleJob) -> WheelTask:
         return plan_windows(job)
 
-    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+    def execute(self, planned: WheelTask, progress: Progress) -> BundleResult:
         return execute_windows(planned)
 
     def plan_lines(self, result: BundleResult) -> Iterator[str]:
@@ -108,7 +108,7 @@ def _fingerprint(job: BundleJob) -> str:
     )
 
 
-def plan_windows(job: BundleJob) -> WheelPlan:
+def plan_windows(job: BundleJob) -> WheelTask:
     """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
     names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
     loads with ``LoadLibrary`` (``.dll`` patterns of ``bundle.dlopen_libs``) and the data trees
@@ -132,10 +132,10 @@ def plan_windows(job: BundleJob) -> WheelPlan:
     arcname = f"{top}/{PROVENANCE}"
     fp = _fingerprint(job)
     if not job.fresh and (existing := up_to_date(wheel, output_dir, arcname, fp)):
-        return WheelPlan(job, PLATFORM.name, "up-to-date", str(existing), fp)
+        return WheelTask(job, PLATFORM.name, "up-to-date", str(existing), fp)
     if arcname in members:  # bundled by rocm-build already: copied as it is
         summary = {"platform": "windows", "copy": True}
-        return WheelPlan(
+        return WheelTask(
             job, PLATFORM.name, "bundle", str(output_dir / wheel.name), fp, summary=summary
         )
     adding = _what_to_add(job, dirs, members)
@@ -147,10 +147,10 @@ def plan_windows(job: BundleJob) -> WheelPlan:
         "elsewhere": sorted(n for n in adding.imports if n not in adding.in_tree),
         "loaded_by_rocm": sorted(adding.loaded),
     }
-    return WheelPlan(job, PLATFORM.name, "bundle", "", fp, detail=adding, summary=summary)
+    return WheelTask(job, PLATFORM.name, "bundle", "", fp, detail=adding, summary=summary)
 
 
-def execute_windows(planned: WheelPlan) -> BundleResult:
+def execute_windows(planned: WheelTask) -> BundleResult:
     """delvewheel's repair and what goes beside its DLLs, as ``planned`` says."""
     start = time.monotonic()
     job, wheel = planned.job, planned.job.wheel
