@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from rocm_build.bundle.model import BundleResult, Closure, ThinSource, TorchWheel
+from rocm_build.bundle.model import BundleResult, Closure, PlanSummary, ThinSource, TorchWheel
 from rocm_build.common.progress import Progress
 from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.wheel.deflate import Deflate
@@ -58,7 +58,8 @@ class WheelTask:
     ``execute`` takes it then. ``closure`` (Linux) holds every library, search path, data file
     and cut of device code; ``extract`` names the members ``execute`` unpacks to edit. ``detail``
     is what another platform decided (Windows: what delvewheel is asked to add), ``summary``
-    the plan for people and ``--json``."""
+    the plan for people and ``--json`` (Linux: the closure itself; Windows: its
+    :class:`.windows.WindowsSummary`), flattened by its ``as_json`` only."""
 
     job: BundleJob  # its targets decided
     platform: str
@@ -71,13 +72,22 @@ class WheelTask:
     #: ``closure``'s libraries)
     members: tuple[str, ...] = ()
     detail: Any = None
-    summary: dict[str, Any] | None = None
+    summary: Closure | PlanSummary | None = None
 
     def planned(self, seconds: float) -> BundleResult:
         """The plan as a result: what ``--dry-run`` reports."""
         if self.action == "up-to-date":
-            return BundleResult(str(self.job.wheel), self.output, "up-to-date", seconds)
-        return BundleResult(str(self.job.wheel), self.output, "planned", seconds, self.summary)
+            return BundleResult(
+                str(self.job.wheel), self.output, "up-to-date", seconds, platform=self.platform
+            )
+        return BundleResult(
+            str(self.job.wheel),
+            self.output,
+            "planned",
+            seconds,
+            self.summary,
+            platform=self.platform,
+        )
 
 
 class Platform(Protocol):

@@ -178,7 +178,7 @@ def plan_wheel(job: BundleJob) -> WheelTask:
         plan,
         extract,
         members=analysis.members,
-        summary=plan.summary(),
+        summary=plan,
     )
 
 
@@ -242,7 +242,7 @@ def execute_wheel(planned: WheelTask, progress: Progress = NO_PROGRESS) -> Bundl
             )
         zip64 = tuple(wheelfile.zip64_reasons(out))
     seconds = time.monotonic() - start
-    return BundleResult(str(wheel), plan.output, "bundled", seconds, plan.summary(), zip64)
+    return BundleResult(str(wheel), plan.output, "bundled", seconds, plan, zip64)
 
 
 def _bound(plan: Closure, extracted: Mapping[str, Path]) -> Closure:
@@ -408,14 +408,14 @@ def _already_done(
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
     tempfiles.atomic_copy(wheel, out)
     log.info("%s is already self-contained: copied unchanged", wheel.name)
-    return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start, plan.summary())
+    return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start, plan)
 
 
 def _provenance(job: BundleJob, plan: Closure, reader: WheelReader, fp: str) -> dict[str, Any]:
     """What the output records about its making: settings, libraries (with those an earlier
     bundle of the input added), and the source files whose change makes it stale."""
     old = provenance_in(reader, plan.provenance_arcname) or {}
-    summary = plan.summary()
+    summary = plan.as_json()
     names = {lib.name for lib in plan.libraries}
     earlier = [x for x in old.get("libraries", []) if x["name"] not in names]
     return {

@@ -83,12 +83,14 @@ class Plan:
             job, closure = task.job, task.closure
             torch = job.torch.moved(folder) if job.torch and job.torch_pending else job.torch
             out = str(folder / Path(task.output).name) if task.output else ""
+            new = replace(closure, output=out) if closure else None
             moved.append(
                 replace(
                     task,
                     job=replace(job, output_dir=folder, torch=torch),
                     output=out,
-                    closure=replace(closure, output=out) if closure else None,
+                    closure=new,
+                    summary=new if task.summary is closure else task.summary,
                 )
             )
         return replace(self, output_dir=folder, tasks=tuple(moved))

@@ -84,12 +84,15 @@ class SplitResult:
     seconds: float
     #: per target: (data files, their bytes uncompressed) moved out of the host wheel
     moved: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    bundle: dict[str, Any] | None = None  # the fat bundle's result (as_json)
+    bundle: BundleResult | None = None  # the fat bundle's result
     #: the project's own libraries kpack-split (:meth:`.kpackown.OwnSplit.summary`)
     kpack_own: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            **asdict(replace(self, bundle=None)),
+            "bundle": None if self.bundle is None else self.bundle.as_json(),
+        }
 
 
 #: The longest device wheel name: with its version and tags it must stay a file name.
@@ -454,23 +457,22 @@ def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitR
             prefixes = _data_prefixes(
                 plan.fat.rocm, settings.data_trees, str(prov.get("lib_dir", ""))
             )
-            own = kpackown.own_device_code(wheel, fat.plan) if plan.kpack_loader else ()
+            own = kpackown.own_device_code(wheel, fat.closure) if plan.kpack_loader else ()
             result = split_wheel(
                 Path(fat.output), input_path=wheel, output_dir=output_dir, prefixes=prefixes,
                 pattern=plan.pattern, fingerprint=plan.fingerprints[wheel],
                 deflate=plan.fat.deflate, no_wait=plan.fat.no_wait, progress=progress,
                 own=own, scratch=scratch / f"own-{index}" if plan.kpack_loader else None,
             )  # fmt: skip
-            results.append(replace(result, bundle=fat.as_json()))
+            results.append(replace(result, bundle=fat))
     return results
 
 
 def _planned(fat: BundleResult, pattern: str) -> SplitResult:
-    plan = fat.plan or {}
     name = WheelName.parse(Path(fat.input).name)
-    targets = plan.get("targets", [])
+    targets = fat.closure.targets if fat.closure else ()
     devices = {t: device_name(pattern, name.distribution, t) for t in targets}
-    return SplitResult(fat.input, fat.output, devices, "planned", fat.seconds, bundle=fat.as_json())
+    return SplitResult(fat.input, fat.output, devices, "planned", fat.seconds, bundle=fat)
 
 
 NO_DEVICES = (
@@ -489,5 +491,6 @@ def lines(result: SplitResult) -> Iterator[str]:
     if not result.devices:
         yield f"  device wheels: {NO_DEVICES}"
     else:
-        kpacked = ((result.bundle or {}).get("plan") or {}).get("kpack", {}).get("archives")
-        yield from kpackown.device_code_lines(list(result.devices), kpacked or [], result.kpack_own)
+        closure = result.bundle.closure if result.bundle else None
+        kpacked = [a.arcname for a in closure.kpack.archives] if closure else []
+        yield from kpackown.device_code_lines(list(result.devices), kpacked, result.kpack_own)

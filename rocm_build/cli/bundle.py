@@ -233,7 +233,7 @@ def show(results: Sequence[BundleResult]) -> None:
             markup=False,
             soft_wrap=True,
         )
-        for line in system_lines(r.plan or {}):
+        for line in system_lines(r.closure):
             out_console.print(line, markup=False, soft_wrap=True)
         for line in warning_lines(r):
             err_console.print(line, markup=False, soft_wrap=True)
@@ -253,7 +253,6 @@ def split(state: State, ctx: RunContext, plan: SplitPlan) -> None:
     from rocm_build import bundle as bundle_stage
     from rocm_build.bundle import split as splitarch
     from rocm_build.bundle.lines import warning_lines
-    from rocm_build.bundle.model import BundleResult
     from rocm_build.bundle.platforms import plan_lines
 
     dry_run = plan.dry_run
@@ -267,7 +266,7 @@ def split(state: State, ctx: RunContext, plan: SplitPlan) -> None:
         stop_dry_run(ctx, plan.fat)
         return
     for r in results:
-        fat = BundleResult(**r.bundle) if r.bundle else None
+        fat = r.bundle
         if dry_run and fat is not None:
             for line in plan_lines(fat):
                 out_console.print(line, markup=False, soft_wrap=True)

@@ -4,13 +4,14 @@ data trees with nothing for a requested target, and why a written wheel needs ZI
 from __future__ import annotations
 
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from rocm_build.bundle.data import data_target_gaps, looked_up_at, select_data
 from rocm_build.bundle.lines import warning_lines
-from rocm_build.bundle.model import BundleResult
+from rocm_build.bundle.model import BundleResult, Closure
 from rocm_build.wheel import wheelfile, zipformat
 
 
@@ -51,10 +52,13 @@ def test_data_trees_without_files_for_a_target_are_named(tree: Path) -> None:
     assert gaps == (("lib/rocblas/library", ("gfx942",)), ("lib/hipblaslt/library", ("gfx1100",)))
     assert data_target_gaps(tree, trees, names, []) == ()  # every target's data kept
     assert data_target_gaps(tree, trees, ["libMIOpen.so.1"], ["gfx942"]) == ()
-    result = BundleResult("in.whl", "out.whl", "planned", 0.1, {"data_missing": dict(gaps)})
+    closure = Closure(
+        "in.whl", "out.whl", "x", "1", "x/lib", (), (), (), (), 0, (), (), (), "", "", ""
+    )
+    result = BundleResult("in.whl", "out.whl", "planned", 0.1, replace(closure, data_missing=gaps))
     lines = list(warning_lines(result))
     assert "lib/rocblas/library has no files for gfx942" in lines[0]
-    big = BundleResult("in.whl", "/o/out.whl", "bundled", 1.0, {}, ("2 of 5 members ...",))
+    big = BundleResult("in.whl", "/o/out.whl", "bundled", 1.0, None, ("2 of 5 members ...",))
     assert list(warning_lines(big)) == ["note: out.whl needs ZIP64: 2 of 5 members ..."]
 
 

@@ -238,7 +238,7 @@ def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
     ext = {"ext/_k.so": lib("k", "libamdhip64.so.5")}
     (comgr,) = [x for x in plan(ext, index=index).libraries if x.name == "libamd_comgr.so.2"]
     assert comgr.aliases == ("libamd_comgr.so",)
-    assert plan(ext, index=index).summary()["libraries"][0]["aliases"] == ["libamd_comgr.so"]
+    assert plan(ext, index=index).as_json()["libraries"][0]["aliases"] == ["libamd_comgr.so"]
     # the wheel already carries a file by that name: no copy
     ext2 = {**ext, "ext/lib/libamd_comgr.so": lib("own", soname="libamd_comgr.so")}
     (comgr2,) = [x for x in plan(ext2, index=index).libraries if x.name == "libamd_comgr.so.2"]
@@ -284,7 +284,7 @@ def test_excluded_library_stays_needed_and_brings_nothing_in() -> None:
     p = plan(ext, exclude=("libamdhip64.so.*",))
     assert p.libraries == ()
     assert p.excluded == (("libamdhip64.so.5", ("ext/_k.so",)),)
-    assert p.summary()["excluded"] == [{"name": "libamdhip64.so.5", "needed_by": ["ext/_k.so"]}]
+    assert p.as_json()["excluded"] == [{"name": "libamdhip64.so.5", "needed_by": ["ext/_k.so"]}]
     assert p.platform_tag.startswith("manylinux_")  # as auditwheel: not counted against it
     # a dependency something else needs still comes
     both = {**ext, "ext/_n.so": lib("n", "libnuma.so.1")}
