@@ -122,8 +122,11 @@ def closure(tree: Path, wheel: Path, ctx: dict[str, str] | None = None) -> list[
 
     ``ctx`` may name the wheel's extension (``ext``), its library folder (``lib_dir``) and
     whether the default dlopen list counts (``dlopen``: "default"); else this benchmark's own."""
-    from rocm_build import bundle, config
+    from rocm_build import config
     from rocm_build.binary import elf
+    from rocm_build.bundle.closure import ClosureInput, ClosureRules, resolve_closure
+    from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
+    from rocm_build.bundle.policy import policy_whitelist
     from rocm_build.wheel.wheelfile import WheelReader
 
     ctx = ctx or {}
@@ -136,15 +139,15 @@ def closure(tree: Path, wheel: Path, ctx: dict[str, str] | None = None) -> list[
         for i, member in enumerate(ctx.get("ext", "sparseext/_sparse.so").split(",")):
             dest = reader.extract(member, WORK, f"closure-ext{i}.so")
             elves[member] = elf.read_elf(dest)
-    index = bundle.LibraryIndex(bundle.tree_lib_dirs(tree), bundle.system_lib_dirs())
-    plan = bundle.make_plan(
-        bundle.PlanInput(wheel, wheel, reader.name, metadata="", members=[], elves=elves),
+    index = LibraryIndex(tree_lib_dirs(tree), system_lib_dirs())
+    plan = resolve_closure(
+        ClosureInput(wheel, wheel, reader.name, metadata="", members=[], elves=elves),
         index,
-        bundle.PlanRules(
+        ClosureRules(
             lib_dir=ctx.get("lib_dir", "sparseext/lib"),
             targets=(),
             dlopen_patterns=dlopen,
-            whitelist=bundle.policy_whitelist(),
+            whitelist=policy_whitelist(),
         ),
     )
     return [Path(lib.source).with_name(lib.name) for lib in plan.libraries]

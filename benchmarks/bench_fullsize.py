@@ -59,7 +59,8 @@ NAMES = {
 
 
 def prepare() -> dict[str, str]:
-    from rocm_build import bundle, config
+    from rocm_build import config
+    from rocm_build.bundle.data import select_data
     from rocm_build.rocm import debtree, dist, sysroot
     from tests.integration.modern.fullsize_wheel import build_wheel
 
@@ -87,9 +88,7 @@ def prepare() -> dict[str, str]:
     }
     # (b) copies the data files rocm-build picks, as the scripts' grep over the folder does
     libs = bench_bundle.closure(tree, wheel, ctx)
-    data, _ = bundle.select_data(
-        tree, cfg.bundle.data_trees, "torch/lib", [p.name for p in libs], targets
-    )
+    data, _ = select_data(tree, cfg.bundle.data_trees, "torch/lib", [p.name for p in libs], targets)
     listing = WORK / "data-files.tsv"
     listing.write_text("".join(f"{d.source}\t{d.arcname}\n" for d in data))
     ctx["data_list"] = str(listing)

@@ -1,19 +1,20 @@
 """bundle: make a wheel self-contained for a ROCm tree and a set of gfx targets.
 
-The stage: :func:`plan` (``plan(ctx, wheels, ...)``: the wheels in order and their settings) and
-:func:`execute` (``execute(plan, progress)``: :class:`BundleResults`); :func:`plan_lines`,
-:func:`system_lines` and :func:`warning_lines` put results into words. Each wheel is bundled by
-its platform (:mod:`.platforms`, the registry; :mod:`.linux`, :mod:`.windows`) from one
-:class:`.job.BundleJob`. On Linux one pass reads it (:mod:`rocm_build.wheel.analyze`, shared
-with the build's wheel check and ``inspect``), :func:`make_plan` decides everything from ELF
-facts, a library index and settings (:mod:`.plan`, with :mod:`.libraries`, :mod:`.data`,
-:mod:`.policy`), and :mod:`.apply` writes the output in one streaming pass, with the record of
-:mod:`.provenance`. Windows wheels go through delvewheel (:mod:`.windows`).
+The stage: :mod:`.plan` (``plan(ctx, wheels, ...)`` -> ``Plan``: the wheels in order, their
+settings and each wheel's :class:`.job.WheelTask`) and :mod:`.execute` (``execute(plan,
+progress)`` -> ``Result``). Each wheel is bundled by its platform (:mod:`.platforms`, the
+registry; :mod:`.linux`, :mod:`.windows`) from one :class:`.job.BundleJob`. On Linux one pass
+reads it (:mod:`rocm_build.wheel.analyze`, shared with the build's wheel check and ``inspect``),
+:func:`.closure.resolve_closure` decides everything from ELF facts, a library index and settings
+(the :class:`.model.Closure`, with :mod:`.libraries`, :mod:`.data`, :mod:`.policy`), and
+:mod:`.apply` writes the output in one streaming pass, with the record of :mod:`.provenance`.
+Windows wheels go through delvewheel (:mod:`.windows`). :mod:`.lines` and
+:func:`.platforms.plan_lines` put results into words.
 
-``bundle --split-arch`` and ``rocm wheels`` have a pair of their own: :func:`split_arch_plan` and
-:func:`split_arch` (:mod:`.split`), :func:`rocm_wheels_plan` and :func:`rocm_wheels`
-(:mod:`.rocmwheels`). This module exports the stage, those pairs and the pure planner (what
-tests and benchmarks call); the rest is imported from its module.
+The face is the stage's ``plan``, ``execute``, ``Plan`` and ``Result``, and two documented extra
+pairs: ``bundle --split-arch``'s :func:`split_arch_plan` and :func:`split_arch` (:mod:`.split`),
+``rocm wheels``' :func:`rocm_wheels_plan` and :func:`rocm_wheels` (:mod:`.rocmwheels`). The rest
+is imported from its module (tests and benchmarks too).
 
 Rules (see docs/bundle.md):
 
@@ -35,73 +36,18 @@ Rules (see docs/bundle.md):
 
 from __future__ import annotations
 
-from rocm_build.bundle.data import (
-    data_destination,
-    data_target_gaps,
-    gfx_tokens,
-    looked_up_at,
-    select_data,
-)
-from rocm_build.bundle.libraries import (
-    Candidate,
-    LibraryIndex,
-    Resolver,
-    system_lib_dirs,
-    tree_lib_dirs,
-)
-from rocm_build.bundle.lines import system_lines, warning_lines
-from rocm_build.bundle.model import (
-    BundlePlan,
-    BundleResult,
-    DataFile,
-    Library,
-    RpathChange,
-    ThinSource,
-    TorchWheel,
-)
-from rocm_build.bundle.plan import PlanInput, PlanRules, inside, make_plan
-from rocm_build.bundle.platforms import plan_lines
-from rocm_build.bundle.policy import platform_tag, policy_whitelist
-from rocm_build.bundle.rocmwheels import WheelsPlan, rocm_wheels, rocm_wheels_plan
-from rocm_build.bundle.split import SplitPlan, split_arch, split_arch_plan
-from rocm_build.bundle.stage import BundlePlans, BundleResults, bundle_many, execute, plan
+from rocm_build.bundle.execute import Result, execute
+from rocm_build.bundle.plan import Plan, plan
+from rocm_build.bundle.rocmwheels import rocm_wheels, rocm_wheels_plan
+from rocm_build.bundle.split import split_arch, split_arch_plan
 
 __all__ = [
-    "BundlePlan",
-    "BundlePlans",
-    "BundleResult",
-    "BundleResults",
-    "Candidate",
-    "DataFile",
-    "Library",
-    "LibraryIndex",
-    "PlanInput",
-    "PlanRules",
-    "Resolver",
-    "RpathChange",
-    "SplitPlan",
-    "ThinSource",
-    "TorchWheel",
-    "WheelsPlan",
-    "bundle_many",
-    "data_destination",
-    "data_target_gaps",
+    "Plan",
+    "Result",
     "execute",
-    "gfx_tokens",
-    "inside",
-    "looked_up_at",
-    "make_plan",
     "plan",
-    "plan_lines",
-    "platform_tag",
-    "policy_whitelist",
     "rocm_wheels",
     "rocm_wheels_plan",
-    "select_data",
     "split_arch",
     "split_arch_plan",
-    "system_lib_dirs",
-    "system_lines",
-    "tree_lib_dirs",
-    "warning_lines",
 ]

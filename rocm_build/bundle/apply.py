@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocm_build.binary import elf, elfpatch, kpack
 from rocm_build.bundle import prune as prune_
-from rocm_build.bundle.model import BundlePlan
+from rocm_build.bundle.model import Closure
 from rocm_build.common import faults, proc, tempfiles
 from rocm_build.common.errors import BundleError
 from rocm_build.common.progress import NO_PROGRESS, Progress
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 def apply_plan(
-    plan: BundlePlan,
+    plan: Closure,
     reader: WheelReader,
     extracted: Mapping[str, Path],
     *,
@@ -89,7 +89,7 @@ def apply_plan(
     return out
 
 
-def _skipped(plan: BundlePlan, reader: WheelReader, name: str) -> bool:
+def _skipped(plan: Closure, reader: WheelReader, name: str) -> bool:
     """Members the pass does not copy: folders, RECORD (written anew), the old provenance,
     the ones the plan leaves out."""
     return (
@@ -100,7 +100,7 @@ def _skipped(plan: BundlePlan, reader: WheelReader, name: str) -> bool:
     )
 
 
-def _renamed(plan: BundlePlan, reader: WheelReader) -> Callable[[str], str]:
+def _renamed(plan: Closure, reader: WheelReader) -> Callable[[str], str]:
     """Member names in the output: a wheel relabelled with another version
     (``--allow-rocm-mismatch``) gets its ``.dist-info`` and ``.data`` folders renamed to match."""
     stem = reader.dist_info.removesuffix(".dist-info")
@@ -122,12 +122,12 @@ def _renamed(plan: BundlePlan, reader: WheelReader) -> Callable[[str], str]:
     return rename
 
 
-def _pruned(plan: BundlePlan) -> dict[str, prune_.PrunePlan]:
+def _pruned(plan: Closure) -> dict[str, prune_.PrunePlan]:
     """The files whose device code is pruned as they are written, by arcname."""
     return {d.arcname: d.cut for d in plan.device if d.pruned}
 
 
-def _total(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path]) -> int:
+def _total(plan: Closure, reader: WheelReader, extracted: Mapping[str, Path]) -> int:
     """The bytes the pass reports: see :func:`apply_plan`."""
     changes = {c.arcname for c in plan.rpaths} | set(_pruned(plan))
     regenerated = {f"{reader.dist_info}/METADATA", f"{reader.dist_info}/WHEEL"}
@@ -149,7 +149,7 @@ def _total(plan: BundlePlan, reader: WheelReader, extracted: Mapping[str, Path])
 class _Pass:
     """The one pass that writes the output wheel, step by step."""
 
-    plan: BundlePlan
+    plan: Closure
     reader: WheelReader
     writer: WheelWriter
     scratch: Path

@@ -1,6 +1,6 @@
 """One wheel to bundle and everything it is bundled with (:class:`BundleJob`, made from the
-stage's settings in one place: :meth:`.stage.BundlePlans.job`), what a platform decides for it
-(:class:`WheelPlan`), and what a platform answers (:class:`Platform`; the registry is
+stage's settings in one place: :meth:`.plan.Plan.job`), what a platform decides for it
+(:class:`WheelTask`), and what a platform answers (:class:`Platform`; the registry is
 :mod:`.platforms`)."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from rocm_build.bundle.model import BundlePlan, BundleResult, ThinSource, TorchWheel
+from rocm_build.bundle.model import BundleResult, Closure, PlanSummary, ThinSource, TorchWheel
 from rocm_build.common.progress import Progress
 from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.wheel.deflate import Deflate
 
-__all__ = ["BundleJob", "Platform", "WheelPlan"]
+__all__ = ["BundleJob", "Platform", "WheelTask"]
 
 
 @dataclass(frozen=True)
@@ -49,35 +49,45 @@ class BundleJob:
 
 
 @dataclass(frozen=True)
-class WheelPlan:
+class WheelTask:
     """What the bundle does with one wheel, decided before anything is written.
 
     ``action``: "up-to-date" (``output`` is already the bundle of these inputs and settings),
     "bundle" (write ``output``). ``fingerprint`` is what the output's provenance records; ""
     when it depends on a wheel this run writes first (torch's fat wheel, for torchvision):
-    ``execute`` takes it then. ``plan`` (Linux) holds every library, search path, data file and
-    cut of device code; ``extract`` names the members ``execute`` unpacks to edit. ``detail``
+    ``execute`` takes it then. ``closure`` (Linux) holds every library, search path, data file
+    and cut of device code; ``extract`` names the members ``execute`` unpacks to edit. ``detail``
     is what another platform decided (Windows: what delvewheel is asked to add), ``summary``
-    the plan for people and ``--json``."""
+    the plan for people and ``--json`` (Linux: the closure itself; Windows: its
+    :class:`.windows.WindowsSummary`), flattened by its ``as_json`` only."""
 
     job: BundleJob  # its targets decided
     platform: str
     action: Literal["up-to-date", "bundle"]
     output: str
     fingerprint: str
-    plan: BundlePlan | None = None
+    closure: Closure | None = None
     extract: tuple[str, ...] = ()
     #: the wheel's members, as the plan read them (what a torch fat wheel holds besides
-    #: ``plan``'s libraries)
+    #: ``closure``'s libraries)
     members: tuple[str, ...] = ()
     detail: Any = None
-    summary: dict[str, Any] | None = None
+    summary: Closure | PlanSummary | None = None
 
     def planned(self, seconds: float) -> BundleResult:
         """The plan as a result: what ``--dry-run`` reports."""
         if self.action == "up-to-date":
-            return BundleResult(str(self.job.wheel), self.output, "up-to-date", seconds)
-        return BundleResult(str(self.job.wheel), self.output, "planned", seconds, self.summary)
+            return BundleResult(
+                str(self.job.wheel), self.output, "up-to-date", seconds, platform=self.platform
+            )
+        return BundleResult(
+            str(self.job.wheel),
+            self.output,
+            "planned",
+            seconds,
+            self.summary,
+            platform=self.platform,
+        )
 
 
 class Platform(Protocol):
@@ -98,12 +108,12 @@ class Platform(Protocol):
         """Where the wheel's libraries go ("": its tool decides); ``flag``: ``--lib-dir``."""
         ...
 
-    def plan(self, job: BundleJob) -> WheelPlan:
+    def plan(self, job: BundleJob) -> WheelTask:
         """What bundling the wheel does: reads the wheel and the tree, writes nothing, starts
         no process."""
         ...
 
-    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+    def execute(self, planned: WheelTask, progress: Progress) -> BundleResult:
         """Do what ``planned`` says (nothing when the output is up to date)."""
         ...
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from rocm_build.binary import elf, kpack
 from rocm_build.binary.kpackwrite import KpackWriter
+from rocm_build.bundle.model import Closure
 from rocm_build.common.errors import BundleError
 from rocm_build.wheel.wheelfile import WheelReader
 
@@ -128,13 +129,13 @@ def _split_one(
     hosts[name] = result.library
 
 
-def own_device_code(wheel: Path, plan: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The members of a fat wheel with device code (its bundle's ``plan``) that are the
+def own_device_code(wheel: Path, closure: Closure | None) -> tuple[str, ...]:
+    """The members of a fat wheel with device code (its bundle's ``closure``) that are the
     project's own: members of the input ``wheel`` (the ROCm libraries the bundle added are
     not)."""
     with WheelReader(wheel) as reader:
         names = {m.name for m in reader.members}
-    device = ((plan or {}).get("device_code") or {}).keys()
+    device = [d.arcname for d in closure.device] if closure else []
     return tuple(sorted(a for a in device if a in names))
 
 

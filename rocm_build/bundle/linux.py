@@ -19,6 +19,7 @@ from rocm_build import __version__
 from rocm_build.binary import kpack
 from rocm_build.bundle import kpacked
 from rocm_build.bundle.apply import apply_plan, find_linkers
+from rocm_build.bundle.closure import ClosureInput, ClosureRules, resolve_closure
 from rocm_build.bundle.data import aotriton_images_out, data_target_gaps, select_data
 from rocm_build.bundle.device import (
     coverage_gaps,
@@ -26,12 +27,11 @@ from rocm_build.bundle.device import (
     gap_error,
     plan_device,
 )
-from rocm_build.bundle.job import BundleJob, WheelPlan
+from rocm_build.bundle.job import BundleJob, WheelTask
 from rocm_build.bundle.kpacked import NO_KPACK, KpackPlan, plan_kpack, wheel_kpack_members
 from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from rocm_build.bundle.lines import linux_plan_lines
-from rocm_build.bundle.model import BundlePlan, BundleResult, DataFile
-from rocm_build.bundle.plan import PlanInput, PlanRules, make_plan
+from rocm_build.bundle.model import BundleResult, Closure, DataFile
 from rocm_build.bundle.policy import policy_whitelist
 from rocm_build.bundle.provenance import (
     fingerprint,
@@ -87,10 +87,10 @@ class Linux:
         distribution = WheelName.parse(wheel.name).distribution
         return project_lib_dir(distribution, projects, members, flag)
 
-    def plan(self, job: BundleJob) -> WheelPlan:
+    def plan(self, job: BundleJob) -> WheelTask:
         return plan_wheel(job)
 
-    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+    def execute(self, planned: WheelTask, progress: Progress) -> BundleResult:
         result = execute_wheel(planned, progress)
         faults.point("bundle.done")
         return result
@@ -130,7 +130,7 @@ def _fingerprint(job: BundleJob) -> str:
     return fingerprint(facts)
 
 
-def plan_wheel(job: BundleJob) -> WheelPlan:
+def plan_wheel(job: BundleJob) -> WheelTask:
     """What bundling ``job``'s wheel does, or that its output is up to date (see the package
     docstring). Reads the wheel where it is (nothing unpacked) and the tree; writes nothing.
     ``job.allow_outside``: folders outside the tree its symlinks may lead to.
@@ -151,7 +151,7 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
         else None
     )
     if existing:
-        return WheelPlan(job, PLATFORM.name, "up-to-date", str(existing), fp)
+        return WheelTask(job, PLATFORM.name, "up-to-date", str(existing), fp)
     with WheelReader(wheel) as reader:
         own_code = not job.targets or bool(job.device_targets)
         analysis = analyze(reader, device_code=own_code, fault="bundle.read")
@@ -169,7 +169,7 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
     )
     edited = {c.arcname for c in plan.rpaths} | {d.arcname for d in plan.device if d.pruned}
     extract = tuple(a for a in analysis.elves if a in edited)
-    return WheelPlan(
+    return WheelTask(
         job,
         PLATFORM.name,
         "bundle",
@@ -178,11 +178,11 @@ def plan_wheel(job: BundleJob) -> WheelPlan:
         plan,
         extract,
         members=analysis.members,
-        summary=plan.summary(),
+        summary=plan,
     )
 
 
-def _replaced_targets(output: Path, plan: BundlePlan) -> tuple[str, ...] | None:
+def _replaced_targets(output: Path, plan: Closure) -> tuple[str, ...] | None:
     """The targets of the fat wheel already at ``output`` when they are not the ones this
     bundle is for (it would replace a wheel made for other GPUs); None otherwise."""
     if not output.is_file():
@@ -195,11 +195,11 @@ def _replaced_targets(output: Path, plan: BundlePlan) -> tuple[str, ...] | None:
     return tuple(sorted(map(str, targets)))
 
 
-def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> BundleResult:
+def execute_wheel(planned: WheelTask, progress: Progress = NO_PROGRESS) -> BundleResult:
     """Write what ``planned`` says, under the output's lock (``job.no_wait``): the members it
     edits unpacked to a scratch folder beside the output, then the wheel in one pass."""
     start = time.monotonic()
-    job, plan = planned.job, planned.plan
+    job, plan = planned.job, planned.closure
     wheel, output_dir = job.wheel, job.output_dir
     if planned.action == "up-to-date" or plan is None:
         return BundleResult(str(wheel), planned.output, "up-to-date", time.monotonic() - start)
@@ -242,10 +242,10 @@ def execute_wheel(planned: WheelPlan, progress: Progress = NO_PROGRESS) -> Bundl
             )
         zip64 = tuple(wheelfile.zip64_reasons(out))
     seconds = time.monotonic() - start
-    return BundleResult(str(wheel), plan.output, "bundled", seconds, plan.summary(), zip64)
+    return BundleResult(str(wheel), plan.output, "bundled", seconds, plan, zip64)
 
 
-def _bound(plan: BundlePlan, extracted: Mapping[str, Path]) -> BundlePlan:
+def _bound(plan: Closure, extracted: Mapping[str, Path]) -> Closure:
     """The plan with the cuts of the wheel's own device code read from their unpacked copies
     (the plan read the same bytes in the wheel)."""
     device = tuple(
@@ -257,7 +257,7 @@ def _bound(plan: BundlePlan, extracted: Mapping[str, Path]) -> BundlePlan:
     return replace(plan, device=device)
 
 
-def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
+def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> Closure:
     """The plan for ``job``: libraries from the tree (then the build machine), data for the
     targets, the output named by the version and the platform tag it satisfies."""
     current = wheelmeta.consistent_version(analysis.name.version, analysis.metadata)
@@ -283,7 +283,7 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
 
     so_patterns = [p for p in job.settings.dlopen_libs if ".so" in p]
     stems = [f"{stem}.so*" for stem in sorted(index.stems())]
-    rules = PlanRules(
+    rules = ClosureRules(
         lib_dir=job.lib_dir,
         targets=job.targets,
         dlopen_patterns=job.settings.dlopen_libs,
@@ -298,8 +298,8 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
         exclude=job.settings.exclude,
     )
 
-    def planned(left_out: Sequence[str], unedited: Sequence[str] = ()) -> BundlePlan:
-        wheel = PlanInput(
+    def planned(left_out: Sequence[str], unedited: Sequence[str] = ()) -> Closure:
+        wheel = ClosureInput(
             input_path=job.wheel,
             output_path=job.output_dir / job.wheel.name,
             wheel_name=analysis.name,
@@ -307,7 +307,7 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
             members=[m for m in analysis.members if m not in left_out],
             elves={a: i for a, i in analysis.infos.items() if a not in [*left_out, *unedited]},
         )
-        return make_plan(wheel, index, rules, selector)
+        return resolve_closure(wheel, index, rules, selector)
 
     provisional = planned(())
     others = tuple(other_rocm(analysis.infos, provisional.libraries, provisional.lib_dir))
@@ -335,7 +335,7 @@ def _plan(job: BundleJob, analysis: WheelAnalysis, fp: str) -> BundlePlan:
     )
 
 
-def _device(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> BundlePlan:
+def _device(job: BundleJob, plan: Closure, analysis: WheelAnalysis) -> Closure:
     """The plan with what happens to the device code of the files it writes: the offload
     bundles of every ELF file keep only the entries that serve ``job.device_targets`` (all
     unless ``bundle.prune_device_code``), and each file with device code must still serve every
@@ -355,7 +355,7 @@ def _device(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> Bundle
     return replace(plan, device_targets=targets, device=files, device_gaps=gaps, kpack=kp)
 
 
-def _kpack(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> KpackPlan:
+def _kpack(job: BundleJob, plan: Closure, analysis: WheelAnalysis) -> KpackPlan:
     """The kpack archives the written kpack-split libraries need (:mod:`.kpacked`): those of
     the tree's libraries the bundle adds, for the requested targets (every archive without
     ``--arch``). The wheel's own kpack-split libraries must find theirs in the wheel."""
@@ -391,7 +391,7 @@ def _kpack(job: BundleJob, plan: BundlePlan, analysis: WheelAnalysis) -> KpackPl
 
 
 def _already_done(
-    job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str, start: float
+    job: BundleJob, plan: Closure, reader: WheelReader, fp: str, start: float
 ) -> BundleResult | None:
     """Under the output's lock: the output is up to date (another run may have written it
     while this one waited), or the wheel needs nothing and is handed on as it is."""
@@ -408,14 +408,14 @@ def _already_done(
         return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
     tempfiles.atomic_copy(wheel, out)
     log.info("%s is already self-contained: copied unchanged", wheel.name)
-    return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start, plan.summary())
+    return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start, plan)
 
 
-def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) -> dict[str, Any]:
+def _provenance(job: BundleJob, plan: Closure, reader: WheelReader, fp: str) -> dict[str, Any]:
     """What the output records about its making: settings, libraries (with those an earlier
     bundle of the input added), and the source files whose change makes it stale."""
     old = provenance_in(reader, plan.provenance_arcname) or {}
-    summary = plan.summary()
+    summary = plan.as_json()
     names = {lib.name for lib in plan.libraries}
     earlier = [x for x in old.get("libraries", []) if x["name"] not in names]
     return {
@@ -439,7 +439,7 @@ def _provenance(job: BundleJob, plan: BundlePlan, reader: WheelReader, fp: str) 
     }
 
 
-def _source_facts(plan: BundlePlan) -> tuple[tuple[Any, ...], ...]:
+def _source_facts(plan: Closure) -> tuple[tuple[Any, ...], ...]:
     """The tree files ``plan`` writes into the wheel, as they are now (after the plan read
     them): the output is made from these very files or not at all, and is stale once one
     changes."""
@@ -450,7 +450,7 @@ def _source_facts(plan: BundlePlan) -> tuple[tuple[Any, ...], ...]:
         return tuple(tuple(statefile.file_facts(Path(p))) for p in paths)
 
 
-def _check_unchanged(job: BundleJob, plan: BundlePlan, reader: WheelReader) -> None:
+def _check_unchanged(job: BundleJob, plan: Closure, reader: WheelReader) -> None:
     """The input wheel (the file ``reader`` holds open) and the tree files are as the plan
     read them: a change between the plan and the written wheel would give a wheel made from
     another tree or input than the plan and the record say."""
@@ -464,7 +464,7 @@ def _check_unchanged(job: BundleJob, plan: BundlePlan, reader: WheelReader) -> N
         )
 
 
-def _log_plan(plan: BundlePlan, seconds: float) -> None:
+def _log_plan(plan: Closure, seconds: float) -> None:
     log.info(
         "bundling %s (planned in %.1f s): %d libraries, %d data files (%d left out for "
         "other targets), %d search paths",

@@ -1,4 +1,4 @@
-"""The bundle's data: what it grafts, edits and adds (:class:`BundlePlan`), and what came of it."""
+"""The bundle's data: what it grafts, edits and adds (:class:`Closure`), and what came of it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from rocm_build.binary import elf
 from rocm_build.bundle.device import DeviceFile
@@ -15,10 +15,11 @@ from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.wheelfile import WheelReader
 
 __all__ = [
-    "BundlePlan",
     "BundleResult",
+    "Closure",
     "DataFile",
     "Library",
+    "PlanSummary",
     "RpathChange",
     "ThinSource",
     "TorchWheel",
@@ -40,6 +41,11 @@ class Library:
     #: symlink, say). A wheel cannot hold the symlink, and a copy would be a second instance when
     #: the library is loaded by its soname too, so each alias is a stub library that NEEDs it.
     aliases: tuple[str, ...] = ()
+
+    @property
+    def size(self) -> int:
+        """Its size in the tree (before any pruning; 0 when it is gone)."""
+        return _file_size(self.source)
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ class TorchWheel:
         return cls(str(path), version, lib_dir, libs)
 
     @classmethod
-    def planned(cls, plan: BundlePlan, members: Sequence[str], lib_dir: str) -> TorchWheel:
+    def planned(cls, plan: Closure, members: Sequence[str], lib_dir: str) -> TorchWheel:
         """The torch fat wheel ``plan`` will write, from the torch wheel's ``members``: the
         libraries :meth:`read` will find in it once written."""
         written = {m for m in members if m not in plan.left_out and m not in plan.images_out}
@@ -109,7 +115,7 @@ class TorchWheel:
 
 
 @dataclass(frozen=True)
-class BundlePlan:
+class Closure:
     input: str
     output: str
     distribution: str
@@ -172,7 +178,17 @@ class BundlePlan:
             or pruned
         )
 
-    def summary(self) -> dict[str, Any]:
+    @property
+    def from_system(self) -> tuple[Library, ...]:
+        """The libraries taken from the build machine instead of the ROCm tree."""
+        return tuple(lib for lib in self.libraries if lib.origin == "system")
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(d.size for d in self.data)
+
+    def as_json(self) -> dict[str, Any]:
+        """The closure for ``--json``, the dry run's lines' source and the provenance record."""
         return {
             "input": self.input,
             "output": self.output,
@@ -187,18 +203,14 @@ class BundlePlan:
                     "source": lib.source,
                     "needed_by": list(lib.needed_by),
                     "aliases": list(lib.aliases),
-                    "size": _file_size(lib.source),  # as in the tree (before any pruning)
+                    "size": lib.size,  # as in the tree (before any pruning)
                 }
                 for lib in self.libraries
             ],
-            "from_system": [
-                {"name": lib.name, "source": lib.source}
-                for lib in self.libraries
-                if lib.origin == "system"
-            ],
+            "from_system": [{"name": lib.name, "source": lib.source} for lib in self.from_system],
             "rpaths": [asdict(r) for r in self.rpaths],
             "data_files": len(self.data),
-            "data_bytes": sum(d.size for d in self.data),
+            "data_bytes": self.data_bytes,
             "data_skipped": self.data_skipped,
             "data_missing": {tree: list(missing) for tree, missing in self.data_missing},
             "from_torch": [name for name, _ in self.from_torch],
@@ -252,15 +264,37 @@ class ThinSource:
         return [f"{d}=={self.version}" for d in wanted]
 
 
+class PlanSummary(Protocol):
+    """What a platform other than Linux decided for a wheel, for people and ``--json``
+    (Windows: :class:`.windows.WindowsSummary`)."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class BundleResult:
     input: str
     output: str
     status: Literal["bundled", "up-to-date", "unchanged", "planned"]
     seconds: float
-    plan: dict[str, Any] | None = None
+    #: what was (or would be) done: a Linux wheel's :class:`Closure`, another platform's summary
+    plan: Closure | PlanSummary | None = None
     #: why the output needs ZIP64 (sizes or offsets past 4 GiB, over 65,535 members); () = not
     zip64: tuple[str, ...] = ()
+    #: the platform that bundled it (``bundle.platform``): its lines put the result into words
+    platform: str = "linux"
+
+    @property
+    def closure(self) -> Closure | None:
+        """The Linux closure, if this result has one."""
+        return self.plan if isinstance(self.plan, Closure) else None
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "input": self.input,
+            "output": self.output,
+            "status": self.status,
+            "seconds": self.seconds,
+            "plan": None if self.plan is None else self.plan.as_json(),
+            "zip64": list(self.zip64),
+        }

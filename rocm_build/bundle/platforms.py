@@ -74,8 +74,7 @@ def check_split(wheel: Path, setting: str) -> None:
 
 def plan_lines(result: BundleResult) -> Iterator[str]:
     """A planned (dry-run) bundle, for people, by the platform that planned it."""
-    name = str((result.plan or {}).get("platform", DEFAULT))
-    return PLATFORMS.get(name, PLATFORMS[DEFAULT]).plan_lines(result)
+    return PLATFORMS.get(result.platform, PLATFORMS[DEFAULT]).plan_lines(result)
 
 
 def _tags(wheel: Path) -> list[str]:

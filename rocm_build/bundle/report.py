@@ -19,8 +19,8 @@ from typing import Any
 from rocm_build.binary import elf, pe
 from rocm_build.bundle import kpacked, rocmlabel
 from rocm_build.bundle import split as splitarch
+from rocm_build.bundle.closure import inside
 from rocm_build.bundle.data import gfx_tokens
-from rocm_build.bundle.plan import inside
 from rocm_build.bundle.policy import is_loader, is_path, platform_tag, policy_whitelist
 from rocm_build.common import arch
 from rocm_build.common.errors import RequirementNotMet, UnsafeInput

@@ -30,11 +30,11 @@ from typing import Any
 from rocm_build.binary import elf, kpack
 from rocm_build.bundle import prune, rocmdevice
 from rocm_build.bundle.apply import stream_elf as _stream_elf
+from rocm_build.bundle.closure import rel_origin as _rel_origin
 from rocm_build.bundle.data import data_mode, gfx_tokens, program_info
 from rocm_build.bundle.device import plan_device
 from rocm_build.bundle.libraries import LibraryIndex, system_lib_dirs, tree_lib_dirs
 from rocm_build.bundle.model import ThinSource
-from rocm_build.bundle.plan import rel_origin as _rel_origin
 from rocm_build.bundle.policy import is_loader as _is_loader
 from rocm_build.bundle.policy import platform_tag, policy_whitelist
 from rocm_build.bundle.provenance import rocm_version as _rocm_version
@@ -436,7 +436,7 @@ def thin_source(
 
 
 @dataclass(frozen=True)
-class WheelsPlan:
+class RocmWheelSet:
     """What ``rocm wheels`` will write: the core and libraries packages (their files, names and
     tags decided), then the ``rocm`` meta package, into ``output_dir``."""
 
@@ -470,7 +470,7 @@ def rocm_wheels_plan(
     targets: Sequence[str] = (),
     allow_outside: Sequence[Path] = (),
     env: Mapping[str, str] | None = None,
-) -> WheelsPlan:
+) -> RocmWheelSet:
     """rocm-sdk-core, rocm-sdk-libraries-<family> and rocm of ``tree``, decided: the libraries
     package keeps the data and the device code of ``targets`` only (all when empty), as ROCm's
     per-family packages do, from one all-targets tree. Nothing outside the tree (or the
@@ -518,7 +518,7 @@ def rocm_wheels_plan(
     if split:
         plat = ".".join(t.removeprefix("py3-none-") for t in libraries_wheel.tags)
         devices = rocmdevice.plan_devices(tree, version, plat, device_data, targets, guard)
-    return WheelsPlan(
+    return RocmWheelSet(
         tree=tree,
         output_dir=output_dir,
         version=version,
@@ -544,7 +544,7 @@ def _meta_requires(
     return [f"{CORE_DIST}=={version}", f'{libraries}=={version}; extra == "libraries"']
 
 
-def rocm_wheels(plan: WheelsPlan) -> list[Path]:
+def rocm_wheels(plan: RocmWheelSet) -> list[Path]:
     """Write the plan's wheels (the output folder made if missing); their paths."""
     _make_output_dir(plan.output_dir)
     # What a killed run left goes at the start, and at the end what a run that was still going

@@ -46,10 +46,10 @@ from rocm_build import __version__
 from rocm_build.binary import kpack
 from rocm_build.bundle import kpackown, platforms, provenance
 from rocm_build.bundle.data import data_destination, gfx_tokens, looked_up_at
+from rocm_build.bundle.execute import execute as stage_execute
 from rocm_build.bundle.model import BundleResult
-from rocm_build.bundle.stage import BundlePlans
-from rocm_build.bundle.stage import execute as stage_execute
-from rocm_build.bundle.stage import plan as stage_plan
+from rocm_build.bundle.plan import Plan
+from rocm_build.bundle.plan import plan as stage_plan
 from rocm_build.common import arch, faults, locks, statefile, tempfiles
 from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.common.progress import NO_PROGRESS, Progress
@@ -84,12 +84,15 @@ class SplitResult:
     seconds: float
     #: per target: (data files, their bytes uncompressed) moved out of the host wheel
     moved: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    bundle: dict[str, Any] | None = None  # the fat bundle's result (as_json)
+    bundle: BundleResult | None = None  # the fat bundle's result
     #: the project's own libraries kpack-split (:meth:`.kpackown.OwnSplit.summary`)
     kpack_own: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            **asdict(replace(self, bundle=None)),
+            "bundle": None if self.bundle is None else self.bundle.as_json(),
+        }
 
 
 #: The longest device wheel name: with its version and tags it must stay a file name.
@@ -368,7 +371,7 @@ class SplitPlan:
     device wheel per target, named by ``pattern``."""
 
     wheels: tuple[Path, ...]  # as given; the fat bundle takes torch first
-    fat: BundlePlans
+    fat: Plan
     pattern: str
     #: per wheel (file name): target -> its device wheel's distribution name, for the targets
     #: requested (none requested: those of the wheel's own device code, known once bundled)
@@ -402,7 +405,7 @@ def split_arch_plan(
     dry_run: bool = False,
     mode: Literal["fat", "thin"] = "fat",
 ) -> SplitPlan:
-    """``bundle --split-arch``, decided: the fat bundle's plan (:func:`.stage.plan`, every wheel
+    """``bundle --split-arch``, decided: the fat bundle's plan (:func:`.plan.plan`, every wheel
     planned as if its fat wheel were not there: they are written into a scratch folder), the
     device wheels' names, each wheel's fingerprint. Writes nothing."""
     if mode == "thin":
@@ -430,7 +433,7 @@ def split_arch_plan(
 
 
 def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitResult]:
-    """Bundle each wheel fat (torch first, see :func:`.stage.execute`) into a scratch folder,
+    """Bundle each wheel fat (torch first, see :func:`.execute.execute`) into a scratch folder,
     then split it into the output folder (``dry_run``: the fat bundle's plan, nothing written).
     Nothing to do when the host and device wheels of the same inputs are there already."""
     if plan.dry_run:
@@ -454,23 +457,22 @@ def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitR
             prefixes = _data_prefixes(
                 plan.fat.rocm, settings.data_trees, str(prov.get("lib_dir", ""))
             )
-            own = kpackown.own_device_code(wheel, fat.plan) if plan.kpack_loader else ()
+            own = kpackown.own_device_code(wheel, fat.closure) if plan.kpack_loader else ()
             result = split_wheel(
                 Path(fat.output), input_path=wheel, output_dir=output_dir, prefixes=prefixes,
                 pattern=plan.pattern, fingerprint=plan.fingerprints[wheel],
                 deflate=plan.fat.deflate, no_wait=plan.fat.no_wait, progress=progress,
                 own=own, scratch=scratch / f"own-{index}" if plan.kpack_loader else None,
             )  # fmt: skip
-            results.append(replace(result, bundle=fat.as_json()))
+            results.append(replace(result, bundle=fat))
     return results
 
 
 def _planned(fat: BundleResult, pattern: str) -> SplitResult:
-    plan = fat.plan or {}
     name = WheelName.parse(Path(fat.input).name)
-    targets = plan.get("targets", [])
+    targets = fat.closure.targets if fat.closure else ()
     devices = {t: device_name(pattern, name.distribution, t) for t in targets}
-    return SplitResult(fat.input, fat.output, devices, "planned", fat.seconds, bundle=fat.as_json())
+    return SplitResult(fat.input, fat.output, devices, "planned", fat.seconds, bundle=fat)
 
 
 NO_DEVICES = (
@@ -489,5 +491,6 @@ def lines(result: SplitResult) -> Iterator[str]:
     if not result.devices:
         yield f"  device wheels: {NO_DEVICES}"
     else:
-        kpacked = ((result.bundle or {}).get("plan") or {}).get("kpack", {}).get("archives")
-        yield from kpackown.device_code_lines(list(result.devices), kpacked or [], result.kpack_own)
+        closure = result.bundle.closure if result.bundle else None
+        kpacked = [a.arcname for a in closure.kpack.archives] if closure else []
+        yield from kpackown.device_code_lines(list(result.devices), kpacked, result.kpack_own)

@@ -18,7 +18,7 @@ from typing import Any
 from rocm_build import __version__
 from rocm_build.binary import pe
 from rocm_build.bundle.data import select_data
-from rocm_build.bundle.job import BundleJob, WheelPlan
+from rocm_build.bundle.job import BundleJob, WheelTask
 from rocm_build.bundle.linux import project_lib_dir
 from rocm_build.bundle.model import BundleResult, DataFile
 from rocm_build.bundle.provenance import fingerprint, header, up_to_date
@@ -34,7 +34,7 @@ from rocm_build.wheel.analyze import PROVENANCE, analyze
 from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
-__all__ = ["PLATFORM", "Windows", "execute_windows", "plan_windows"]
+__all__ = ["PLATFORM", "Windows", "WindowsSummary", "execute_windows", "plan_windows"]
 
 log = logging.getLogger(__name__)
 
@@ -53,28 +53,53 @@ class Windows:
     def lib_dir(self, wheel: Path, projects: Mapping[str, ProjectSpec], flag: str | None) -> str:
         return ""  # delvewheel decides
 
-    def plan(self, job: BundleJob) -> WheelPlan:
+    def plan(self, job: BundleJob) -> WheelTask:
         return plan_windows(job)
 
-    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+    def execute(self, planned: WheelTask, progress: Progress) -> BundleResult:
         return execute_windows(planned)
 
     def plan_lines(self, result: BundleResult) -> Iterator[str]:
-        plan = result.plan or {}
+        plan = result.plan if isinstance(result.plan, WindowsSummary) else WindowsSummary()
         yield f"would bundle {Path(result.input).name} (Windows, delvewheel):"
-        if plan.get("copy"):
+        if plan.copy:
             yield "  bundled by rocm-build already: copied as it is"
             return
-        yield f"  targets: {', '.join(plan.get('targets', [])) or '(all)'}"
-        yield f"  imported, from the tree: {', '.join(plan.get('from_tree', [])) or 'none'}"
-        elsewhere = ", ".join(plan.get("elsewhere", [])) or "none"
+        yield f"  targets: {', '.join(plan.targets) or '(all)'}"
+        yield f"  imported, from the tree: {', '.join(plan.from_tree) or 'none'}"
+        elsewhere = ", ".join(plan.elsewhere) or "none"
         yield f"  imported, from Windows or the build machine's PATH: {elsewhere}"
-        loaded = plan.get("loaded_by_rocm", [])
+        loaded = plan.loaded_by_rocm
         yield f"  loaded by ROCm with LoadLibrary, added by name: {', '.join(loaded) or 'none'}"
-        yield f"  (delvewheel takes these and what they import from {', '.join(plan['search'])})"
+        yield f"  (delvewheel takes these and what they import from {', '.join(plan.search)})"
 
 
 PLATFORM = Windows()
+
+
+@dataclass(frozen=True)
+class WindowsSummary:
+    """What the plan of a Windows wheel says, for people and ``--json``: the wheel is copied
+    as it is (``copy``), or what delvewheel is asked to add."""
+
+    copy: bool = False
+    targets: tuple[str, ...] = ()
+    search: tuple[str, ...] = ()  # the tree's folders with DLLs
+    from_tree: tuple[str, ...] = ()  # imported DLLs the tree has
+    elsewhere: tuple[str, ...] = ()  # imported DLLs from Windows or the build machine's PATH
+    loaded_by_rocm: tuple[str, ...] = ()  # DLLs ROCm opens with LoadLibrary, added by name
+
+    def as_json(self) -> dict[str, Any]:
+        if self.copy:
+            return {"platform": "windows", "copy": True}
+        return {
+            "platform": "windows",
+            "targets": list(self.targets),
+            "search": list(self.search),
+            "from_tree": list(self.from_tree),
+            "elsewhere": list(self.elsewhere),
+            "loaded_by_rocm": list(self.loaded_by_rocm),
+        }
 
 
 @dataclass(frozen=True)
@@ -108,7 +133,7 @@ def _fingerprint(job: BundleJob) -> str:
     )
 
 
-def plan_windows(job: BundleJob) -> WheelPlan:
+def plan_windows(job: BundleJob) -> WheelTask:
     """Windows wheels: delvewheel finds and places the imported DLLs, ROCm ones keeping their
     names (they are loaded by name and find their data by it); then, as on Linux, the DLLs ROCm
     loads with ``LoadLibrary`` (``.dll`` patterns of ``bundle.dlopen_libs``) and the data trees
@@ -132,30 +157,33 @@ def plan_windows(job: BundleJob) -> WheelPlan:
     arcname = f"{top}/{PROVENANCE}"
     fp = _fingerprint(job)
     if not job.fresh and (existing := up_to_date(wheel, output_dir, arcname, fp)):
-        return WheelPlan(job, PLATFORM.name, "up-to-date", str(existing), fp)
+        return WheelTask(job, PLATFORM.name, "up-to-date", str(existing), fp)
     if arcname in members:  # bundled by rocm-build already: copied as it is
-        summary = {"platform": "windows", "copy": True}
-        return WheelPlan(
+        summary = WindowsSummary(copy=True)
+        return WheelTask(
             job, PLATFORM.name, "bundle", str(output_dir / wheel.name), fp, summary=summary
         )
     adding = _what_to_add(job, dirs, members)
-    summary = {
-        "platform": "windows",
-        "targets": list(adding.targets),
-        "search": [str(d) for d in dirs],
-        "from_tree": sorted(adding.in_tree[n].name for n in adding.imports & set(adding.in_tree)),
-        "elsewhere": sorted(n for n in adding.imports if n not in adding.in_tree),
-        "loaded_by_rocm": sorted(adding.loaded),
-    }
-    return WheelPlan(job, PLATFORM.name, "bundle", "", fp, detail=adding, summary=summary)
+    summary = WindowsSummary(
+        targets=adding.targets,
+        search=tuple(str(d) for d in dirs),
+        from_tree=tuple(
+            sorted(adding.in_tree[n].name for n in adding.imports & set(adding.in_tree))
+        ),
+        elsewhere=tuple(sorted(n for n in adding.imports if n not in adding.in_tree)),
+        loaded_by_rocm=tuple(sorted(adding.loaded)),
+    )
+    return WheelTask(job, PLATFORM.name, "bundle", "", fp, detail=adding, summary=summary)
 
 
-def execute_windows(planned: WheelPlan) -> BundleResult:
+def execute_windows(planned: WheelTask) -> BundleResult:
     """delvewheel's repair and what goes beside its DLLs, as ``planned`` says."""
     start = time.monotonic()
     job, wheel = planned.job, planned.job.wheel
     if planned.action == "up-to-date":
-        return BundleResult(str(wheel), planned.output, "up-to-date", time.monotonic() - start)
+        return BundleResult(
+            str(wheel), planned.output, "up-to-date", time.monotonic() - start, platform="windows"
+        )
     if _fingerprint(job) != planned.fingerprint:
         raise BundleError(
             f"{wheel.name} or the tree changed after the bundle was planned; run it again"
@@ -168,7 +196,9 @@ def execute_windows(planned: WheelPlan) -> BundleResult:
             with locks.hold(out, f"the wheel {out}", no_wait=job.no_wait):
                 tempfiles.atomic_copy(wheel, out)
         log.info("%s was bundled by rocm-build already: left as it is", wheel.name)
-        return BundleResult(str(wheel), str(out), "unchanged", time.monotonic() - start)
+        return BundleResult(
+            str(wheel), str(out), "unchanged", time.monotonic() - start, platform="windows"
+        )
     members = planned.detail.members
     top = project_lib_dir(WheelName.parse(wheel.name).distribution, {}, members, None)
     arcname = f"{top.split('/', 1)[0]}/{PROVENANCE}"
@@ -181,7 +211,9 @@ def execute_windows(planned: WheelPlan) -> BundleResult:
         len(data),
         skipped,
     )
-    return BundleResult(str(wheel), str(out), "bundled", time.monotonic() - start)
+    return BundleResult(
+        str(wheel), str(out), "bundled", time.monotonic() - start, platform="windows"
+    )
 
 
 def _repair(

@@ -13,7 +13,9 @@ from rocm_build.cli.render import State, close_bars, err_console, out_console, p
 from rocm_build.common.sizes import human_size
 
 if TYPE_CHECKING:
-    from rocm_build.bundle import BundlePlans, BundleResult, SplitPlan
+    from rocm_build.bundle import Plan
+    from rocm_build.bundle.model import BundleResult
+    from rocm_build.bundle.split import SplitPlan
     from rocm_build.run.context import RunContext
 
 
@@ -149,6 +151,7 @@ def command(
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from rocm_build import bundle as bundle_stage
+    from rocm_build.bundle.platforms import plan_lines
 
     ctx = state.resolve(
         {
@@ -194,22 +197,22 @@ def command(
         state.emit([r.as_json() for r in results])
     elif dry_run:
         for r in results:
-            for line in bundle_stage.plan_lines(r):
+            for line in plan_lines(r):
                 out_console.print(line, markup=False, soft_wrap=True)
     else:
         show(results)
     stop_dry_run(ctx, plan)
 
 
-def stop_dry_run(ctx: RunContext, plan: BundlePlans) -> None:
+def stop_dry_run(ctx: RunContext, plan: Plan) -> None:
     """A dry run shows the plan, and then stops (exit 11) as the bundle would for a requested
     target a library has no code for (the wheels' plans' ``device_gaps``; a wheel up to date
     has none)."""
     gaps = [
         gap
-        for wp in plan.wheel_plans
-        if wp.action == "bundle" and wp.plan is not None
-        for gap in wp.plan.device_gaps
+        for task in plan.tasks
+        if task.action == "bundle" and task.closure is not None
+        for gap in task.closure.device_gaps
     ]
     if plan.dry_run and gaps and not ctx.settings.bundle.allow_missing_arch:
         from rocm_build.bundle.device import gap_error
@@ -219,8 +222,8 @@ def stop_dry_run(ctx: RunContext, plan: BundlePlans) -> None:
 
 def show(results: Sequence[BundleResult]) -> None:
     """One line per bundled wheel with its size; a note when one is over PyPI's limit."""
-    from rocm_build import bundle as bundle_stage
     from rocm_build.bundle import report
+    from rocm_build.bundle.lines import system_lines, warning_lines
 
     word = {"bundled": "bundled", "up-to-date": "up to date", "unchanged": "unchanged"}
     for r in results:
@@ -230,9 +233,9 @@ def show(results: Sequence[BundleResult]) -> None:
             markup=False,
             soft_wrap=True,
         )
-        for line in bundle_stage.system_lines(r.plan or {}):
+        for line in system_lines(r.closure):
             out_console.print(line, markup=False, soft_wrap=True)
-        for line in bundle_stage.warning_lines(r):
+        for line in warning_lines(r):
             err_console.print(line, markup=False, soft_wrap=True)
         if size > report.PYPI_LIMIT:
             err_console.print(
@@ -249,6 +252,8 @@ def split(state: State, ctx: RunContext, plan: SplitPlan) -> None:
     """``--split-arch``: the fat bundle cut into host and device wheels."""
     from rocm_build import bundle as bundle_stage
     from rocm_build.bundle import split as splitarch
+    from rocm_build.bundle.lines import warning_lines
+    from rocm_build.bundle.platforms import plan_lines
 
     dry_run = plan.dry_run
     bars = state.progress()
@@ -261,13 +266,13 @@ def split(state: State, ctx: RunContext, plan: SplitPlan) -> None:
         stop_dry_run(ctx, plan.fat)
         return
     for r in results:
-        fat = bundle_stage.BundleResult(**r.bundle) if r.bundle else None
+        fat = r.bundle
         if dry_run and fat is not None:
-            for line in bundle_stage.plan_lines(fat):
+            for line in plan_lines(fat):
                 out_console.print(line, markup=False, soft_wrap=True)
         for line in splitarch.lines(r):
             out_console.print(line, markup=False, soft_wrap=True)
         if fat is not None and not dry_run:
-            for line in bundle_stage.warning_lines(fat):
+            for line in warning_lines(fat):
                 err_console.print(line, markup=False, soft_wrap=True)
     stop_dry_run(ctx, plan.fat)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle
+from rocm_build.bundle.data import data_target_gaps, gfx_tokens, select_data
 from rocm_build.common import arch
 
 
@@ -56,7 +56,7 @@ def test_names_in_paths() -> None:
     # a generic name is one token, not "gfx10" or "gfx11"
     assert arch.gfx_tokens("TensileLibrary_gfx11-generic.dat") == {"gfx11-generic"}
     assert arch.gfx_tokens("gfx12-generic_gfx9-generic") == {"gfx12-generic", "gfx9-generic"}
-    assert bundle.gfx_tokens("a/GFX90A/b.co") == {"gfx90a"}
+    assert gfx_tokens("a/GFX90A/b.co") == {"gfx90a"}
 
 
 def test_keeps() -> None:
@@ -78,7 +78,7 @@ def test_bundle_keeps_generic_data_for_a_member(tmp_path: Path) -> None:
         "TensileLibrary_fallback.dat",
     ):
         (lib / name).write_bytes(b"x")
-    files, skipped = bundle.select_data(
+    files, skipped = select_data(
         tmp_path, ["lib/rocblas/library"], "torch/lib", ["librocblas.so.4"], ["gfx942"]
     )
     kept = sorted(Path(f.arcname).name for f in files)
@@ -88,7 +88,7 @@ def test_bundle_keeps_generic_data_for_a_member(tmp_path: Path) -> None:
         "TensileLibrary_gfx942.dat",
     ]
     assert skipped == 2
-    gaps = bundle.data_target_gaps(
+    gaps = data_target_gaps(
         tmp_path, ["lib/rocblas/library"], ["librocblas.so.4"], ["gfx950", "gfx1100", "gfx90a"]
     )
     assert gaps == (("lib/rocblas/library", ("gfx90a",)),)

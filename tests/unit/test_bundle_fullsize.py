@@ -4,11 +4,14 @@ data trees with nothing for a requested target, and why a written wheel needs ZI
 from __future__ import annotations
 
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle
+from rocm_build.bundle.data import data_target_gaps, looked_up_at, select_data
+from rocm_build.bundle.lines import warning_lines
+from rocm_build.bundle.model import BundleResult, Closure
 from rocm_build.wheel import wheelfile, zipformat
 
 
@@ -29,12 +32,12 @@ def tree(tmp_path: Path) -> Path:
 
 
 def test_data_goes_where_a_link_in_the_tree_says_the_library_looks(tree: Path) -> None:
-    assert bundle.looked_up_at(tree, "lib/rocblas/library") == "lib/rocblas/4.4.1/library"
-    assert bundle.looked_up_at(tree, "lib/hipblaslt/library") == "lib/hipblaslt/library"
-    assert bundle.looked_up_at(tree, "share/miopen/db") == "share/miopen/db"
+    assert looked_up_at(tree, "lib/rocblas/library") == "lib/rocblas/4.4.1/library"
+    assert looked_up_at(tree, "lib/hipblaslt/library") == "lib/hipblaslt/library"
+    assert looked_up_at(tree, "share/miopen/db") == "share/miopen/db"
     trees = ["lib/rocblas/library", "lib/hipblaslt/library"]
     names = ["librocblas.so.4", "libhipblaslt.so.1"]
-    files, skipped = bundle.select_data(tree, trees, "torch/lib", names, ["gfx1100"])
+    files, skipped = select_data(tree, trees, "torch/lib", names, ["gfx1100"])
     assert sorted(f.arcname for f in files) == [
         "torch/lib/rocblas/4.4.1/library/Kernels.so-000-gfx1100.hsaco",
         "torch/lib/rocblas/4.4.1/library/fallback.dat",
@@ -45,15 +48,18 @@ def test_data_goes_where_a_link_in_the_tree_says_the_library_looks(tree: Path) -
 def test_data_trees_without_files_for_a_target_are_named(tree: Path) -> None:
     trees = ["lib/rocblas/library", "lib/hipblaslt/library", "share/miopen/db"]
     names = ["librocblas.so.4", "libhipblaslt.so.1", "libMIOpen.so.1"]
-    gaps = bundle.data_target_gaps(tree, trees, names, ["gfx942", "gfx1100"])
+    gaps = data_target_gaps(tree, trees, names, ["gfx942", "gfx1100"])
     assert gaps == (("lib/rocblas/library", ("gfx942",)), ("lib/hipblaslt/library", ("gfx1100",)))
-    assert bundle.data_target_gaps(tree, trees, names, []) == ()  # every target's data kept
-    assert bundle.data_target_gaps(tree, trees, ["libMIOpen.so.1"], ["gfx942"]) == ()
-    result = bundle.BundleResult("in.whl", "out.whl", "planned", 0.1, {"data_missing": dict(gaps)})
-    lines = list(bundle.warning_lines(result))
+    assert data_target_gaps(tree, trees, names, []) == ()  # every target's data kept
+    assert data_target_gaps(tree, trees, ["libMIOpen.so.1"], ["gfx942"]) == ()
+    closure = Closure(
+        "in.whl", "out.whl", "x", "1", "x/lib", (), (), (), (), 0, (), (), (), "", "", ""
+    )
+    result = BundleResult("in.whl", "out.whl", "planned", 0.1, replace(closure, data_missing=gaps))
+    lines = list(warning_lines(result))
     assert "lib/rocblas/library has no files for gfx942" in lines[0]
-    big = bundle.BundleResult("in.whl", "/o/out.whl", "bundled", 1.0, {}, ("2 of 5 members ...",))
-    assert list(bundle.warning_lines(big)) == ["note: out.whl needs ZIP64: 2 of 5 members ..."]
+    big = BundleResult("in.whl", "/o/out.whl", "bundled", 1.0, None, ("2 of 5 members ...",))
+    assert list(warning_lines(big)) == ["note: out.whl needs ZIP64: 2 of 5 members ..."]
 
 
 def test_zip64_reasons_name_the_first_member_past_the_limit(

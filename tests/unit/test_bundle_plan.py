@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle
 from rocm_build.binary.elf import ElfInfo
 from rocm_build.bundle import policy as bundle_policy
+from rocm_build.bundle.closure import ClosureInput, ClosureRules, inside, resolve_closure
+from rocm_build.bundle.data import data_destination, gfx_tokens
+from rocm_build.bundle.libraries import Candidate
+from rocm_build.bundle.model import Closure, TorchWheel
+from rocm_build.bundle.policy import policy_whitelist
 from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.wheel.wheelfile import WheelName
 
@@ -36,11 +40,11 @@ class TreeIndex:
     links: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> all its names
     strings: dict[str, frozenset[str]] = field(default_factory=dict)  # ELF path -> constants
 
-    def find(self, name: str, like: ElfInfo) -> bundle.Candidate | None:
+    def find(self, name: str, like: ElfInfo) -> Candidate | None:
         if name in self.rocm:
-            return bundle.Candidate(Path("/rocm/lib") / name, "rocm", self.rocm[name])
+            return Candidate(Path("/rocm/lib") / name, "rocm", self.rocm[name])
         if name in self.system:
-            return bundle.Candidate(Path("/usr/lib") / name, "system", self.system[name])
+            return Candidate(Path("/usr/lib") / name, "system", self.system[name])
         return None
 
     def in_tree(self, name: str) -> bool:
@@ -49,11 +53,11 @@ class TreeIndex:
     def dangling(self, name: str) -> tuple[Path, str] | None:
         return None  # the fake tree has no links
 
-    def dlopen_candidates(self, patterns: Sequence[str], like: ElfInfo) -> list[bundle.Candidate]:
+    def dlopen_candidates(self, patterns: Sequence[str], like: ElfInfo) -> list[Candidate]:
         import fnmatch
 
         return [
-            bundle.Candidate(Path("/rocm/lib") / n, "rocm", info)
+            Candidate(Path("/rocm/lib") / n, "rocm", info)
             for n, info in sorted(self.rocm.items())
             if any(fnmatch.fnmatch(n, p) for p in patterns)
         ]
@@ -83,9 +87,9 @@ ROCM = TreeIndex(
 )
 
 
-def plan(elves: dict[str, ElfInfo], *, index: TreeIndex = ROCM, **kw: object) -> bundle.BundlePlan:
+def plan(elves: dict[str, ElfInfo], *, index: TreeIndex = ROCM, **kw: object) -> Closure:
     """A plan for a wheel with these ELF members; ``kw`` sets fields of the wheel
-    (:class:`bundle.PlanInput`) or of the rules (:class:`bundle.PlanRules`)."""
+    (:class:`ClosureInput`) or of the rules (:class:`ClosureRules`)."""
     wheel: dict[str, object] = {
         "input_path": Path("in.whl"),
         "output_path": Path("out.whl"),
@@ -98,12 +102,12 @@ def plan(elves: dict[str, ElfInfo], *, index: TreeIndex = ROCM, **kw: object) ->
         "lib_dir": "ext/lib",
         "targets": ("gfx90a",),
         "dlopen_patterns": ("libamd_comgr.so*",),
-        "whitelist": bundle.policy_whitelist(),
+        "whitelist": policy_whitelist(),
     }
     for key, value in kw.items():
         (wheel if key in wheel else rules)[key] = value
-    inputs = bundle.PlanInput(**wheel)  # type: ignore[arg-type]
-    return bundle.make_plan(inputs, index, bundle.PlanRules(**rules))  # type: ignore[arg-type]
+    inputs = ClosureInput(**wheel)  # type: ignore[arg-type]
+    return resolve_closure(inputs, index, ClosureRules(**rules))  # type: ignore[arg-type]
 
 
 def test_closure_rpaths_and_dlopen() -> None:
@@ -159,7 +163,7 @@ def test_runpath_becomes_rpath() -> None:
 
 
 def test_torch_libraries_are_reused() -> None:
-    torch = bundle.TorchWheel(
+    torch = TorchWheel(
         path="torch.whl",
         version="2.9.0+rocm5.2.3",
         lib_dir="torch/lib",
@@ -209,16 +213,16 @@ def test_newer_glibc_lowers_the_tag() -> None:
     ],
 )
 def test_data_destination(lib_dir: str, tree: str, dest: str) -> None:
-    assert bundle.data_destination(lib_dir, tree) == dest
+    assert data_destination(lib_dir, tree) == dest
 
 
 def test_gfx_tokens_and_inside() -> None:
-    assert bundle.gfx_tokens("Kernels.so-000-gfx90a-xnack-.hsaco") == {"gfx90a"}
-    assert bundle.gfx_tokens("TensileLibrary_lazy_gfx1030.dat") == {"gfx1030"}
-    assert bundle.gfx_tokens("TensileManifest.txt") == set()
-    assert bundle.inside("torch/lib", "$ORIGIN/../share")
-    assert not bundle.inside("torch", "$ORIGIN/../..")
-    assert not bundle.inside("torch", "/opt/rocm/lib")
+    assert gfx_tokens("Kernels.so-000-gfx90a-xnack-.hsaco") == {"gfx90a"}
+    assert gfx_tokens("TensileLibrary_lazy_gfx1030.dat") == {"gfx1030"}
+    assert gfx_tokens("TensileManifest.txt") == set()
+    assert inside("torch/lib", "$ORIGIN/../share")
+    assert not inside("torch", "$ORIGIN/../..")
+    assert not inside("torch", "/opt/rocm/lib")
 
 
 def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
@@ -234,7 +238,7 @@ def test_dlopen_by_another_name_adds_a_copy_under_it() -> None:
     ext = {"ext/_k.so": lib("k", "libamdhip64.so.5")}
     (comgr,) = [x for x in plan(ext, index=index).libraries if x.name == "libamd_comgr.so.2"]
     assert comgr.aliases == ("libamd_comgr.so",)
-    assert plan(ext, index=index).summary()["libraries"][0]["aliases"] == ["libamd_comgr.so"]
+    assert plan(ext, index=index).as_json()["libraries"][0]["aliases"] == ["libamd_comgr.so"]
     # the wheel already carries a file by that name: no copy
     ext2 = {**ext, "ext/lib/libamd_comgr.so": lib("own", soname="libamd_comgr.so")}
     (comgr2,) = [x for x in plan(ext2, index=index).libraries if x.name == "libamd_comgr.so.2"]
@@ -280,7 +284,7 @@ def test_excluded_library_stays_needed_and_brings_nothing_in() -> None:
     p = plan(ext, exclude=("libamdhip64.so.*",))
     assert p.libraries == ()
     assert p.excluded == (("libamdhip64.so.5", ("ext/_k.so",)),)
-    assert p.summary()["excluded"] == [{"name": "libamdhip64.so.5", "needed_by": ["ext/_k.so"]}]
+    assert p.as_json()["excluded"] == [{"name": "libamdhip64.so.5", "needed_by": ["ext/_k.so"]}]
     assert p.platform_tag.startswith("manylinux_")  # as auditwheel: not counted against it
     # a dependency something else needs still comes
     both = {**ext, "ext/_n.so": lib("n", "libnuma.so.1")}

@@ -12,7 +12,7 @@ import pytest
 
 from rocm_build import bundle, config
 from rocm_build.bundle import platforms
-from rocm_build.bundle.job import BundleJob, Platform, WheelPlan
+from rocm_build.bundle.job import BundleJob, Platform, WheelTask
 from rocm_build.bundle.model import BundleResult
 from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.common.progress import Progress
@@ -40,11 +40,11 @@ class Plan9:
     def lib_dir(self, wheel: Path, projects: Mapping[str, ProjectSpec], flag: str | None) -> str:
         return "ext/plan9libs"
 
-    def plan(self, job: BundleJob) -> WheelPlan:
+    def plan(self, job: BundleJob) -> WheelTask:
         self.jobs.append(job)
-        return WheelPlan(job, self.name, "bundle", "", "", summary={"platform": self.name})
+        return WheelTask(job, self.name, "bundle", "", "", summary={"platform": self.name})
 
-    def execute(self, planned: WheelPlan, progress: Progress) -> BundleResult:
+    def execute(self, planned: WheelTask, progress: Progress) -> BundleResult:
         raise AssertionError("a dry run executes nothing")
 
     def plan_lines(self, result: BundleResult) -> Iterator[str]:
@@ -59,7 +59,7 @@ def plan9(monkeypatch: pytest.MonkeyPatch) -> Plan9:
     return platform
 
 
-def _plans(tmp_path: Path, **flags: object) -> bundle.BundlePlans:
+def _plans(tmp_path: Path, **flags: object) -> bundle.Plan:
     make_tree(tmp_path / "rocm")
     cfg = config.load(cwd=tmp_path, env={}, flags={"rocm": "rocm", "arch": "gfx90a", **flags})
     return bundle.plan(context.resolve(cfg, tree=True, targets=True), [WHEEL], dry_run=True)
@@ -76,7 +76,7 @@ def test_a_registered_platform_is_chosen_for_its_wheel(plan9: Plan9, tmp_path: P
         True,
     )
     assert job.rocm == tmp_path / "rocm"
-    assert list(bundle.plan_lines(result)) == [f"would bundle {WHEEL.name} for Plan 9"]
+    assert list(platforms.plan_lines(result)) == [f"would bundle {WHEEL.name} for Plan 9"]
 
 
 def test_a_platform_the_tag_contradicts_is_refused(plan9: Plan9, tmp_path: Path) -> None:

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle
 from rocm_build.binary.elf import ElfInfo
+from rocm_build.bundle.data import select_data
+from rocm_build.bundle.libraries import Candidate, LibraryIndex, system_lib_dirs
+from rocm_build.bundle.model import BundleResult
+from rocm_build.bundle.platforms import plan_lines
 from rocm_build.common.errors import BundleError
 from rocm_build.common.treepath import TreeGuard, walk_files
 
@@ -67,8 +70,8 @@ def test_select_data_refuses_a_data_file_that_leads_out(tree: Path, tmp_path: Pa
     ids.symlink_to(tmp_path / "outside" / "secret.key")
     args = (tree, ["share/libdrm/amdgpu.ids"], "ext/lib", ["libdrm.so.2"], ())
     with pytest.raises(BundleError, match=r"share/libdrm/amdgpu\.ids in the ROCm tree"):
-        bundle.select_data(*args)
-    files, _ = bundle.select_data(*args, guard=TreeGuard.of(tree, [tmp_path / "outside"]))
+        select_data(*args)
+    files, _ = select_data(*args, guard=TreeGuard.of(tree, [tmp_path / "outside"]))
     assert [f.arcname for f in files] == ["ext/share/libdrm/amdgpu.ids"]
 
 
@@ -78,14 +81,14 @@ def test_system_lib_dirs_honour_ld_library_path_and_ld_so_conf(tmp_path: Path) -
     second.mkdir()
     conf = tmp_path / "ld.so.conf"
     conf.write_text(f"# comment\n{second}\n")
-    dirs = bundle.system_lib_dirs(env={"LD_LIBRARY_PATH": f"{first}::"}, ld_so_conf=conf)
+    dirs = system_lib_dirs(env={"LD_LIBRARY_PATH": f"{first}::"}, ld_so_conf=conf)
     assert dirs[:2] == [first, second]
 
 
 def test_tree_library_names_without_versions(tree: Path) -> None:
     (tree / "lib" / "libnuma.so.1").write_bytes(b"")
     (tree / "lib" / "cmake").mkdir()
-    index = bundle.LibraryIndex([tree / "lib"], [])
+    index = LibraryIndex([tree / "lib"], [])
     assert index.stems() == {"libfoo", "libnuma"}
 
 
@@ -118,10 +121,10 @@ def test_rocm_library_from_the_system_stops_the_bundle() -> None:
 
 def test_other_system_libraries_are_listed_and_can_be_limited() -> None:
     p = plan({"ext/_k.so": lib("k", "libtinfo.so.6")}, index=SYSTEM, rocm_only=["libhsa*"])
-    assert p.summary()["from_system"] == [
+    assert p.as_json()["from_system"] == [
         {"name": "libtinfo.so.6", "source": str(Path("/usr/lib/libtinfo.so.6").resolve())}
     ]
-    lines = list(bundle.plan_lines(bundle.BundleResult("in.whl", "out", "planned", 0, p.summary())))
+    lines = list(plan_lines(BundleResult("in.whl", "out", "planned", 0, p)))
     assert any("from the build machine, not the ROCm tree: libtinfo.so.6" in x for x in lines)
     with pytest.raises(BundleError, match=r"bundle\.system_libs does not list it"):
         plan({"ext/_k.so": lib("k", "libtinfo.so.6")}, index=SYSTEM, system_allowed=["libz*"])
@@ -138,15 +141,15 @@ class LinkedIndex(TreeIndex):
     root: Path = Path()
     link_to: dict[str, str] = field(default_factory=dict)
 
-    def find(self, name: str, like: ElfInfo) -> bundle.Candidate | None:
+    def find(self, name: str, like: ElfInfo) -> Candidate | None:
         real = self.link_to.get(name, name)
         if real not in self.rocm:
             return None
-        return bundle.Candidate(self.root / name, "rocm", self.rocm[real])
+        return Candidate(self.root / name, "rocm", self.rocm[real])
 
-    def dlopen_candidates(self, patterns: object, like: ElfInfo) -> list[bundle.Candidate]:
+    def dlopen_candidates(self, patterns: object, like: ElfInfo) -> list[Candidate]:
         return [
-            bundle.Candidate(self.root / n, "rocm", info)
+            Candidate(self.root / n, "rocm", info)
             for n, info in self.rocm.items()
             if n.startswith("libamd_comgr")
         ]

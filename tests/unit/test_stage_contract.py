@@ -186,10 +186,10 @@ def test_the_bundle_plan_holds_each_wheels_plan(
         guard.forbid_writes(guarded)
         made = bundle.plan(ws.ctx, ws.built)
         dry = bundle.execute(bundle.plan(ws.ctx, ws.built, dry_run=True))
-    torch, vision = made.wheel_plans
+    torch, vision = made.tasks
     assert (torch.action, vision.action) == ("bundle", "bundle")
-    assert torch.plan is not None
-    assert set(torch.plan.system_libs) == {"libc.so.6", "libpthread.so.0"}
+    assert torch.closure is not None
+    assert set(torch.closure.system_libs) == {"libc.so.6", "libpthread.so.0"}
     assert vision.job.torch is not None
     assert vision.job.torch_pending
     assert vision.job.torch.path == torch.output

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build import bundle, config
+from rocm_build import config
+from rocm_build.bundle.execute import bundle_many
 from rocm_build.run import context
 from tests.conftest import CliRunner
 from tests.progress_recording import RecordingProgress
@@ -31,7 +32,7 @@ def test_bundle_reports_bytes_up_to_the_planned_total(
         },
     )
     rec = RecordingProgress()
-    (result,) = bundle.bundle_many(context.resolve(cfg, tree=True), [hip_ext_wheel], progress=rec)
+    (result,) = bundle_many(context.resolve(cfg, tree=True), [hip_ext_wheel], progress=rec)
     fat = Path(result.output)
     (task,) = rec.tasks
     assert task == f"{fat.name}: bytes bundled"
@@ -44,7 +45,7 @@ def test_bundle_reports_bytes_up_to_the_planned_total(
     assert record.total >= grafted > 0
     # Bundling it again is a no-op: nothing is written, nothing reported.
     again = RecordingProgress()
-    bundle.bundle_many(context.resolve(cfg, tree=True), [hip_ext_wheel], progress=again)
+    bundle_many(context.resolve(cfg, tree=True), [hip_ext_wheel], progress=again)
     assert again.tasks == {}
 
 

@@ -71,7 +71,7 @@ def test_one_analysis_feeds_the_check_inspect_and_bundle(
     # bundle's default targets are the wheel's own device code's, from the same analysis
     (result,) = bundle.execute(bundle.plan(_ctx(tmp_path, rocm_tree), [hip_ext_wheel])).results
     assert result.plan is not None
-    assert sorted(result.plan["targets"]) == sorted(analysis.device_targets)
+    assert sorted(result.plan.as_json()["targets"]) == sorted(analysis.device_targets)
     bundled = analyze_path(Path(result.output))
     assert bundled.bundle_record()["targets"] == sorted(analysis.device_targets)
     assert set(bundled.elves) > {"hipext/_kern.so"}  # the grafted libraries are ELF files too

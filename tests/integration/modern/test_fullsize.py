@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from rocm_build import bundle, config
+from rocm_build import config
+from rocm_build.bundle.data import gfx_tokens
 from rocm_build.rocm import dist
 from tests.conftest import DEFLATE_CACHE_ENV, _test_cache
 from tests.integration.modern.fullsize_wheel import LINKED, build_wheel
@@ -153,7 +154,7 @@ def _check_bundled(wheel: Path, targets: set[str], *, every: int) -> int:
     assert rocblas
     assert all(n.startswith("torch/lib/rocblas/4.4.1/library/") for n in rocblas)
     data = [n for n in names if n.startswith(("torch/lib/rocblas/", "torch/lib/hipblaslt/"))]
-    assert all(bundle.gfx_tokens(n) <= targets for n in data)
+    assert all(gfx_tokens(n) <= targets for n in data)
     for name in ("libamdhip64.so.6", "librocblas.so.4", "libMIOpen.so.1", "libamd_comgr.so.3"):
         assert f"torch/lib/{name}" in names
     _sample_crc(wheel, every=every)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rocm_build import bundle
+from rocm_build.bundle.data import gfx_tokens
 from tests.conftest import _test_cache
 from tests.integration.modern.fullsize_wheel import LINKED, build_wheel
 
@@ -60,13 +60,13 @@ def test_split_arch_full_size_in_the_sid_root(
     assert "torch/lib/librocblas.so.4" in names
     data = [n for n in names if n.startswith(("torch/lib/rocblas/", "torch/lib/hipblaslt/"))]
     assert data  # the target-neutral files
-    assert not [n for n in data if bundle.gfx_tokens(n) & {"gfx942", "gfx1100"}]
+    assert not [n for n in data if gfx_tokens(n) & {"gfx942", "gfx1100"}]
     assert "Provides-Extra: device-gfx1100\n" in meta
     with zipfile.ZipFile(devices["gfx1100"]) as zf:
         kernels = [n for n in zf.namelist() if ".dist-info/" not in n]
     # where Debian's rocBLAS looks: its versioned folder beside the library
     assert any(n.startswith("torch/lib/rocblas/4.4.1/library/") for n in kernels)
-    assert all("gfx1100" in bundle.gfx_tokens(n) for n in kernels)
+    assert all("gfx1100" in gfx_tokens(n) for n in kernels)
 
     (work / "smoke.py").write_text(SMOKE)
     venv = work / "venv"
