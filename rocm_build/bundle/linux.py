@@ -1,6 +1,9 @@
 """Bundling one Linux wheel: :func:`plan_wheel` reads the wheel where it is and the tree and
 decides everything (or finds the output up to date), writing nothing; :func:`execute_wheel`
-unpacks the members it edits and writes the wheel in one pass."""
+unpacks the members it edits and writes the wheel in one pass.
+
+Size: one platform's whole bundle of one wheel (plan and execute), as each platform module has it.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 The wheel is read once by :func:`rocm_build.wheel.analyze.analyze` (the pass the bundle and
 the build's wheel check use too): ELF and PE members are extracted one at a time to a scratch
 folder, read (headers and device code through mmap) and deleted again.
+
+Size: `inspect`: every fact it reports about a wheel, read in one pass.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ kpack-split tree gets today's names instead: an arch-neutral ``rocm-sdk-librarie
 A wheel holds no symlinks: a library is stored once, under the name the loader looks up (its
 soname). Core libraries keep their search paths (``$ORIGIN``-relative inside the same layout);
 the libraries package's ELF files get entries into ``_rocm_sdk_core``'s folders as well.
+
+Size: `rocm wheels`: its own plan and execute, the wheels' names, tags and files in one place.
 """
 
 from __future__ import annotations
