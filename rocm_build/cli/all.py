@@ -89,7 +89,7 @@ def command(
         **o.parse_pairs("--ref", refs, "ref"),
         **o.parse_pairs("--origin", origins, "origin"),
     }
-    ctx = state.resolve(flags, tree=True, targets=True)
+    ctx = state.resolve(flags, tree=True, targets=True, dry_run=bool(dry_run))
     if dry_run:
         show_dry_run(state, ctx, projects, redo=redo, skip_smoke=no_smoke)
         return

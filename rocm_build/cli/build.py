@@ -88,6 +88,7 @@ def command(
         },
         tree=True,
         targets=True,
+        dry_run=bool(dry_run),
     )
     cfg = ctx.settings
     specs = cfg.selected_projects(projects)

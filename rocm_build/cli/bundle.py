@@ -171,6 +171,7 @@ def command(
             "bundle.allow_missing_arch": allow_missing_arch,
         },
         tree=True,
+        dry_run=bool(dry_run),
     )
     dry_run = ctx.settings.bundle.dry_run
     if split_arch:

@@ -54,6 +54,7 @@ def command(
         {"rocm": rocm, "arch": arch, "src_dir": src_dir, "work_dir": work_dir},
         tree=aot,
         targets=aot,
+        dry_run=bool(dry_run),
     )
     cfg = ctx.settings
     plan = prefetch.plan(

@@ -50,14 +50,19 @@ class State:
     no_wait: bool = False
 
     def resolve(
-        self, flags: Mapping[str, Any] | None = None, *, tree: bool = False, targets: bool = False
+        self,
+        flags: Mapping[str, Any] | None = None,
+        *,
+        tree: bool = False,
+        targets: bool = False,
+        dry_run: bool = False,
     ) -> RunContext:
         """The run context (:meth:`context`), with the settings shown first (stderr, so --json
-        stays clean)."""
+        stays clean). A ``dry_run`` downloads no tree: a URL must be in the cache already."""
         ctx = self.context(flags)
         if not self.quiet and not self.json:
             show_settings(ctx.settings, only_changed=self.verbose == 0)
-        return ctx.decide(tree=tree, targets=targets)
+        return ctx.decide(tree=tree, targets=targets, download=not dry_run)
 
     def context(
         self, flags: Mapping[str, Any] | None = None, *, tree: bool = False, targets: bool = False

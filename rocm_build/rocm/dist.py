@@ -25,6 +25,7 @@ from rocm_build.rocm.distfetch import (
     DOWNLOAD_RETRIES,
     Progress,
     _split_url,
+    cached,
     download_cache_dir,
     fetch,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RocmTree",
     "TreeCheck",
     "_split_url",
+    "cached",
     "compose_env",
     "download_cache_dir",
     "fetch",

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocm_build.common import arch
+from rocm_build.common.errors import RocmTreeError
+from rocm_build.common.masking import mask_url
 from rocm_build.config.loader import Config
 from rocm_build.rocm import dist
 
@@ -67,11 +69,14 @@ class RunContext:
 
     # --- deciding (the only part that looks around) ------------------------------------------
 
-    def decide(self, *, tree: bool = True, targets: bool = True) -> RunContext:
+    def decide(
+        self, *, tree: bool = True, targets: bool = True, download: bool = True
+    ) -> RunContext:
         """A new context with the targets and the tree decided (what is decided already stays),
         also written into its settings (``arch`` = the targets, ``rocm`` = the tree's root): the
         run report and every later stage see exactly these. The targets first: a typo in
-        ``arch`` fails before a download."""
+        ``arch`` fails before a download. Without ``download`` (a dry run) a tree URL is only
+        looked up in the download cache (:meth:`open_tree`)."""
         chosen, found = self.gfx_targets, self.rocm_tree
         if targets and chosen is None:
             s = self.settings
@@ -79,7 +84,7 @@ class RunContext:
                 s.general.arch, known=s.known_targets, families=s.target_families, env=s.env
             )
         if tree and found is None:
-            found = self.open_tree()
+            found = self.open_tree(download=download)
         general = self.settings.general
         if chosen is not None:
             general = dataclasses.replace(general, arch=";".join(chosen.names))
@@ -92,23 +97,40 @@ class RunContext:
             gfx_targets=chosen,
         )
 
-    def open_tree(self) -> dist.RocmTree:
-        """The ROCm tree of the ``rocm`` setting: a URL is downloaded (once, into the cache),
-        a folder found (``_rocm_sdk_devel`` inside a venv too); empty: ``/opt/rocm``."""
+    def open_tree(self, *, download: bool = True) -> dist.RocmTree:
+        """The ROCm tree of the ``rocm`` setting: a URL is downloaded (once, into the cache;
+        without ``download`` only a download already in the cache is taken, else a
+        ``RocmTreeError`` says how to get it), a folder found (``_rocm_sdk_devel`` inside a venv
+        too); empty: ``/opt/rocm``."""
         setting = self.settings.general.rocm
         if setting and dist.is_url(setting):
-            root = self.fetch(setting)
+            root = self.fetch(setting) if download else self.cached(setting)
         else:
             root = dist.find_tree(
                 str(self.settings.cwd / Path(setting).expanduser()) if setting else ""
             )
         return dist.open_tree(root)
 
-    def fetch(self, url: str, sha256: str = "") -> Path:
-        """Download and unpack a tarball of a ROCm tree into the cache; its root."""
-        cache_dir = dist.download_cache_dir(
+    def cached(self, url: str) -> Path:
+        """The tree a download of ``url`` left in the cache; none: a ``RocmTreeError`` (a dry
+        run downloads nothing)."""
+        found = dist.cached(url, self._cache_dir(), "")
+        if found is None:
+            msg = (
+                f"the ROCm tree {mask_url(url)} is not downloaded yet, and a dry run downloads "
+                f"nothing: run `rocm-build rocm fetch {mask_url(url)}` first, or drop --dry-run"
+            )
+            raise RocmTreeError(msg)
+        return found
+
+    def _cache_dir(self) -> Path:
+        return dist.download_cache_dir(
             self.settings.build.rocm_cache, self.settings.env, self.work_dir
         )
+
+    def fetch(self, url: str, sha256: str = "") -> Path:
+        """Download and unpack a tarball of a ROCm tree into the cache; its root."""
+        cache_dir = self._cache_dir()
         show = self.download_progress
         update, close = show(url) if show else (None, lambda: None)
         try:

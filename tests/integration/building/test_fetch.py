@@ -204,6 +204,22 @@ def test_cli_fetch_and_build_from_url(server: Server, tmp_path: Path, run_cli: C
     server.files["/rocm.tar.gz"] = data
     sha = hashlib.sha256(data).hexdigest()
     env = {"ROCM_BUILD_BUILD_ROCM_CACHE": str(tmp_path / "cache"), "COLUMNS": "300"}
+    (tmp_path / "src" / "torchvision").mkdir(parents=True)
+    (tmp_path / "src" / "torchvision" / "version.txt").write_text("0.24.0\n")
+    (tmp_path / "src" / "torchvision" / "setup.py").write_text("")  # a setup.py project
+    url = server.url("/rocm.tar.gz")
+    (tmp_path / "some-1.0-py3-none-any.whl").write_bytes(b"")  # the tree is decided first
+    # A dry run downloads nothing: not fetched yet, build, bundle and all say how to get it.
+    for args in (
+        ["build", "torchvision", "--arch", "gfx90a"],
+        ["bundle", str(tmp_path / "some-1.0-py3-none-any.whl")],
+        ["all", "torchvision", "--arch", "gfx90a"],
+    ):
+        dry = run_cli([*args, "--dry-run", "--rocm", url], cwd=tmp_path, env=env)
+        assert dry.returncode == 8, (args, dry.stderr)
+        assert f"run `rocm-build rocm fetch {url}` first, or drop --dry-run" in dry.stderr
+        assert server.requests == [], args
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("tree"))
     fetched = run_cli(
         ["rocm", "fetch", server.url("/rocm.tar.gz"), "--sha256", sha], cwd=tmp_path, env=env
     )
@@ -217,9 +233,6 @@ def test_cli_fetch_and_build_from_url(server: Server, tmp_path: Path, run_cli: C
     assert bad.returncode == 5
     assert "expected " + "1" * 64 in bad.stderr
 
-    (tmp_path / "src" / "torchvision").mkdir(parents=True)
-    (tmp_path / "src" / "torchvision" / "version.txt").write_text("0.24.0\n")
-    (tmp_path / "src" / "torchvision" / "setup.py").write_text("")  # a setup.py project
     planned = run_cli(
         [
             "build",
