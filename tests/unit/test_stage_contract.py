@@ -30,9 +30,9 @@ from rocm_build.building.version import Revision
 from rocm_build.commands import pipeline
 from rocm_build.run import context
 from rocm_build.run.context import RunContext
+from tests.support.trees import make_tree
 
 from . import guard
-from .test_dist import make_tree
 from .test_smoke_plan import make_wheel
 
 #: a real shared library (NEEDs libc and libpthread) for the torch wheel

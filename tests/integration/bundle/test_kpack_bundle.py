@@ -20,8 +20,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from rocm_build.binary import elf, elfpatch, kpack
-from tests import hostile
-from tests.kpackwriter import code_objects
+from tests.support import hostile
+from tests.support.kpackwriter import code_objects
 
 from .conftest import INIT, make_venv, pip_install
 from .helpers import cc_shared, make_wheel

@@ -12,7 +12,7 @@ import pytest
 from rocm_build import bundle, config
 from rocm_build.run import context
 from tests.conftest import CliRunner
-from tests.progress_recording import RecordingProgress
+from tests.support.progress_recording import RecordingProgress
 
 
 @pytest.mark.slow

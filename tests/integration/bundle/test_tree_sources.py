@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
+from tests.support.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel

@@ -25,7 +25,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GIT_IDENTITY, REPO
+from tests.conftest import REPO
+from tests.support.gitrepo import commit_files, git
+
+__all__ = ["commit_files", "git"]  # for the folder's tests
 
 HIPIFY_SCRIPT = textwrap.dedent(
     '''\
@@ -51,32 +54,6 @@ HIPIFY_SCRIPT = textwrap.dedent(
 
 FILLER = "".join(f"// line {i}\n" for i in range(8))
 KERNEL = "// kernel\n" + FILLER + "void launch() { cudaLaunch(); }\n"
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1"}
-    res = subprocess.run(
-        ["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} in {cwd} failed:\n{res.stderr}")
-    return res.stdout.strip()
-
-
-def commit_files(repo: Path, files: dict[str, str], message: str) -> str:
-    for rel, text in files.items():
-        path = repo / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    # Only the named files: `add -A` in a parent would also stage moved submodule pointers.
-    git(repo, "add", "--", *files)
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
 
 
 def url(path: Path) -> str:
