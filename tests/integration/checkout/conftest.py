@@ -15,6 +15,7 @@ project is; nothing in rocm-build knows about it.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -255,3 +256,31 @@ def make_ignoring_project(base: Path) -> Path:
     commit_files(repo, {"README.md": "ext\n"}, "ext: readme")
     git(repo, "tag", "v2")
     return repo
+
+
+def make_patch(
+    scratch_origin: str,
+    at: str,
+    dest: Path,
+    files: dict[str, str],
+    message: str,
+    *,
+    hipify: bool = False,
+) -> Path:
+    """A real patch: clone, (hipify,) commit ``files``, ``git format-patch`` into ``dest``."""
+    scratch = dest.parent / f".scratch-{dest.name}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    git(scratch.parent, "clone", "-q", scratch_origin, str(scratch))
+    git(scratch, "checkout", "-q", "--detach", at)
+    if hipify:
+        git(scratch, "submodule", "update", "-q", "--init", "--recursive")
+        subprocess.run([sys.executable, "tools/hipify.py"], cwd=scratch, check=True)
+        git(scratch, "add", "-A", ".")
+        git(scratch, "commit", "-q", "-m", "hipify")
+    commit_files(scratch, files, message)
+    text = git(scratch, "format-patch", "-1", "--stdout")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text + "\n")
+    shutil.rmtree(scratch)
+    return dest

@@ -9,8 +9,6 @@ from pathlib import Path
 
 from tests.support.gitrepo import commit_files, git
 
-__all__ = ["git"]  # for the tests that use these repositories
-
 TRITON_VERSION = "3.5.0"
 
 # Triton's own versioning, as its setup.py does it: the base version, "+git<sha8>" unless the
