@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.support.gitrepo import git
+from tests.support import gitrepo
 
 from .conftest import Workspace
 
@@ -20,14 +20,14 @@ def test_changing_the_tag_after_a_build_needs_no_force(
     fixture = workspace.root / "src" / "torch"
     assert not (fixture / ".gitignore").exists()  # the build's outputs are not ignored by it
     upstream = tmp_path / "upstream-torch.git"
-    git(tmp_path, "clone", "-q", "--bare", str(fixture), str(upstream))
+    gitrepo.git(tmp_path, "clone", "-q", "--bare", str(fixture), str(upstream))
     work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(upstream), str(work))
+    gitrepo.git(tmp_path, "clone", "-q", str(upstream), str(work))
     (work / "NOTES.md").write_text("the next release\n")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "next")
-    git(work, "tag", "-a", "-m", "v2.9.2", "v2.9.2")
-    git(work, "push", "-q", "origin", "HEAD:refs/heads/main", "v2.9.2")
+    gitrepo.git(work, "add", "-A")
+    gitrepo.git(work, "commit", "-q", "-m", "next")
+    gitrepo.git(work, "tag", "-a", "-m", "v2.9.2", "v2.9.2")
+    gitrepo.git(work, "push", "-q", "origin", "HEAD:refs/heads/main", "v2.9.2")
     shutil.rmtree(fixture)
     workspace.configure(torch=f'origin = "file://{upstream}"\n')
 
@@ -60,7 +60,7 @@ def test_build_outputs_are_listed_once_and_never_through_a_link(tmp_path: Path) 
 
     repo = tmp_path / "repo"
     repo.mkdir()
-    git(repo, "init", "-q")
+    gitrepo.git(repo, "init", "-q")
     exclude = repo / ".git" / "info" / "exclude"
     exclude.parent.mkdir(exist_ok=True)
     exclude.write_text("*.mine")  # the user's own line, without a newline
@@ -71,7 +71,7 @@ def test_build_outputs_are_listed_once_and_never_through_a_link(tmp_path: Path) 
     assert sorted(lines[2:]) == sorted(git.BUILD_OUTPUTS)
     (repo / "build").mkdir()
     (repo / "build" / "x.o").write_bytes(b"")
-    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert gitrepo.git(repo, "status", "--porcelain", "--untracked-files=all") == ""
 
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
