@@ -2,9 +2,9 @@
 
 The input is bench_bundle.py's: a HIP extension wheel (gfx90a) that NEEDs Debian's 1.3 GB
 ``librocsparse.so.0`` (111 uncompressed offload bundles, 7 targets) on the Debian ROCm 5.2.3
-tree. A kpack-split copy of that tree is made once with tests/kpackwriter.py (rocSPARSE in group
-``blas_lib``, rocRAND in ``rand_lib``, as TheRock groups them; zstd per code object) and cached
-beside bench_bundle.py's work folder, keyed by the writer's source. Then the same wheel is
+tree. A kpack-split copy of that tree is made once with tests/support/kpackwriter.py (rocSPARSE in
+group ``blas_lib``, rocRAND in ``rand_lib``, as TheRock groups them; zstd per code object) and
+cached beside bench_bundle.py's work folder, keyed by the writer's source. Then the same wheel is
 bundled with ``--arch gfx90a``, alternating, ``--repeat`` times each, every run its own child
 process with the deflate cache off, at the same level:
 
@@ -51,7 +51,7 @@ NAMES = {"u": "unsplit tree (prunes bundles)", "k": "kpack-split tree (carries a
 def split_tree(tree: Path) -> tuple[Path, float | None]:
     """The kpack-split copy of ``tree`` (cached beside the work folder) and the seconds the
     split took (None: it was cached)."""
-    from tests import kpackwriter
+    from tests.support import kpackwriter
 
     digest = hashlib.sha256(Path(kpackwriter.__file__).read_bytes())
     rocsparse = (tree / "lib" / "librocsparse.so.0").resolve()

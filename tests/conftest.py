@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 # fixtures for tests that run rocm-build as another user (nobody_python)
-pytest_plugins = ["tests.otheruser"]
+pytest_plugins = ["tests.support.otheruser"]
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "rocm-build tests",
@@ -126,15 +126,15 @@ def rocm_tree() -> Path:
 
 @pytest.fixture(scope="session")
 def kpack_tree(rocm_tree: Path) -> Path:
-    """``rocm_tree`` kpack-split as TheRock's trees are since 2026 (``tests/kpackwriter.py``:
-    host libraries with a ``.rocm_kpack_ref`` marker, device code in ``.kpack/<group>_<target>``
-    archives, groups as TheRock's artifacts: ``rand_lib`` for rocRAND), cached beside it. The
-    cache key digests the writer's source (``rocm_build.binary.kpacksplit`` and ``kpackwrite``
-    too) and the tree's stamp, so a changed writer or tree makes a new one; it is made under a
-    temporary name and renamed into place."""
+    """``rocm_tree`` kpack-split as TheRock's trees are since 2026
+    (``tests/support/kpackwriter.py``: host libraries with a ``.rocm_kpack_ref`` marker, device code
+    in ``.kpack/<group>_<target>`` archives, groups as TheRock's artifacts: ``rand_lib`` for
+    rocRAND), cached beside it. The cache key digests the writer's source
+    (``rocm_build.binary.kpacksplit`` and ``kpackwrite`` too) and the tree's stamp, so a changed
+    writer or tree makes a new one; it is made under a temporary name and renamed into place."""
     from rocm_build.binary import kpacksplit, kpackwrite
     from rocm_build.rocm import debtree
-    from tests import kpackwriter
+    from tests.support import kpackwriter
 
     digest = hashlib.sha256()
     for module in (kpackwriter, kpacksplit, kpackwrite):

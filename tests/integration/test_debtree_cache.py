@@ -14,8 +14,8 @@ import pytest
 
 from rocm_build.common.sizes import human_size
 from rocm_build.rocm.debindex import load_release, packages_stamp
-from tests import hostile
 from tests.conftest import CliRunner
+from tests.support import hostile
 
 FOLDER_ATTACKS = ("wrong-type", "symlink", "foreign-owner", "group-writable", "world-writable")
 

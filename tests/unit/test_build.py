@@ -7,21 +7,15 @@ import csv
 import hashlib
 import io
 import zipfile
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rocm_build import config
 from rocm_build.building import commands, jobs, wheelcheck
-from rocm_build.building.compilercache import CompilerCache
-from rocm_build.building.plan import Folders, Inputs, Machine, Plan, Survey, make_plan
 from rocm_build.building.requirements import read_build_requirements
 from rocm_build.common.errors import BuildFailed, ConfigError
-from rocm_build.rocm import dist
-
-from .test_dist import make_tree
+from tests.support.buildplans import build_plan, project_sources
 
 GIB = 1 << 30
 
@@ -48,53 +42,9 @@ def test_oom_patterns() -> None:
     assert not commands.OOM.search("error: use of undeclared identifier 'x'\nexit code 1")
 
 
-def _projects(tmp_path: Path, toml: str = "") -> tuple[config.Config, Path]:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "rocm-build.toml").write_text(toml)
-    cfg = config.load(cwd=tmp_path, env={})
-    src = tmp_path / "src"
-    for name, version in (("torch", "2.9.0"), ("torchvision", "0.24.0a0")):
-        (src / name).mkdir(parents=True)
-        (src / name / "version.txt").write_text(version + "\n")
-    (src / "torch" / "requirements.txt").write_text("-r requirements-build.txt\nnumpy  # c\n")
-    (src / "torch" / "requirements-build.txt").write_text("cmake\ntorch\n")
-    (src / "torchvision" / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools", "torch>=2", "Wheel"]\n'
-    )
-    return cfg, src
-
-
-def _plan(cfg: config.Config, src: Path, tmp_path: Path, **kw: Any) -> Plan:
-    """``make_plan`` for torch and torchvision; ``kw`` is what a test changes: ``env``,
-    ``jobs``, ``version_suffix``, ``venv_setting``, ``cache`` and ``cache_env``, the survey's
-    ``revisions`` and ``worktrees``."""
-    tree = dist.open_tree(make_tree(tmp_path / "rocm"))
-    suffix = {"version_suffix": kw.pop("version_suffix")} if "version_suffix" in kw else {}
-    settings = replace(
-        cfg,
-        env=kw.pop("env", {"PATH": "/usr/bin", "CUDA_HOME": "/cuda"}),
-        general=replace(cfg.general, jobs=kw.pop("jobs", 0)),
-        build=replace(cfg.build, venv=kw.pop("venv_setting", "create"), **suffix),
-    )
-    cache = CompilerCache(kw.pop("cache", "none"), env=kw.pop("cache_env", {}))
-    found = Survey(cache, kw.pop("revisions", {}), kw.pop("worktrees", {}))
-    assert not kw, kw
-    return make_plan(
-        Inputs(
-            settings=settings,
-            specs=cfg.selected_projects(["torchvision", "torch"]),
-            folders=Folders(src, tmp_path / "work", tmp_path / "wheels"),
-            tree=tree,
-            targets=("gfx90a", "gfx1030"),
-            found=found,
-            machine=Machine(Path("/usr/bin/python3"), cores=8, memory=16 * GIB),
-        )
-    )
-
-
 def test_plan_orders_pins_and_composes(tmp_path: Path) -> None:
-    cfg, src = _projects(tmp_path)
-    plan = _plan(cfg, src, tmp_path)
+    cfg, src = project_sources(tmp_path)
+    plan = build_plan(cfg, src, tmp_path)
     torch, vision = plan.steps
     assert (torch.name, vision.name) == ("torch", "torchvision")
     assert torch.install_after
@@ -122,8 +72,8 @@ def test_plan_orders_pins_and_composes(tmp_path: Path) -> None:
 
 
 def test_plan_flags_win(tmp_path: Path) -> None:
-    cfg, src = _projects(tmp_path)
-    plan = _plan(
+    cfg, src = project_sources(tmp_path)
+    plan = build_plan(
         cfg,
         src,
         tmp_path,
@@ -143,11 +93,11 @@ def test_plan_flags_win(tmp_path: Path) -> None:
 
 
 def test_project_settings_from_the_config_file(tmp_path: Path) -> None:
-    cfg, src = _projects(
+    cfg, src = project_sources(
         tmp_path,
         '[projects.torch]\nbuild_env = ["FOO=bar"]\nbuild_tool = "setup.py"\nversion_file = ""\n',
     )
-    torch = _plan(cfg, src, tmp_path).steps[0]
+    torch = build_plan(cfg, src, tmp_path).steps[0]
     assert torch.env["FOO"] == "bar"
     assert "PYTORCH_BUILD_NUMBER" not in torch.env
     assert torch.command[1] == "setup.py"
@@ -156,18 +106,18 @@ def test_project_settings_from_the_config_file(tmp_path: Path) -> None:
 
 
 def test_missing_checkout_and_bad_settings_are_errors(tmp_path: Path) -> None:
-    cfg, src = _projects(tmp_path)
+    cfg, src = project_sources(tmp_path)
     with pytest.raises(ConfigError, match="rocm-build checkout"):
-        _plan(cfg, tmp_path / "elsewhere", tmp_path)
-    cfg, src = _projects(tmp_path / "b", '[projects.torch]\nbuild_env = ["NOEQUALS"]\n')
+        build_plan(cfg, tmp_path / "elsewhere", tmp_path)
+    cfg, src = project_sources(tmp_path / "b", '[projects.torch]\nbuild_env = ["NOEQUALS"]\n')
     with pytest.raises(ConfigError, match="NAME=VALUE"):
-        _plan(cfg, src, tmp_path / "b")
+        build_plan(cfg, src, tmp_path / "b")
     with pytest.raises(ConfigError, match="not a valid version"):
-        _plan(cfg, src, tmp_path / "b", version_suffix="+bad label!")
+        build_plan(cfg, src, tmp_path / "b", version_suffix="+bad label!")
 
 
 def test_requirement_files_drop_the_projects_we_build(tmp_path: Path) -> None:
-    _cfg, src = _projects(tmp_path)
+    _cfg, src = project_sources(tmp_path)
     torch = src / "torch"
     lines = commands.filtered_requirements(torch, torch / "requirements.txt", {"torch"}, set())  # type: ignore[arg-type]
     assert lines == ["cmake", "numpy"]
@@ -270,15 +220,15 @@ def test_torch_version_from_release_tag_or_dev_commit(tmp_path: Path) -> None:
     assert release_version("v2.9.1") == "2.9.1"
     assert release_version("v2.10.0-rc3") == "2.10.0"
     assert release_version("ciflow/rocm/123") is None
-    cfg, src = _projects(tmp_path)
+    cfg, src = project_sources(tmp_path)
     (src / "torch" / "version.txt").write_text("2.9.0a0\n")  # as on upstream's v2.9.1
     sha = "0123456789abcdef" * 2 + "01234567"
     released = {"torch": Revision(commit=sha, tag="v2.9.1", ref="v2.9.1")}
-    torch, vision = _plan(cfg, src, tmp_path / "a", revisions=released).steps
+    torch, vision = build_plan(cfg, src, tmp_path / "a", revisions=released).steps
     assert torch.version == torch.env["PYTORCH_BUILD_VERSION"] == "2.9.1+rocm6.4"
     assert torch.version_from == "release tag v2.9.1"
     assert vision.version == "0.24.0a0+rocm6.4"  # vision's own version file
     dev = {"torch": Revision(commit=sha, ref="main")}
-    torch, _ = _plan(cfg, src, tmp_path / "b", revisions=dev).steps
+    torch, _ = build_plan(cfg, src, tmp_path / "b", revisions=dev).steps
     assert torch.version == "2.9.0a0+git01234567.rocm6.4"
     assert torch.version_from == "development build of main at 01234567"

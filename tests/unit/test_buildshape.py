@@ -13,7 +13,7 @@ from rocm_build.building.features import GPU_ASSERTS_CMAKE
 from rocm_build.building.plan import Plan, _with_shape, add_env
 from rocm_build.common.errors import BuildFailed
 from rocm_build.rocm import dist
-from tests.unit.test_build import _plan, _projects
+from tests.support.buildplans import build_plan, project_sources
 
 SKBUILD = (
     '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
@@ -80,9 +80,9 @@ def test_scikit_build_core_takes_gpu_asserts_as_cmake_defines() -> None:
 
 
 def test_the_plan_names_the_shape_and_builds_skbuild_through_pip(tmp_path: Path) -> None:
-    cfg, src = _projects(tmp_path)
+    cfg, src = project_sources(tmp_path)
     (src / "torch" / "pyproject.toml").write_text(SKBUILD)
-    made = _plan(cfg, src, tmp_path)
+    made = build_plan(cfg, src, tmp_path)
     torch = replace(
         made.steps[0],
         env={**made.steps[0].env, "CMAKE_PROJECT_INCLUDE_BEFORE": str(GPU_ASSERTS_CMAKE)},
@@ -104,11 +104,11 @@ def test_the_plan_names_the_shape_and_builds_skbuild_through_pip(tmp_path: Path)
 def test_the_hipcc_wrappers_stay_with_the_hipcc_shape(tmp_path: Path) -> None:
     """Native HIP compiles with CMake's clang and its HIP launcher: HIP_CLANG_PATH goes back to
     the tree's clang, so nothing is cached twice; a setup.py step keeps the wrappers."""
-    cfg, src = _projects(tmp_path)
+    cfg, src = project_sources(tmp_path)
     (src / "torch" / "setup.py").write_text("")
     (src / "torch" / "CMakeLists.txt").write_text("enable_language(HIP)\n")
     (src / "torchvision" / "setup.py").write_text("")
-    made = _plan(cfg, src, tmp_path)
+    made = build_plan(cfg, src, tmp_path)
     tree = dist.open_tree(tmp_path / "rocm")
     assert tree.clang_dir is not None
     launcher = hiplauncher.HipLauncher(

@@ -10,8 +10,7 @@ from rocm_build import config
 from rocm_build.building import switches
 from rocm_build.common.errors import ConfigError
 from rocm_build.rocm import dist
-
-from .test_dist import make_tree
+from tests.support.trees import make_tree
 
 
 def _torch() -> config.ProjectSpec:

@@ -19,7 +19,7 @@ from rocm_build.common.progress import Progress
 from rocm_build.config.loader import ProjectSpec
 from rocm_build.config.schema import BundleSettings
 from rocm_build.run import context
-from tests.unit.test_dist import make_tree
+from tests.support.trees import make_tree
 
 WHEEL = Path("ext-1.0-cp311-cp311-plan9_amd64.whl")
 

@@ -59,10 +59,9 @@ def test_member_targets_only_inside_data_trees() -> None:
 
 def test_the_plan_names_the_device_wheels_and_refuses_thin_mode(tmp_path: Path) -> None:
     from rocm_build import bundle
+    from tests.support.planworkspace import plan_workspace
 
-    from .test_stage_contract import _workspace
-
-    ws = _workspace(tmp_path)  # --arch gfx90a
+    ws = plan_workspace(tmp_path)  # --arch gfx90a
     plan = bundle.split_arch_plan(ws.ctx, ws.built)
     assert plan.devices == {
         "torch-2.9.0+rocm6.4.1-cp311-cp311-linux_x86_64.whl": {"gfx90a": "amd-torch-device-gfx90a"},

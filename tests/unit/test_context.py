@@ -12,7 +12,7 @@ from rocm_build import config
 from rocm_build.common import arch
 from rocm_build.common.errors import ConfigError, RocmTreeError
 from rocm_build.run import context
-from tests.unit.test_dist import make_tree
+from tests.support.trees import make_tree
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rocm_build"
 

@@ -12,8 +12,7 @@ from packaging.version import Version
 from rocm_build.building.version import Revision, mark_dirty, refuse_dirty
 from rocm_build.common.errors import DirtyCheckout
 from rocm_build.repo.worktree import WorkTree, build_output, parse_status
-
-from .test_build import _plan, _projects
+from tests.support.buildplans import build_plan, project_sources
 
 
 @pytest.mark.parametrize(
@@ -29,15 +28,15 @@ def test_mark_dirty_appends_a_local_segment(label: str, marked: str) -> None:
 
 
 def test_dirty_checkout_marks_the_versions_it_builds(tmp_path: Path) -> None:
-    cfg, src = _projects(tmp_path)
+    cfg, src = project_sources(tmp_path)
     dirty = WorkTree(head="a" * 40, paths=("setup.py",), fingerprint="f" * 64)
-    torch, vision = _plan(cfg, src, tmp_path, worktrees={"torch": dirty}).steps
+    torch, vision = build_plan(cfg, src, tmp_path, worktrees={"torch": dirty}).steps
     assert torch.version == torch.env["PYTORCH_BUILD_VERSION"] == "2.9.0+rocm6.4.dirty"
     assert torch.worktree == dirty
     assert vision.version == "0.24.0a0+rocm6.4"  # its own checkout is clean
     sha = "0123456789abcdef" * 2 + "01234567"
     dev = {"torch": Revision(commit=sha, ref="main")}
-    torch, _ = _plan(cfg, src, tmp_path / "b", revisions=dev, worktrees={"torch": dirty}).steps
+    torch, _ = build_plan(cfg, src, tmp_path / "b", revisions=dev, worktrees={"torch": dirty}).steps
     assert torch.version == "2.9.0+git01234567.rocm6.4.dirty"
     assert Version(torch.version).local == "git01234567.rocm6.4.dirty"
 

@@ -10,26 +10,9 @@ import pytest
 from rocm_build import config
 from rocm_build.common.errors import ConfigError, RocmTreeError
 from rocm_build.rocm import dist
+from tests.support.trees import make_tree
 
 CFG = config.load(cwd=Path("/nonexistent-cwd"), env={})
-
-
-def make_tree(root: Path, *, isa: tuple[str, ...] = ("90a", "1030")) -> Path:
-    """The files validation looks at, laid out like a TheRock dist tree (empty files)."""
-    for rel in (
-        "lib/llvm/bin/clang",
-        "lib/llvm/bin/clang++",
-        "lib/libamdhip64.so.6",
-        "lib/cmake/hip/hip-config.cmake",
-        "lib/cmake/rocBLAS/rocblas-config.cmake",
-        "lib/llvm/amdgcn/bitcode/ocml.bc",
-        *(f"lib/llvm/amdgcn/bitcode/oclc_isa_version_{n}.bc" for n in isa),
-    ):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(b"")
-    (root / ".info").mkdir(parents=True, exist_ok=True)
-    (root / ".info" / "version").write_text("6.4.1-120\n")
-    return root
 
 
 def test_version_sources_in_order(tmp_path: Path) -> None:

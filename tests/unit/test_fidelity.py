@@ -17,8 +17,7 @@ from rocm_build.building import compilercache
 from rocm_build.building.features import ATTENTION
 from rocm_build.rocm import dist
 from rocm_build.run import context
-
-from .test_dist import make_tree
+from tests.support.trees import make_tree
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fidelity.md"
 PROJECTS = ("torch", "torchvision", "torchaudio")

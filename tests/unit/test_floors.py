@@ -12,8 +12,7 @@ from rocm_build import config
 from rocm_build.building import trainfloors
 from rocm_build.common.errors import ConfigError
 from rocm_build.rocm import dist
-
-from .test_dist import make_tree
+from tests.support.trees import make_tree
 
 
 def test_every_train_has_a_floor_or_says_why_not(tmp_path: Path) -> None:

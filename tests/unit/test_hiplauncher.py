@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rocm_build.building import compilercache, hiplauncher
 from rocm_build.rocm import dist
-from tests.unit.test_build import _plan, _projects
+from tests.support.buildplans import build_plan, project_sources
 
 
 def _tree(root: Path, hipcc_text: str | None) -> dist.RocmTree:
@@ -67,15 +67,15 @@ def test_wrappers_run_the_real_clang_through_the_cache(tmp_path: Path) -> None:
 
 def test_the_users_launcher_and_hip_compiler_are_kept(tmp_path: Path) -> None:
     """dist clears HIP_* and HIPCXX (another setup's); these two are the user's choices."""
-    cfg, src = _projects(tmp_path)
+    cfg, src = project_sources(tmp_path)
     env = {"PATH": "/usr/bin", "HIP_CLANG_LAUNCHER": "/u/sccache", "HIPCXX": "/u/clang++"}
     env["HIP_PATH"] = "/opt/other-rocm"
     ours = _ccache().env
-    torch, _ = _plan(cfg, src, tmp_path, env=env, cache="ccache", cache_env=ours).steps
+    torch, _ = build_plan(cfg, src, tmp_path, env=env, cache="ccache", cache_env=ours).steps
     assert torch.env["HIP_CLANG_LAUNCHER"] == "/u/sccache"
     assert torch.env["HIPCXX"] == "/u/clang++"
     assert "HIP_CLANG_LAUNCHER" not in torch.changed
     assert torch.removed == ("HIP_PATH",)
     assert torch.env["CMAKE_CXX_COMPILER_LAUNCHER"] == "/x/ccache"
-    none, _ = _plan(cfg, src, tmp_path / "2", cache="ccache", cache_env=ours).steps
+    none, _ = build_plan(cfg, src, tmp_path / "2", cache="ccache", cache_env=ours).steps
     assert none.env["HIP_CLANG_LAUNCHER"] == "/x/ccache"

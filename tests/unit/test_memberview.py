@@ -14,8 +14,7 @@ from rocm_build.binary import elf
 from rocm_build.wheel import memberview
 from rocm_build.wheel.memberview import MemberView
 from rocm_build.wheel.wheelread import UnsafeInput, WheelReader
-
-from .test_smoke_plan import make_wheel
+from tests.support.wheels import make_wheel
 
 ELF = next(Path(zstandard.__file__).parent.glob("backend_c*.so"))
 

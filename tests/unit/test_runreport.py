@@ -6,66 +6,11 @@ from pathlib import Path
 
 from rocm_build.commands import pipeline, runreport
 from rocm_build.commands.runreport import StageOutcome
-
-
-def report(ok: bool) -> dict[str, object]:
-    return {
-        "ok": ok,
-        "failed_stage": None if ok else "smoke",
-        "seconds": 81.2,
-        "rocm": {"root": "/opt/rocm", "version": "6.4.1"},
-        "targets": ["gfx90a", "gfx1030"],
-        "sources": [
-            {
-                "name": "torch",
-                "origin": "https://github.com/pytorch/pytorch.git",
-                "ref": "v2.9.1",
-                "commit": "d38164a545b4a4e4e0cf73ce67173f70574890b6",
-                "head": "0123456789abcdef0123456789abcdef01234567",
-                "patchset": "2.9",
-                "patches": [{"file": "base/0001-fix.patch", "sha256": "ab"}],
-                "hipify": True,
-            },
-            {"name": "torchvision", "checked_out": False},
-        ],
-        "wheels": {
-            "built": [],
-            "bundled": [
-                {
-                    "name": "torch-2.9.1+rocm6.4.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-                    "size": 4_700_000_000,
-                    "sha256": "f" * 64,
-                },
-            ],
-        },
-        "smoke": None
-        if ok
-        else {
-            "ok": False,
-            "passed": 9,
-            "failed": 1,
-            "errors": 0,
-            "skipped": 10,
-            "packages": ["torch"],
-            "hip": {"path": "/v/torch/lib/libamdhip64.so", "rc": 100},
-            "code_object_targets": {"torch": ["gfx1030", "gfx90a"]},
-            "devices": [],
-            "failures": [{"test": "suite.test_torch::test_arch_flags", "message": "differ\nmore"}],
-        },
-        "stages": [
-            {
-                "stage": "checkout",
-                "status": "skipped",
-                "seconds": 0.1,
-                "reason": "sources up to date",
-            },
-            {"stage": "smoke", "status": "failed", "seconds": 20.0, "reason": "a | b"},
-        ],
-    }
+from tests.support.runreports import run_report_data
 
 
 def test_markdown_of_a_failed_run() -> None:
-    text = runreport.render_markdown(report(ok=False))
+    text = runreport.render_markdown(run_report_data(ok=False))
     assert text.startswith("# rocm-build run: FAILED in smoke\n")
     assert "ROCm 6.4.1 (/opt/rocm), targets gfx90a;gfx1030, 81.2 s in total." in text
     assert "torch: https://github.com/pytorch/pytorch.git v2.9.1 at `d38164a545b4`" in text
@@ -78,7 +23,7 @@ def test_markdown_of_a_failed_run() -> None:
 
 
 def test_markdown_of_a_run_without_smoke() -> None:
-    text = runreport.render_markdown(report(ok=True))
+    text = runreport.render_markdown(run_report_data(ok=True))
     assert text.startswith("# rocm-build run: passed\n")
     assert "## Smoke tests\n\nnot run\n" in text
 

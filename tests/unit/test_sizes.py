@@ -8,8 +8,7 @@ from typing import Any
 from rocm_build.bundle import report
 from rocm_build.commands import runreport
 from rocm_build.common.sizes import human_size
-
-from .test_runreport import report as run_report_data
+from tests.support.runreports import run_report_data
 
 SIZE = 86_100_000  # 82.1 MiB: the binary reading would differ from the decimal one
 

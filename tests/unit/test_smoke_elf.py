@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 import sys
 from pathlib import Path
 
@@ -10,17 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "rocm_build" / "smo
 
 import smoke_elf
 
-
-def bundle(ids: list[str]) -> bytes:
-    """An uncompressed clang offload bundle with empty payloads."""
-    header = smoke_elf.BUNDLE_MAGIC + struct.pack("<Q", len(ids))
-    entries_size = sum(24 + len(i) for i in ids)
-    body = b""
-    offset = len(header) + entries_size
-    for bundle_id in ids:
-        body += struct.pack("<QQQ", offset, 8, len(bundle_id)) + bundle_id.encode()
-    payload = b"\0" * 8 * len(ids)
-    return header + body + payload
+from tests.support.offloadbundle import offload_bundle
 
 
 def test_target_of() -> None:
@@ -31,7 +20,9 @@ def test_target_of() -> None:
 
 def test_parse_bundle_reads_every_entry() -> None:
     ids, end = smoke_elf.parse_bundle(
-        bundle(["host-x86_64-unknown-linux--", "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"])
+        offload_bundle(
+            ["host-x86_64-unknown-linux--", "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"]
+        )
     )
     assert ids[1].endswith("gfx942:sramecc+:xnack-")
     assert end > 0

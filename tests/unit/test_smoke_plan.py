@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,28 +12,7 @@ from rocm_build.common.errors import ConfigError, UnsafeInput
 from rocm_build.run import context
 from rocm_build.smoke import environment, junit, wheels
 from rocm_build.smoke.plan import flash_expectation
-
-
-def make_wheel(path: Path, members: dict[str, str] | dict[str, str | bytes]) -> Path:
-    """A complete wheel (METADATA, WHEEL and a right RECORD added) holding ``members``."""
-    name, version = path.name.split("-")[:2]
-    dist_info = f"{name}-{version}.dist-info"
-    files: dict[str, str | bytes] = {
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n",
-        **{k: v for k, v in members.items() if not k.endswith("/RECORD")},
-    }
-    rows = []
-    for arc, text in files.items():
-        data = text.encode() if isinstance(text, str) else text
-        digest = hashlib.sha256(data).digest()
-        b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-        rows.append(f"{arc},sha256={b64},{len(data)}\n")
-    files[f"{dist_info}/RECORD"] = "".join(rows) + f"{dist_info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for arc, text in files.items():
-            zf.writestr(arc, text)
-    return path
+from tests.support.wheels import make_wheel
 
 
 def test_import_names_from_top_level_txt(tmp_path: Path) -> None:

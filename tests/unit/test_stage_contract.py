@@ -16,88 +16,22 @@ import inspect
 import os
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import zstandard
 
 from rocm_build import building as build
 from rocm_build import bundle, config, smoke, sources
 from rocm_build.building.compilercache import CompilerCache
 from rocm_build.building.version import Revision
 from rocm_build.commands import pipeline
-from rocm_build.run import context
-from rocm_build.run.context import RunContext
+from tests.support.planworkspace import Workspace, plan_workspace
 
 from . import guard
-from .test_dist import make_tree
-from .test_smoke_plan import make_wheel
-
-#: a real shared library (NEEDs libc and libpthread) for the torch wheel
-ELF = next(Path(zstandard.__file__).parent.glob("backend_c*.so"))
 
 #: The stages, as packages: the pipeline's one list.
 STAGES = tuple(stage.package for stage in pipeline.PIPELINE)
-
-
-@dataclass(frozen=True)
-class Workspace:
-    root: Path
-    ctx: RunContext
-    built: tuple[Path, ...]  # what the build hands over (torch, torchvision)
-
-    def specs(self) -> list[config.ProjectSpec]:
-        return self.ctx.settings.selected_projects(["torch", "torchvision"])
-
-
-def _checkout(src: Path, name: str, version: str) -> None:
-    """A checkout as the build reads it: a repository (``.git``) with its version file."""
-    (src / name / ".git" / "refs").mkdir(parents=True)
-    (src / name / ".git" / "objects").mkdir()
-    (src / name / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (src / name / "version.txt").write_text(version + "\n")
-    (src / name / "requirements.txt").write_text("numpy\n")
-    (src / name / "setup.py").write_text("")  # how it builds (shapes: setup.py)
-    # torch builds composable_kernel from its own submodule (on by default)
-    ck = src / name / "third_party" / "composable_kernel" / "include" / "ck"
-    ck.mkdir(parents=True)
-    (ck / "ck.hpp").write_text("#pragma once\n")
-
-
-def _tree(root: Path) -> Path:
-    """A tree torch can be built against: the CMake packages its LoadHIP.cmake requires."""
-    make_tree(root)
-    torch = config.load_defaults()["projects"]["torch"]
-    for package in torch["cmake_packages"]:
-        (root / "lib" / "cmake" / package).mkdir(parents=True, exist_ok=True)
-    (root / "bin").mkdir()
-    (root / "bin" / "hipcc").write_text("")
-    return root
-
-
-def _workspace(root: Path) -> Workspace:
-    _tree(root / "rocm")
-    for name, version in (("torch", "2.9.0"), ("torchvision", "0.24.0a0")):
-        _checkout(root / "src", name, version)
-    built = root / "built"
-    built.mkdir()
-    tag = "cp311-cp311-linux_x86_64"
-    # a real shared library in it: the bundle's plan reads its ELF facts in the wheel
-    torch = make_wheel(
-        built / f"torch-2.9.0+rocm6.4.1-{tag}.whl",
-        {"torch/__init__.py": "", "torch/lib/libtorch_hip.so": ELF.read_bytes()},
-    )
-    vision = make_wheel(
-        built / f"torchvision-0.24.0+rocm6.4.1-{tag}.whl", {"torchvision/__init__.py": ""}
-    )
-    env = {"PATH": os.environ.get("PATH", "")}  # this machine's programs (ccache, git)
-    cfg = config.load(cwd=root, env=env, flags={"rocm": "rocm", "arch": "gfx90a"})
-    # The one step that may look around (find the tree, a URL downloaded, the GPUs): before any
-    # plan, as every command and `all` (before its first stage) do.
-    ctx = context.resolve(cfg, tree=True, targets=True)
-    return Workspace(root, ctx, (torch, vision))
 
 
 def _listing(root: Path) -> dict[str, tuple[str, int, int]]:
@@ -160,7 +94,7 @@ def test_a_plan_writes_nothing_and_starts_nothing(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stage, make = PLANS[case]
-    ws = _workspace(tmp_path)
+    ws = plan_workspace(tmp_path)
     before = _listing(tmp_path)
     with monkeypatch.context() as guarded:
         guard.forbid_writes(guarded)  # processes and sockets: refused for every unit test
@@ -181,7 +115,7 @@ def test_the_bundle_plan_holds_each_wheels_plan(
     """What ``execute`` will do per wheel is in the plan, made with writes refused: torch's
     library read in the wheel (its NEEDED names left to the system), torchvision planned
     against the torch fat wheel torch's plan will write; and ``--dry-run`` is that plan."""
-    ws = _workspace(tmp_path)
+    ws = plan_workspace(tmp_path)
     with monkeypatch.context() as guarded:
         guard.forbid_writes(guarded)
         made = bundle.plan(ws.ctx, ws.built)

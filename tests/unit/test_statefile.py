@@ -1,6 +1,6 @@
 """The one reader and writer of state files (rocm_build/common/statefile.py) under the usual attacks
-(tests/hostile.py): what is not a regular file of this user's alone is refused in one line (exit
-14) and left as it is; nothing is read or written through a link; a FIFO never blocks."""
+(tests/support/hostile.py): what is not a regular file of this user's alone is refused in one line
+(exit 14) and left as it is; nothing is read or written through a link; a FIFO never blocks."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from rocm_build.common import statefile
 from rocm_build.common.errors import FileAccessError
-from tests import hostile
+from tests.support import hostile
 
 
 @pytest.mark.parametrize("attack", hostile.UNTRUSTED)

@@ -10,8 +10,7 @@ from rocm_build.commands import runreport
 from rocm_build.run import context
 from rocm_build.wheel import torchinfo
 from rocm_build.wheel.wheelread import WheelReader
-
-from .test_smoke_plan import make_wheel
+from tests.support.wheels import make_wheel
 
 # The shape torch's CMake writes (configure_file of caffe2/core/macros.h.in), shortened.
 MACROS_29 = """#pragma once

@@ -11,11 +11,14 @@ import subprocess
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import GIT_IDENTITY, CliRunner
+from tests.integration.tritonfix.repos import make_triton
+from tests.support.gitrepo import git
 
 PROJECTS = Path(__file__).parent / "projects"
 TARGETS = "gfx90a;gfx1030"
@@ -123,3 +126,37 @@ def extract_member(wheel: Path, suffix: str, dest: Path) -> Path:
     path = dest / suffix.rsplit("/", 1)[-1]
     path.write_bytes(read_member(wheel, suffix))
     return path
+
+
+def requires_dist(wheel: Path) -> list[str]:
+    meta = HeaderParser().parsestr(read_member(wheel, ".dist-info/METADATA").decode())
+    return meta.get_all("Requires-Dist") or []
+
+
+def shared_lib(path: Path, soname: str) -> None:
+    """A real (tiny) shared library: stands in for OpenBLAS or aotriton only by its name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    source = path.with_suffix(".c")
+    source.write_text("int fixture_symbol(void) { return 1; }\n")
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", str(source), "-o", str(path)],
+        check=True,
+    )
+    source.unlink()
+
+
+def add_triton(
+    ws: Workspace, tmp_path: Path, *, release: bool = False, layout: str = "root"
+) -> dict[str, str]:
+    commits = make_triton(tmp_path / "upstream" / "triton", "3.5.0", "fork", layout=layout)
+    src = ws.root / "src" / "triton"
+    subprocess.run(
+        ["git", "clone", "-q", str(tmp_path / "upstream" / "triton"), str(src)], check=True
+    )
+    if release:
+        git(src, "checkout", "-q", "--detach", "origin/release/3.5.x")
+        manifest = {"format": 1, "projects": {"triton": {"ref": "release/3.5.x"}}}
+        (ws.root / "src" / "rocm-build-sources.json").write_text(json.dumps(manifest))
+    else:
+        git(src, "checkout", "-q", "--detach", commits["pin"])
+    return commits

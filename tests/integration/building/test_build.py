@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import zipfile
-from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from rocm_build.binary import elf
 from tests.conftest import GIT_IDENTITY
 
-from .conftest import Workspace, extract_member, read_member
+from .conftest import Workspace, extract_member, read_member, requires_dist
 
 pytestmark = pytest.mark.slow
 
@@ -30,11 +29,6 @@ USER_ENV = {
     "HIP_VISIBLE_DEVICES": "0",
     "CUDA_HOME": "/usr/local/cuda",
 }
-
-
-def requires_dist(wheel: Path) -> list[str]:
-    meta = HeaderParser().parsestr(read_member(wheel, ".dist-info/METADATA").decode())
-    return meta.get_all("Requires-Dist") or []
 
 
 def test_torch_then_extension_for_two_targets(workspace: Workspace, tmp_path: Path) -> None:

@@ -5,20 +5,13 @@ user's is still one."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import GIT_IDENTITY
+from tests.support import gitrepo
 
 from .conftest import Workspace
-
-
-def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1"}
-    res = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
-    return res.stdout.decode().strip()
 
 
 def test_changing_the_tag_after_a_build_needs_no_force(
@@ -27,14 +20,14 @@ def test_changing_the_tag_after_a_build_needs_no_force(
     fixture = workspace.root / "src" / "torch"
     assert not (fixture / ".gitignore").exists()  # the build's outputs are not ignored by it
     upstream = tmp_path / "upstream-torch.git"
-    _git(tmp_path, "clone", "-q", "--bare", str(fixture), str(upstream))
+    gitrepo.git(tmp_path, "clone", "-q", "--bare", str(fixture), str(upstream))
     work = tmp_path / "work"
-    _git(tmp_path, "clone", "-q", str(upstream), str(work))
+    gitrepo.git(tmp_path, "clone", "-q", str(upstream), str(work))
     (work / "NOTES.md").write_text("the next release\n")
-    _git(work, "add", "-A")
-    _git(work, "commit", "-q", "-m", "next")
-    _git(work, "tag", "-a", "-m", "v2.9.2", "v2.9.2")
-    _git(work, "push", "-q", "origin", "HEAD:refs/heads/main", "v2.9.2")
+    gitrepo.git(work, "add", "-A")
+    gitrepo.git(work, "commit", "-q", "-m", "next")
+    gitrepo.git(work, "tag", "-a", "-m", "v2.9.2", "v2.9.2")
+    gitrepo.git(work, "push", "-q", "origin", "HEAD:refs/heads/main", "v2.9.2")
     shutil.rmtree(fixture)
     workspace.configure(torch=f'origin = "file://{upstream}"\n')
 
@@ -67,7 +60,7 @@ def test_build_outputs_are_listed_once_and_never_through_a_link(tmp_path: Path) 
 
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    gitrepo.git(repo, "init", "-q")
     exclude = repo / ".git" / "info" / "exclude"
     exclude.parent.mkdir(exist_ok=True)
     exclude.write_text("*.mine")  # the user's own line, without a newline
@@ -78,7 +71,7 @@ def test_build_outputs_are_listed_once_and_never_through_a_link(tmp_path: Path) 
     assert sorted(lines[2:]) == sorted(git.BUILD_OUTPUTS)
     (repo / "build").mkdir()
     (repo / "build" / "x.o").write_bytes(b"")
-    assert _git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert gitrepo.git(repo, "status", "--porcelain", "--untracked-files=all") == ""
 
     victim = tmp_path / "victim"
     victim.write_text("precious\n")

@@ -5,20 +5,12 @@ release branch (source = fork), both real git repositories served over file://."
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
-from tests.conftest import GIT_IDENTITY
+from tests.support.gitrepo import git
 
 from .conftest import Workspace
-
-
-def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1"}
-    res = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
-    return res.stdout.decode().strip()
 
 
 def _source_line(out: str) -> str:
@@ -31,16 +23,16 @@ def test_dry_run_names_the_upstream_or_fork_a_checkout_came_from(
     fixture = workspace.root / "src" / "torch"
     upstream = tmp_path / "upstream-torch.git"
     fork = tmp_path / "fork-torch.git"
-    _git(tmp_path, "clone", "-q", "--bare", str(fixture), str(upstream))
-    _git(tmp_path, "clone", "-q", "--bare", str(fixture), str(fork))
+    git(tmp_path, "clone", "-q", "--bare", str(fixture), str(upstream))
+    git(tmp_path, "clone", "-q", "--bare", str(fixture), str(fork))
     # The fork's release branch: the release's commit plus one of ROCm's own.
     work = tmp_path / "fork-work"
-    _git(tmp_path, "clone", "-q", str(fork), str(work))
+    git(tmp_path, "clone", "-q", str(fork), str(work))
     (work / "ROCM_NOTES.md").write_text("a backport\n")
-    _git(work, "add", "-A")
-    _git(work, "commit", "-q", "-m", "backport")
-    _git(work, "push", "-q", "origin", "HEAD:refs/heads/release/2.9")
-    fork_head = _git(work, "rev-parse", "HEAD")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "backport")
+    git(work, "push", "-q", "origin", "HEAD:refs/heads/release/2.9")
+    fork_head = git(work, "rev-parse", "HEAD")
     shutil.rmtree(fixture)
     workspace.configure(
         torch=f'origin = "file://{upstream}"\n\n[forks.torch]\norigin = "file://{fork}"\n'
@@ -62,7 +54,7 @@ def test_dry_run_names_the_upstream_or_fork_a_checkout_came_from(
         return _source_line(res.stdout)
 
     checkout("upstream")
-    tag_commit = _git(upstream, "rev-parse", "v2.9.1^{commit}")
+    tag_commit = git(upstream, "rev-parse", "v2.9.1^{commit}")
     assert dry_run("upstream") == (
         f"source:  upstream: file://{upstream}, tag v2.9.1 at {tag_commit[:12]}, no patches"
     )

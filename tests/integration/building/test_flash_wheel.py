@@ -10,18 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Workspace
-from .test_real_shapes import _shared_lib
-from .test_triton_build import _add_triton
+from .conftest import Workspace, add_triton, shared_lib
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_flash_attention_build_says_so_in_its_wheel(workspace: Workspace, tmp_path: Path) -> None:
-    _add_triton(workspace, tmp_path)
+    add_triton(workspace, tmp_path)
     cache = tmp_path / "xdg-cache"
     prefix = cache / "rocm-build" / "aotriton" / "rocm5.2.3"
-    _shared_lib(prefix / "lib" / "libaotriton_v2.so.0.9", "libaotriton_v2.so.0")
+    shared_lib(prefix / "lib" / "libaotriton_v2.so.0.9", "libaotriton_v2.so.0")
     for family in ("amd-gfx90a", "amd-gfx942"):
         image = prefix / "lib" / "aotriton.images" / family / "flash" / "attn_fwd.aks2"
         image.parent.mkdir(parents=True)

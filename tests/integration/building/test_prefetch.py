@@ -23,9 +23,9 @@ from rocm_build.building import prefetch
 from rocm_build.common.errors import FetchError
 from rocm_build.repo import llvmpin
 from rocm_build.rocm.dist import open_tree
-from tests import hostile
 from tests.conftest import CliRunner
-from tests.integration.building.test_fetch import PADDING, Server, small_tree_tarball
+from tests.support import hostile
+from tests.support.httpserver import PADDING, Server, small_tree_tarball
 
 HERE = Path(__file__).parent
 TEMPLATE = HERE / "projects" / "aotriton" / "aotriton.cmake.in"
@@ -307,8 +307,8 @@ def test_a_hostile_prefetch_cache_folder_is_refused_or_left_alone(
     setup: Setup, run_cli: CliRunner, tmp_path: Path, attack: str, where: str
 ) -> None:
     """The download caches ``fetch`` fills (``<cache>/rocm-build/aotriton`` and ``llvm``) under
-    the usual attacks (tests/hostile.py): a file, a link elsewhere, another user's folder, one
-    others may write to. Each is refused in one line (exit 14; a file there: exit 2 or 14) and
+    the usual attacks (tests/support/hostile.py): a file, a link elsewhere, another user's folder,
+    one others may write to. Each is refused in one line (exit 14; a file there: exit 2 or 14) and
     left as it is; nothing is written where a link points, nothing is downloaded into it."""
     if attack in ("symlink", "foreign-owner"):
         hostile.need_root("a link or a folder owned by another user")

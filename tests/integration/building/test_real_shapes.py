@@ -13,8 +13,7 @@ import pytest
 from rocm_build.binary import elf
 from tests.conftest import GIT_IDENTITY
 
-from .conftest import Workspace, extract_member, read_member
-from .test_build import requires_dist
+from .conftest import Workspace, extract_member, read_member, requires_dist, shared_lib
 
 pytestmark = pytest.mark.slow
 
@@ -81,18 +80,6 @@ def test_torch_version_is_the_release_tag_or_a_dev_build(workspace: Workspace) -
     assert f"torch=={version}" in requires_dist(workspace.wheel("torchaudio"))
 
 
-def _shared_lib(path: Path, soname: str) -> None:
-    """A real (tiny) shared library: stands in for OpenBLAS or aotriton only by its name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    source = path.with_suffix(".c")
-    source.write_text("int fixture_symbol(void) { return 1; }\n")
-    subprocess.run(
-        ["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", str(source), "-o", str(path)],
-        check=True,
-    )
-    source.unlink()
-
-
 def _tree_with_host_math(base: Path, dest: Path) -> Path:
     """The test tree plus a lib/host-math OpenBLAS, as TheRock's trees have: every other part is
     a link into the shared (read-only) tree."""
@@ -106,7 +93,7 @@ def _tree_with_host_math(base: Path, dest: Path) -> Path:
     host = dest / "lib" / "host-math"
     (host / "include").mkdir(parents=True)
     (host / "include" / "cblas.h").write_text("/* fixture */\n")
-    _shared_lib(host / "lib" / "librocm-openblas.so", "librocm-openblas.so")
+    shared_lib(host / "lib" / "librocm-openblas.so", "librocm-openblas.so")
     return dest
 
 
@@ -137,7 +124,7 @@ def test_tree_openblas_and_a_prefetched_aotriton_are_used(
     tree = _tree_with_host_math(workspace.tree.resolve(), tmp_path / "tree")
     cache = tmp_path / "xdg-cache"
     prefix = cache / "rocm-build" / "aotriton" / "rocm5.2.3"
-    _shared_lib(prefix / "lib" / "libaotriton_v2.so.0.9", "libaotriton_v2.so.0")
+    shared_lib(prefix / "lib" / "libaotriton_v2.so.0.9", "libaotriton_v2.so.0")
     workspace.tree = tree
     dry = workspace.build("torch", "--dry-run", env={"XDG_CACHE_HOME": str(cache)})
     assert f"AOTRITON_INSTALLED_PREFIX={prefix}" in dry.stdout

@@ -19,10 +19,9 @@ import pytest
 from rocm_build.common.errors import UnsafeInput
 from rocm_build.rocm import debtree
 from tests.conftest import CliRunner
+from tests.support.httpserver import Server, server, small_tree_tarball
 
-from .test_fetch import Server, server, small_tree_tarball
-
-__all__ = ["server"]  # the fixture, shared with test_fetch
+__all__ = ["server"]  # the fixture, shared with test_fetch (tests.support.httpserver)
 
 
 def _with_link(name: str, target: str) -> bytes:

@@ -5,16 +5,12 @@ torch told to require exactly the wheel just built. No GPU is needed to build.""
 from __future__ import annotations
 
 import json
-import subprocess
 from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
 
-from tests.integration.tritonfix.repos import git, make_triton
-
-from .conftest import Workspace, read_member
-from .test_real_shapes import _shared_lib
+from .conftest import Workspace, add_triton, read_member, shared_lib
 
 pytestmark = pytest.mark.slow
 
@@ -26,31 +22,14 @@ def _requires(wheel: Path) -> list[str]:
     return meta.get_all("Requires-Dist") or []
 
 
-def _add_triton(
-    ws: Workspace, tmp_path: Path, *, release: bool = False, layout: str = "root"
-) -> dict[str, str]:
-    commits = make_triton(tmp_path / "upstream" / "triton", "3.5.0", "fork", layout=layout)
-    src = ws.root / "src" / "triton"
-    subprocess.run(
-        ["git", "clone", "-q", str(tmp_path / "upstream" / "triton"), str(src)], check=True
-    )
-    if release:
-        git(src, "checkout", "-q", "--detach", "origin/release/3.5.x")
-        manifest = {"format": 1, "projects": {"triton": {"ref": "release/3.5.x"}}}
-        (ws.root / "src" / "rocm-build-sources.json").write_text(json.dumps(manifest))
-    else:
-        git(src, "checkout", "-q", "--detach", commits["pin"])
-    return commits
-
-
 def test_triton_first_then_torch_requires_exactly_that_wheel(
     workspace: Workspace, tmp_path: Path
 ) -> None:
-    commits = _add_triton(workspace, tmp_path)
+    commits = add_triton(workspace, tmp_path)
     # flash attention needs aotriton: a pre-fetched one in the cache, so the build never
     # downloads it (without one, auto turns attention off: see test_real_shapes)
     cache = tmp_path / "xdg-cache"
-    _shared_lib(
+    shared_lib(
         cache / "rocm-build" / "aotriton" / "rocm5.2.3" / "lib" / "libaotriton_v2.so.0.9",
         "libaotriton_v2.so.0",
     )
@@ -92,7 +71,7 @@ def test_triton_first_then_torch_requires_exactly_that_wheel(
 def test_a_torch_wheel_without_the_triton_requirement_fails_the_check(
     workspace: Workspace, tmp_path: Path
 ) -> None:
-    _add_triton(workspace, tmp_path)
+    add_triton(workspace, tmp_path)
     workspace.configure(
         torch='build_env = ["PYTORCH_BUILD_NUMBER=1", "FIXTURE_IGNORE_EXTRA_REQUIREMENTS=1"]'
     )
@@ -106,7 +85,7 @@ def test_a_torch_wheel_without_the_triton_requirement_fails_the_check(
 def test_a_release_branch_gets_the_local_label_not_a_second_plus(
     workspace: Workspace, tmp_path: Path
 ) -> None:
-    _add_triton(workspace, tmp_path, release=True)
+    add_triton(workspace, tmp_path, release=True)
     res = workspace.build("triton")
     assert res.returncode == 0, res.stderr
     assert workspace.wheel("triton").name.startswith("triton-3.5.0+rocm5.2-")
@@ -116,7 +95,7 @@ def test_an_older_branch_builds_from_its_python_folder(
     workspace: Workspace, tmp_path: Path
 ) -> None:
     """ROCm's older Triton branches keep setup.py and requirements.txt under python/."""
-    commits = _add_triton(workspace, tmp_path, layout="python")
+    commits = add_triton(workspace, tmp_path, layout="python")
     dry = workspace.build("triton", "--dry-run", as_json=True)
     assert dry.returncode == 0, dry.stderr
     (step,) = json.loads(dry.stdout)["projects"]
@@ -150,7 +129,7 @@ def test_flash_attention_without_aotriton(workspace: Workspace, tmp_path: Path) 
     """Triton is built and gfx90a requested, but no aotriton is pre-fetched: auto turns attention
     off (the build would download aotriton), on stops before building, and a user's own
     USE_FLASH_ATTENTION wins over the feature (its download is announced)."""
-    _add_triton(workspace, tmp_path)
+    add_triton(workspace, tmp_path)
     empty = {"XDG_CACHE_HOME": str(tmp_path / "empty-cache")}
     dry = workspace.build("torch", "triton", "--dry-run", as_json=True, env=empty)
     assert dry.returncode == 0, dry.stderr

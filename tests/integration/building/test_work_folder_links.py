@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import hostile
+from tests.support import hostile
 
 from .conftest import Workspace
 

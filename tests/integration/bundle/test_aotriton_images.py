@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from .helpers import make_wheel
-from .test_triton_hip import TORCH_INIT
+from .torchwheels import TORCH_INIT
 
 pytestmark = pytest.mark.slow
 

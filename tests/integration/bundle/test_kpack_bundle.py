@@ -20,12 +20,12 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from rocm_build.binary import elf, elfpatch, kpack
-from tests import hostile
-from tests.kpackwriter import code_objects
+from tests.support import hostile
+from tests.support.kpackwriter import code_objects
 
 from .conftest import INIT, make_venv, pip_install
 from .helpers import cc_shared, make_wheel
-from .test_prune_bundle import CHECK, bundle
+from .runs import RAND_CHECK, run_bundle
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def test_one_target_carries_that_targets_archives_stored(
     run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a", "--json")
+    res = run_bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a", "--json")
     assert res.returncode == 0, res.stderr
     plan = json.loads(res.stdout)[0]["plan"]
     kp = plan["kpack"]
@@ -102,7 +102,7 @@ def test_one_target_carries_that_targets_archives_stored(
     python = make_venv(tmp_path / "venv")
     pip_install(python, fat)
     proc = subprocess.run(
-        [str(python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path,
+        [str(python), "-c", RAND_CHECK], capture_output=True, text=True, cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -135,7 +135,7 @@ def test_every_archive_without_arch(
     run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, split_tree, out)
+    res = run_bundle(run_cli, rand_wheel, split_tree, out)
     assert res.returncode == 0, res.stderr
     (fat,) = out.glob("*.whl")
     carried = sorted(posixpath.basename(m) for m in _members(fat) if m.endswith(".kpack"))
@@ -147,11 +147,13 @@ def test_a_target_no_archive_serves_stops_the_bundle(
     run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx940")
+    res = run_bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx940")
     assert res.returncode == 11, res.stderr
     assert "librocrand.so.1 has no kpack archive serving gfx940" in res.stderr
     assert not out.exists() or not list(out.glob("*.whl"))
-    ok = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx940", "--allow-missing-arch")
+    ok = run_bundle(
+        run_cli, rand_wheel, split_tree, out, "--arch", "gfx940", "--allow-missing-arch"
+    )
     assert ok.returncode == 0, ok.stderr
 
 
@@ -160,7 +162,7 @@ def test_a_marker_whose_archives_are_gone_is_an_error(
 ) -> None:  # type: ignore[no-untyped-def]
     shutil.rmtree(split_tree / ".kpack")
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, split_tree, out)
+    res = run_bundle(run_cli, rand_wheel, split_tree, out)
     assert res.returncode == 10, res.stderr
     assert "librocrand.so.1 is kpack-split but no archive its marker names" in res.stderr
     assert "Traceback" not in res.stderr
@@ -170,7 +172,9 @@ def test_split_arch_puts_each_targets_archives_in_its_device_wheel(
     run_cli, rand_wheel: Path, split_tree: Path, hip_ext_so: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a;gfx1030", "--split-arch")
+    res = run_bundle(
+        run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a;gfx1030", "--split-arch"
+    )
     assert res.returncode == 0, res.stderr
     assert "device code (3 kpack archives) went to the device wheels" in res.stdout
     # Debian's runtime cannot load kpack: the project's own library keeps its device code
@@ -220,7 +224,9 @@ def test_split_arch_kpack_splits_the_projects_own_libraries_where_the_runtime_lo
 ) -> None:  # type: ignore[no-untyped-def]
     cc_shared(split_tree / "lib" / "librocm_kpack.so", STAND_IN)
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a;gfx1030", "--split-arch")
+    res = run_bundle(
+        run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a;gfx1030", "--split-arch"
+    )
     assert res.returncode == 0, res.stderr
     assert "own libraries' device code (1 libraries, 2 kpack archives) went to" in res.stdout
     assert "stays in the host wheel" not in res.stdout
@@ -267,7 +273,7 @@ def test_split_arch_kpack_splits_the_projects_own_libraries_where_the_runtime_lo
     for wheel in (host, *devices.values()):
         pip_install(python, wheel)
     proc = subprocess.run(
-        [str(python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path,
+        [str(python), "-c", RAND_CHECK], capture_output=True, text=True, cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -311,7 +317,7 @@ def test_an_input_wheel_already_split_needs_its_archives(
 ) -> None:  # type: ignore[no-untyped-def]
     host_only = _split_input_wheel(tmp_path, kpack_reference, hip_ext_so, ())
     out = tmp_path / "out"
-    res = bundle(run_cli, host_only, rocm_tree, out, "--arch", "gfx90a")
+    res = run_bundle(run_cli, host_only, rocm_tree, out, "--arch", "gfx90a")
     assert res.returncode == 10, res.stderr
     assert "hipext/lib/librocrand.so.1 in hipext-1.0.0" in res.stderr
     assert "carries none of its kpack archives" in res.stderr
@@ -319,13 +325,13 @@ def test_an_input_wheel_already_split_needs_its_archives(
     assert seen.returncode == 11, seen.stdout  # never counted as covered without them
 
     with_archives = _split_input_wheel(tmp_path, kpack_reference, hip_ext_so, GFX90A)
-    ok = bundle(run_cli, with_archives, rocm_tree, out, "--arch", "gfx90a", "--json")
+    ok = run_bundle(run_cli, with_archives, rocm_tree, out, "--arch", "gfx90a", "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)[0]["plan"]["device_gaps"] == []
     seen = run_cli(["inspect", str(with_archives), "--require-arch", "gfx90a"], cwd=tmp_path)
     assert seen.returncode == 0, seen.stdout
     # bundle and inspect agree on a target the archives do not serve
-    gap = bundle(run_cli, with_archives, rocm_tree, tmp_path / "o2", "--arch", "gfx1030")
+    gap = run_bundle(run_cli, with_archives, rocm_tree, tmp_path / "o2", "--arch", "gfx1030")
     assert gap.returncode == 11, gap.stderr
     assert "librocrand.so.1 has no kpack archive in the wheel serving gfx1030" in gap.stderr
     seen = run_cli(["inspect", str(with_archives), "--require-arch", "gfx1030"], cwd=tmp_path)
@@ -343,7 +349,7 @@ def test_a_hostile_archive_in_the_tree_stops_the_bundle_in_one_line(
     archive.unlink()
     planted = hostile.plant(archive, attack, elsewhere=tmp_path / "elsewhere", folder=False)
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a")
+    res = run_bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a")
     assert res.returncode in (10, 15), res.stderr
     assert "Traceback" not in res.stderr
     assert "rand_lib_gfx90a:xnack-.kpack" in res.stderr
@@ -366,7 +372,7 @@ def test_a_library_whose_archive_lists_other_code_objects_is_refused(
     toc["toc"][key.replace("#0", "#1")] = toc["toc"][key]
     archive.unlink()
     archive.write_bytes(data[:toc_at] + msgpack.packb(toc))
-    res = bundle(run_cli, rand_wheel, split_tree, tmp_path / "out", "--arch", "gfx90a")
+    res = run_bundle(run_cli, rand_wheel, split_tree, tmp_path / "out", "--arch", "gfx90a")
     assert res.returncode == 10, res.stderr
     assert "rand_lib_gfx90a:xnack-.kpack" in res.stderr
     assert "code objects [0, 1] for 1 wrappers" in res.stderr
@@ -376,7 +382,7 @@ def test_the_dry_run_names_the_archives(
     run_cli, rand_wheel: Path, split_tree: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a", "--dry-run")
+    res = run_bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a", "--dry-run")
     assert res.returncode == 0, res.stderr
     assert "kpack archives: 2 (" in res.stdout
     assert "hipext/.kpack/rand_lib_gfx90a:xnack-.kpack: gfx90a:xnack-," in res.stdout
@@ -389,7 +395,7 @@ def test_inspect_takes_several_wheels(
     """``inspect wheels/*.whl`` (the README's own example): each wheel reported, --json a list,
     the exit code the first failing check's."""
     out = tmp_path / "out"
-    assert bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a").returncode == 0
+    assert run_bundle(run_cli, rand_wheel, split_tree, out, "--arch", "gfx90a").returncode == 0
     (fat,) = out.glob("*.whl")
     both = [str(rand_wheel), str(fat)]
     res = run_cli(["inspect", *both], cwd=tmp_path)

@@ -20,7 +20,7 @@ import pytest
 from rocm_build.binary import elf, kpack
 
 from .conftest import make_venv
-from .test_prune_bundle import bundle
+from .runs import run_bundle
 
 pytestmark = pytest.mark.slow
 
@@ -164,7 +164,7 @@ def test_rocm_wheels_arch_makes_only_those_device_packages(
 
 
 def _thin(run_cli, wheel: Path, tree: Path, out: Path, *extra: str):  # type: ignore[no-untyped-def]
-    return bundle(run_cli, wheel, tree, out, "--mode", "thin", *extra)
+    return run_bundle(run_cli, wheel, tree, out, "--mode", "thin", *extra)
 
 
 def test_thin_wheel_of_a_split_tree_requires_what_pytorch_requires(

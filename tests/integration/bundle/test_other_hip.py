@@ -14,8 +14,9 @@ from pathlib import Path
 from rocm_build.binary import elf
 from tests.integration.bundle.helpers import cc_shared, make_wheel
 
+from .runs import SMALL
+
 #: keeps the bundles small: of the libraries ROCm dlopens, only hiprtc's builtins
-SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
 #: a copy of HIP by its file name in the tree, which nothing NEEDs
 VENDOR = "x/_vendor/libamdhip64.so.5.2.21153"
 #: a copy of HIP by its soname, which the extension NEEDs

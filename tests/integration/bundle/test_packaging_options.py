@@ -12,10 +12,11 @@ import pytest
 
 from rocm_build.binary import elf
 
+from .runs import SMALL
+
 pytestmark = pytest.mark.slow
 
 # The HIP runtime dlopen()s comgr (libLLVM: ~300 MB); the small hiprtc-builtins stands in.
-SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
 
 #: What a project's pyproject.toml gives cibuildwheel ([tool.cibuildwheel.linux]); cibuildwheel
 #: fills in {wheel} (the built wheel, in a folder of its own) and {dest_dir}.

@@ -13,7 +13,7 @@ from rocm_build import config
 from rocm_build.bundle.execute import bundle_many
 from rocm_build.run import context
 from tests.conftest import CliRunner
-from tests.progress_recording import RecordingProgress
+from tests.support.progress_recording import RecordingProgress
 
 
 @pytest.mark.slow

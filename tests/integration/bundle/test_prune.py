@@ -16,6 +16,7 @@ import zstandard
 
 from rocm_build.binary import elf, elfpatch
 from rocm_build.bundle import prune
+from tests.support.hiplib import bare_hip_library
 
 from .comgr import Comgr
 
@@ -24,31 +25,9 @@ pytestmark = pytest.mark.slow
 AMDHSA = "amdgcn-amd-amdhsa--"
 HIP = "hipv4-" + AMDHSA
 
-BARE = """
-#define __global__ __attribute__((global))
-typedef struct {{ unsigned x, y, z; }} dim3;
-typedef struct ihipStream_t *hipStream_t;
-extern "C" int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **a, unsigned long s,
-                               hipStream_t st);
-__global__ void kern{n}(float *x) {{ x[__builtin_amdgcn_workitem_id_x()] *= {n}.0f; }}
-"""
-
+BARE_FLAGS = ["-nogpulib", "-nogpuinc"]  # clang without ROCm's device libraries
 PACKED_ARCHS = ["gfx942", "gfx1100", "gfx11-generic", "gfx90a:xnack+", "gfx90a:xnack-",
                 "gfx10-3-generic"]  # fmt: skip
-
-
-def build(clang: Path, tree: Path, out: Path, archs: list[str], extra: list[str]) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sources = []
-    for n in range(1, 3):
-        src = out.parent / f"tu{n}.hip"
-        src.write_text(BARE.format(n=n))
-        sources.append(str(src))
-    cmd = [str(clang), "-x", "hip", "-nogpulib", "-nogpuinc", *extra]
-    cmd += [*(f"--offload-arch={a}" for a in archs), "-fPIC", "-shared", *sources]
-    cmd += [f"-L{tree}/lib", "-lamdhip64", "-o", str(out)]
-    subprocess.run(cmd, check=True, env={"PATH": "/usr/bin:/bin", "HIP_PLATFORM": "amd"})
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +38,20 @@ def libs(
     clang15 = rocm_tree / "lib/llvm/bin/clang++"
     archs15 = ["gfx90a:xnack+", "gfx90a:xnack-", "gfx1030", "gfx906"]
     v6 = ["--offload-compress", "-mcode-object-version=6"]  # generic targets need v6
+
     return {
         "rocrand": rocm_tree / "lib/librocrand.so.1.1",
-        "plain": build(clang15, rocm_tree, base / "plain/libplain.so", archs15, []),
-        "zstd": build(clang19_bin / "clang++", rocm_tree, base / "z/libzstd.so", PACKED_ARCHS, v6),
+        "plain": bare_hip_library(
+            clang15, rocm_tree, base / "plain/libplain.so", archs15, BARE_FLAGS, units=2
+        ),
+        "zstd": bare_hip_library(
+            clang19_bin / "clang++",
+            rocm_tree,
+            base / "z/libzstd.so",
+            PACKED_ARCHS,
+            [*BARE_FLAGS, *v6],
+            units=2,
+        ),
     }
 
 

@@ -19,27 +19,11 @@ from rocm_build.binary import elf
 from .comgr import Comgr
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel
-from .test_bundle_real import SMALL
+from .runs import RAND_CHECK, run_bundle
 
 pytestmark = pytest.mark.slow
 
 AMDHSA = "amdgcn-amd-amdhsa--"
-CHECK = r"""
-import ctypes, json, os, hipext
-status, count = hipext.device_count_status()
-rand = ctypes.CDLL(os.path.join(os.path.dirname(hipext.__file__), "lib", "librocrand.so.1"))
-print(json.dumps({"status": status, "rand": os.path.realpath(rand._name)}))
-"""
-
-
-def bundle(run_cli, wheel: Path, tree: Path, out: Path, *extra: str):  # type: ignore[no-untyped-def]
-    args = ["bundle", str(wheel), "--rocm", str(tree), "--output-dir", str(out), "-z", "1"]
-    front = ["--json"] if "--json" in extra else []
-    return run_cli([*front, *args, *(e for e in extra if e != "--json")], cwd=tmp(wheel), env=SMALL)
-
-
-def tmp(wheel: Path) -> Path:
-    return wheel.parent
 
 
 def member_bundles(fat: Path, arc: str, dest: Path) -> tuple[Path, list[bytes]]:
@@ -57,7 +41,7 @@ def test_bundle_prunes_and_the_runtime_still_finds_its_code(
     run_cli, rand_wheel: Path, tree_copy: Path, rocm_tree: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    res = bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx90a:xnack+", "--json")
+    res = run_bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx90a:xnack+", "--json")
     assert res.returncode == 0, res.stderr
     plan = json.loads(res.stdout)[0]["plan"]
     code = plan["device_code"]
@@ -89,7 +73,7 @@ def test_bundle_prunes_and_the_runtime_still_finds_its_code(
     python = make_venv(tmp_path / "venv")
     pip_install(python, fat)
     proc = subprocess.run(
-        [str(python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path,
+        [str(python), "-c", RAND_CHECK], capture_output=True, text=True, cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -104,7 +88,7 @@ def test_missing_target_stops_the_bundle(
     out = tmp_path / "out"
     before = hashlib.sha256(rand_wheel.read_bytes()).hexdigest()
     for extra in ((), ("--keep-all-device-code",)):
-        res = bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx90a;gfx942", *extra)
+        res = run_bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx90a;gfx942", *extra)
         assert res.returncode == 11, res.stderr
         assert "librocrand.so.1 has no code for gfx942 (it has gfx1030, gfx803, " in res.stderr
         assert "_kern.so has no code for gfx942 (it has gfx1030, gfx90a)" in res.stderr
@@ -113,16 +97,16 @@ def test_missing_target_stops_the_bundle(
         assert not list(out.glob("*.whl")) if out.exists() else True
     assert hashlib.sha256(rand_wheel.read_bytes()).hexdigest() == before
     # the dry run shows the plan, and stops the same way
-    dry = bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx942", "--dry-run")
+    dry = run_bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx942", "--dry-run")
     assert dry.returncode == 11
     assert "librocrand.so.1: 0 bytes kept (host only)" in dry.stdout
-    split = bundle(
+    split = run_bundle(
         run_cli, rand_wheel, tree_copy, out, "--arch", "gfx942", "--dry-run", "--split-arch"
     )
     assert split.returncode == 11, split.stderr
     assert "librocrand.so.1 has no code for gfx942" in split.stderr
     # --allow-missing-arch: written, with a warning per library and target
-    ok = bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx942", "--allow-missing-arch")
+    ok = run_bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx942", "--allow-missing-arch")
     assert ok.returncode == 0, ok.stderr
     assert "warning: librocrand.so.1 has no code for gfx942" in ok.stderr
     (fat,) = out.glob("*.whl")
@@ -134,14 +118,16 @@ def test_keep_all_and_dry_run_numbers(
     run_cli, rand_wheel: Path, tree_copy: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    dry = bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx1030", "--dry-run")
+    dry = run_bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx1030", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "device code for gfx1030:" in dry.stdout
     line = next(x for x in dry.stdout.splitlines() if "librocrand.so.1:" in x)
     assert "kept (gfx1030)" in line
     assert "dropped" in line
     assert "(pruned)" in line
-    res = bundle(run_cli, rand_wheel, tree_copy, out, "--arch", "gfx1030", "--keep-all-device-code")
+    res = run_bundle(
+        run_cli, rand_wheel, tree_copy, out, "--arch", "gfx1030", "--keep-all-device-code"
+    )
     assert res.returncode == 0, res.stderr
     (fat,) = out.glob("*.whl")
     lib, _ = member_bundles(fat, "hipext/lib/librocrand.so.1", tmp_path / "rand.so")
@@ -166,14 +152,14 @@ def test_damaged_bundle_and_unknown_target(
     )
     before = hashlib.sha256(wheel.read_bytes()).hexdigest()
     out = tmp_path / "out"
-    res = bundle(run_cli, wheel, tree_copy, out, "--arch", "gfx90a")
+    res = run_bundle(run_cli, wheel, tree_copy, out, "--arch", "gfx90a")
     assert res.returncode == 10, res.stderr
     assert "_bad.so" in res.stderr
     assert "damaged offload bundle" in res.stderr
     assert "Traceback" not in res.stderr
     assert not out.exists() or not list(out.glob("*.whl"))
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == before
-    unknown = bundle(run_cli, wheel, tree_copy, out, "--arch", "gfx9999")
+    unknown = run_bundle(run_cli, wheel, tree_copy, out, "--arch", "gfx9999")
     assert unknown.returncode == 2
 
 
@@ -195,7 +181,7 @@ def test_damaged_compressed_payload_is_found_while_writing(
     files: dict[str, bytes | Path] = {"packed/__init__.py": b"", "packed/_packed.so": so}
     wheel = make_wheel(tmp_path / "dist", "packed", "1.0.0", files)
     out = tmp_path / "out"
-    res = bundle(run_cli, wheel, tree_copy, out, "--arch", "gfx942")
+    res = run_bundle(run_cli, wheel, tree_copy, out, "--arch", "gfx942")
     assert res.returncode == 10, res.stderr
     assert "_packed.so" in res.stderr
     assert "damaged offload bundle" in res.stderr

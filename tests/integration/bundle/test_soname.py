@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from .helpers import cc_shared, make_wheel
+from .runs import SMALL
 
 pytestmark = pytest.mark.slow
-
-SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
 
 
 def test_soname_is_not_a_file_name(run_cli, rocm_tree: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

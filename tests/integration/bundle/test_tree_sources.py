@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
+from tests.support.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
 
 from .conftest import make_venv, pip_install
 from .helpers import cc_shared, make_wheel
+from .runs import SMALL
 
 pytestmark = pytest.mark.slow
 
-SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
 SECRET = b"-----BEGIN OPENSSH PRIVATE KEY----- not for any wheel\n"
 
 

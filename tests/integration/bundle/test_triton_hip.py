@@ -10,7 +10,6 @@ the HIP runtime reports "no device", which is what a machine without one says.""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,17 +19,12 @@ from pathlib import Path
 import pytest
 
 from rocm_build.binary import elf
-from tests.conftest import _test_cache
 
 from .conftest import make_venv, pip_install
-from .helpers import make_wheel
+from .torchwheels import bundled_torch, triton_wheel
 
 pytestmark = pytest.mark.slow
 
-TORCH_INIT = """
-import ctypes, os
-_lib = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "lib", "libtorch_hip.so"))
-"""
 
 # dlopen() the stub by its path, as Triton's driver does, and dlsym() HIP through the handle.
 PROBE = r"""
@@ -84,27 +78,7 @@ print(json.dumps({"found": found, "hsaco": sizes}))
 
 @pytest.fixture
 def fat_torch(hip_ext_so: Path, tree_copy: Path, tmp_path: Path, run_cli) -> Path:  # type: ignore[no-untyped-def]
-    wheel = make_wheel(
-        tmp_path / "dist",
-        "torch",
-        "2.9.0",
-        {
-            "torch/__init__.py": TORCH_INIT.encode(),
-            "torch/lib/libtorch_hip.so": hip_ext_so,
-        },
-    )
-    # A runtime-only tree (as TheRock's rocm[libraries] package): no unversioned development
-    # name libamdhip64.so, so nothing but the rule for exact names makes the alias.
-    (tree_copy / "lib" / "libamdhip64.so").unlink()
-    out = tmp_path / "out"
-    res = run_cli(
-        ["bundle", str(wheel), "--rocm", str(tree_copy), "--output-dir", str(out), "-z", "1"],
-        cwd=tmp_path,
-        env={"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libamd_comgr.so*"},
-    )
-    assert res.returncode == 0, res.stderr
-    (fat,) = out.glob("torch-*.whl")
-    return fat
+    return bundled_torch(run_cli, hip_ext_so, tree_copy, tmp_path)
 
 
 def _clean_venv(tmp_path: Path, tree: Path, *wheels: Path) -> Path:
@@ -154,30 +128,11 @@ def test_fat_torch_carries_libamdhip64_so_as_an_alias_stub(
         assert got["maps"] == [str(lib / "libamdhip64.so"), str(lib / "libamdhip64.so.5")], got
 
 
-def _triton_wheel(tmp_path: Path) -> Path:
-    """The real triton 3.9.0 wheel (286 MB), downloaded once into the shared test cache."""
-    folder = _test_cache() / "triton-3.9.0"
-    found = sorted(folder.glob("triton-3.9.0-*.whl"))
-    if found:
-        return found[0]
-    scratch = _test_cache() / f".triton-3.9.0.{os.getpid()}"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-         "triton==3.9.0", "-d", str(scratch)],
-        check=True,
-    )  # fmt: skip
-    try:
-        scratch.rename(folder)
-    except OSError:
-        shutil.rmtree(scratch, ignore_errors=True)  # another run put it there first
-    return sorted(folder.glob("triton-3.9.0-*.whl"))[0]
-
-
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the cached triton wheel is cp311")
 def test_real_triton_finds_hip_in_torch_lib_and_compiles_ahead_of_time(
     fat_torch: Path, tree_copy: Path, tmp_path: Path
 ) -> None:
-    python = _clean_venv(tmp_path, tree_copy, fat_torch, _triton_wheel(tmp_path))
+    python = _clean_venv(tmp_path, tree_copy, fat_torch, triton_wheel(tmp_path))
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,

@@ -15,8 +15,7 @@ import pytest
 
 from tests.integration.smoke.conftest import offline_wheels
 
-from .helpers import make_wheel
-from .test_triton_hip import TORCH_INIT, _triton_wheel
+from .torchwheels import bundled_torch, triton_wheel
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,27 +31,8 @@ FLASH = b"def is_flash_attention_available():\n    return False\n"
 
 @pytest.fixture
 def fat_torch_with_flash_query(hip_ext_so: Path, tree_copy: Path, tmp_path: Path, run_cli) -> Path:  # type: ignore[no-untyped-def]
-    wheel = make_wheel(
-        tmp_path / "dist",
-        "torch",
-        "2.9.0",
-        {
-            "torch/__init__.py": TORCH_INIT.encode(),
-            "torch/backends/__init__.py": b"",
-            "torch/backends/cuda/__init__.py": FLASH,
-            "torch/lib/libtorch_hip.so": hip_ext_so,
-        },
-    )
-    (tree_copy / "lib" / "libamdhip64.so").unlink()  # a runtime-only tree, as TheRock's
-    out = tmp_path / "out"
-    res = run_cli(
-        ["bundle", str(wheel), "--rocm", str(tree_copy), "--output-dir", str(out), "-z", "1"],
-        cwd=tmp_path,
-        env={"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libamd_comgr.so*"},
-    )
-    assert res.returncode == 0, res.stderr
-    (fat,) = out.glob("torch-*.whl")
-    return fat
+    flash = {"torch/backends/__init__.py": b"", "torch/backends/cuda/__init__.py": FLASH}
+    return bundled_torch(run_cli, hip_ext_so, tree_copy, tmp_path, flash)
 
 
 def _outcomes(stdout: str) -> dict[str, tuple[str, str]]:
@@ -71,7 +51,7 @@ def test_smoke_checks_real_triton_beside_fat_torch(  # type: ignore[no-untyped-d
 ) -> None:
     def smoke(flash: str) -> tuple[dict[str, object], dict[str, tuple[str, str]]]:
         res = run_cli(
-            ["--json", "smoke", str(fat_torch_with_flash_query), str(_triton_wheel(tmp_path)),
+            ["--json", "smoke", str(fat_torch_with_flash_query), str(triton_wheel(tmp_path)),
              "--arch", TARGETS, "--rocm", str(tree_copy), "--offline",
              "--find-links", str(offline_wheels)],
             cwd=tmp_path,

@@ -7,86 +7,23 @@ payload), with a complete and correct RECORD, so the only fault is the one under
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
-import subprocess
-import warnings
-import zipfile
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from .helpers import cc_shared
+from .runs import SMALL, one_error
+from .wheelcraft import raw_wheel
 
 pytestmark = pytest.mark.slow
 
-SMALL = {"ROCM_BUILD_BUNDLE_DLOPEN_LIBS": "libhiprtc-builtins.so*"}
 DIST = "evil-1.0.dist-info"
-TAG = "cp311-cp311-linux_x86_64"
-
-
-def _digest(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def raw_wheel(
-    out_dir: Path,
-    members: Sequence[tuple[str, bytes, int]],
-    *,
-    name: str = "evil",
-    skip: Sequence[str] = (),
-    record_override: dict[str, bytes] | None = None,
-) -> Path:
-    """A wheel holding exactly ``members`` (name, bytes, st_mode) plus METADATA, WHEEL, RECORD
-    (unless named in ``skip``). RECORD is right unless ``record_override`` gives other bytes to
-    hash for a member."""
-    dist = f"{name}-1.0.dist-info"
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
-    wheel = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {TAG}\n".encode()
-    all_members = [
-        *members,
-        (f"{dist}/METADATA", meta, 0o100644),
-        (f"{dist}/WHEEL", wheel, 0o100644),
-    ]
-    all_members = [m for m in all_members if m[0].rsplit("/", 1)[-1] not in skip]
-    record = io.StringIO()
-    rows = csv.writer(record, lineterminator="\n")
-    for arc, data, _mode in all_members:
-        hashed = (record_override or {}).get(arc, data)
-        rows.writerow([arc, _digest(hashed), len(hashed)])
-    rows.writerow([f"{dist}/RECORD", "", ""])
-    if "RECORD" not in skip:
-        all_members.append((f"{dist}/RECORD", record.getvalue().encode(), 0o100644))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}-1.0-{TAG}.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for arc, data, mode in all_members:
-            info = zipfile.ZipInfo(arc, (2024, 1, 2, 3, 4, 6))
-            info.external_attr = mode << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.create_system = 3
-            with warnings.catch_warnings():  # "Duplicate name": the point of one case
-                warnings.simplefilter("ignore", UserWarning)
-                zf.writestr(info, data)
-    return path
 
 
 @pytest.fixture(scope="module")
 def elf_so(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     lib = cc_shared(tmp_path_factory.mktemp("elf") / "libx.so", "int x(void){return 1;}\n")
     return lib.read_bytes()
-
-
-def _error_line(res: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert "Traceback" not in res.stderr, res.stderr
-    lines = [ln for ln in res.stderr.splitlines() if "rocm-build: error:" in ln]
-    assert len(lines) == 1, res.stderr
-    for needle in needles:
-        assert needle in lines[0], res.stderr
-    return lines[0]
 
 
 def _commands(wheel: Path, rocm: Path, out: Path) -> list[list[str]]:
@@ -135,7 +72,7 @@ def test_unsafe_member_is_refused_by_every_reader(
     for args in _commands(wheel, rocm_tree, out):
         res = run_cli(args, cwd=tmp_path, env=SMALL)
         assert res.returncode == 15, (args, res.stdout, res.stderr)
-        _error_line(res, shown, "unsafe")
+        one_error(res, shown, "unsafe")
         for target in targets:
             assert not target.exists(), (args, target)
         assert not list(out.iterdir()), (args, list(out.iterdir()))
@@ -167,7 +104,7 @@ def test_wheel_without_its_metadata_files_is_refused(
     for args in _commands(wheel, rocm_tree, out):
         res = run_cli(args, cwd=tmp_path, env=SMALL)
         assert res.returncode == 15, (args, res.stdout, res.stderr)
-        _error_line(res, f"{DIST}/{missing}")
+        one_error(res, f"{DIST}/{missing}")
         assert not out.exists() or not list(out.iterdir())
 
 
@@ -188,7 +125,7 @@ def test_record_that_does_not_match_is_refused(
     out = tmp_path / "out"
     res = run_cli(_commands(wheel, rocm_tree, out)[0], cwd=tmp_path, env=SMALL)
     assert res.returncode == 15, (res.stdout, res.stderr)
-    _error_line(res, member, "RECORD")
+    one_error(res, member, "RECORD")
     assert not out.exists() or not list(out.iterdir())
 
 
@@ -203,7 +140,7 @@ def test_record_size_that_does_not_match_is_refused_before_reading(
     for args in _commands(wheel, rocm_tree, tmp_path / "out"):
         res = run_cli(args, cwd=tmp_path, env=SMALL)
         assert res.returncode == 15, (args, res.stdout, res.stderr)
-        _error_line(res, "evil/__init__.py", "RECORD")
+        one_error(res, "evil/__init__.py", "RECORD")
 
 
 def test_inspect_reports_members_that_do_not_match_record(
@@ -223,7 +160,7 @@ def test_inspect_reports_members_that_do_not_match_record(
     )
     res = run_cli(["inspect", str(wheel)], cwd=tmp_path)
     assert res.returncode == 15, (res.stdout, res.stderr)
-    line = _error_line(res, "evil/__init__.py", "RECORD")
+    line = one_error(res, "evil/__init__.py", "RECORD")
     assert "1 more" in line
     assert "RECORD MISMATCH" in res.stdout
     assert "evil/data.txt" in res.stdout

@@ -26,7 +26,8 @@ import zstandard
 from tests.conftest import REPO
 
 from .helpers import cc_shared, device_code, make_bundle, make_wheel
-from .test_untrusted_zips import PEAK_MB, one_error, peak_run, streamed_wheel
+from .runs import PEAK_MB, one_error, peak_run
+from .wheelcraft import streamed_wheel
 
 pytestmark = pytest.mark.slow
 

@@ -9,107 +9,21 @@ them; the bombs are streamed into the archive, so the test itself never holds th
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
-import os
 import struct
-import subprocess
-import sys
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-
 from .helpers import cc_shared
-from .test_unsafe_wheels import SMALL, TAG, raw_wheel
+from .runs import PEAK_MB, SMALL, one_error, peak_run
+from .wheelcraft import raw_wheel, streamed_wheel
 
 pytestmark = pytest.mark.slow
 
 #: bytes a bomb inflates to: far more than the reader may hold, a few hundred kB in the wheel
 BOMB = 768 << 20
-#: what a run that refuses a bomb unread may peak at (a bundle's own imports: about 80 MB)
-PEAK_MB = 250
-
-
-def peak_run(args: Sequence[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    """``rocm-build ARGS`` and the peak resident memory (MB) of its process: run by a Python of
-    its own, so that no other child of the test counts."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_")}
-    env["PYTHONPATH"] = str(REPO)
-    env.update(SMALL)
-    script = (
-        "import resource, subprocess, sys\n"
-        "r = subprocess.run(sys.argv[1:])\n"
-        "sys.stderr.write(f'\\nPEAK {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n')\n"
-        "sys.exit(r.returncode)\n"
-    )
-    res = subprocess.run(
-        [sys.executable, "-c", script, sys.executable, "-m", "rocm_build", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    peak = next(ln for ln in res.stderr.splitlines() if ln.startswith("PEAK "))
-    res.stderr = res.stderr.replace(f"\n{peak}\n", "")
-    return res, int(peak.split()[1]) / 1024
-
-
-def one_error(res: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert "Traceback" not in res.stderr, res.stderr
-    lines = [ln for ln in res.stderr.splitlines() if "rocm-build: error:" in ln]
-    assert len(lines) == 1, res.stderr
-    for needle in needles:
-        assert needle in lines[0], res.stderr
-    return lines[0]
-
-
-def _digest(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def streamed_wheel(
-    out_dir: Path, blocks: dict[str, Iterable[bytes]], *, name: str = "bomb"
-) -> Path:
-    """A wheel with METADATA, WHEEL and RECORD whose members' bytes come from ``blocks`` (any
-    of them may be replaced there: RECORD's blocks are written after the rows of the others)."""
-    dist = f"{name}-1.0.dist-info"
-    defaults: dict[str, Iterable[bytes]] = {
-        f"{name}/__init__.py": [b""],
-        f"{dist}/METADATA": [f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()],
-        f"{dist}/WHEEL": [f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {TAG}\n".encode()],
-    }
-    members = {**defaults, **{k: v for k, v in blocks.items() if not k.endswith("RECORD")}}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}-1.0-{TAG}.whl"
-    rows = io.StringIO()
-    writer = csv.writer(rows, lineterminator="\n")
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for arc, parts in members.items():
-            digest, size = hashlib.sha256(), 0
-            info = zipfile.ZipInfo(arc, (2024, 1, 2, 3, 4, 6))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o100644 << 16
-            with zf.open(info, "w", force_zip64=True) as fh:
-                for part in parts:
-                    digest.update(part)
-                    size += len(part)
-                    fh.write(part)
-            writer.writerow([arc, _digest(digest.digest()), size])
-        writer.writerow([f"{dist}/RECORD", "", ""])
-        info = zipfile.ZipInfo(f"{dist}/RECORD", (2024, 1, 2, 3, 4, 6))
-        info.compress_type = zipfile.ZIP_DEFLATED
-        with zf.open(info, "w", force_zip64=True) as fh:
-            fh.write(rows.getvalue().encode())
-            for part in blocks.get(f"{dist}/RECORD", ()):
-                fh.write(part)
-    return path
 
 
 def _repeat(line: bytes, total: int) -> Iterable[bytes]:

@@ -15,6 +15,7 @@ project is; nothing in rocm-build knows about it.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,7 +26,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GIT_IDENTITY, REPO
+from tests.conftest import REPO
+from tests.support.gitrepo import commit_files, git
+
+__all__ = ["commit_files", "git"]  # for the folder's tests
 
 HIPIFY_SCRIPT = textwrap.dedent(
     '''\
@@ -51,32 +55,6 @@ HIPIFY_SCRIPT = textwrap.dedent(
 
 FILLER = "".join(f"// line {i}\n" for i in range(8))
 KERNEL = "// kernel\n" + FILLER + "void launch() { cudaLaunch(); }\n"
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1"}
-    res = subprocess.run(
-        ["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} in {cwd} failed:\n{res.stderr}")
-    return res.stdout.strip()
-
-
-def commit_files(repo: Path, files: dict[str, str], message: str) -> str:
-    for rel, text in files.items():
-        path = repo / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    # Only the named files: `add -A` in a parent would also stage moved submodule pointers.
-    git(repo, "add", "--", *files)
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
 
 
 def url(path: Path) -> str:
@@ -278,3 +256,31 @@ def make_ignoring_project(base: Path) -> Path:
     commit_files(repo, {"README.md": "ext\n"}, "ext: readme")
     git(repo, "tag", "v2")
     return repo
+
+
+def make_patch(
+    scratch_origin: str,
+    at: str,
+    dest: Path,
+    files: dict[str, str],
+    message: str,
+    *,
+    hipify: bool = False,
+) -> Path:
+    """A real patch: clone, (hipify,) commit ``files``, ``git format-patch`` into ``dest``."""
+    scratch = dest.parent / f".scratch-{dest.name}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    git(scratch.parent, "clone", "-q", scratch_origin, str(scratch))
+    git(scratch, "checkout", "-q", "--detach", at)
+    if hipify:
+        git(scratch, "submodule", "update", "-q", "--init", "--recursive")
+        subprocess.run([sys.executable, "tools/hipify.py"], cwd=scratch, check=True)
+        git(scratch, "add", "-A", ".")
+        git(scratch, "commit", "-q", "-m", "hipify")
+    commit_files(scratch, files, message)
+    text = git(scratch, "format-patch", "-1", "--stdout")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text + "\n")
+    shutil.rmtree(scratch)
+    return dest

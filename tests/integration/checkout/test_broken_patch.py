@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Runner, Upstream, git
-from .test_checkout import make_patch
+from .conftest import Runner, Upstream, git, make_patch
 
 BROKEN = """\
 From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001

@@ -16,6 +16,7 @@ from .conftest import (
     Upstream,
     commit_files,
     git,
+    make_patch,
     run_without_identity,
     write_config,
 )
@@ -39,37 +40,6 @@ def head(repo: Path) -> str:
 
 def trees(src: Path) -> dict[str, str]:
     return {r: git(src / r, "rev-parse", "HEAD^{tree}") for r in REPOS}
-
-
-def make_patch(
-    scratch_origin: str,
-    at: str,
-    dest: Path,
-    files: dict[str, str],
-    message: str,
-    *,
-    hipify: bool = False,
-) -> Path:
-    """A real patch: clone, (hipify,) commit ``files``, ``git format-patch`` into ``dest``."""
-    scratch = dest.parent / f".scratch-{dest.name}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.parent.mkdir(parents=True, exist_ok=True)
-    git(scratch.parent, "clone", "-q", scratch_origin, str(scratch))
-    git(scratch, "checkout", "-q", "--detach", at)
-    if hipify:
-        git(scratch, "submodule", "update", "-q", "--init", "--recursive")
-        import subprocess
-        import sys
-
-        subprocess.run([sys.executable, "tools/hipify.py"], cwd=scratch, check=True)
-        git(scratch, "add", "-A", ".")
-        git(scratch, "commit", "-q", "-m", "hipify")
-    commit_files(scratch, files, message)
-    text = git(scratch, "format-patch", "-1", "--stdout")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(text + "\n")
-    shutil.rmtree(scratch)
-    return dest
 
 
 # --- refs ---------------------------------------------------------------------------------------

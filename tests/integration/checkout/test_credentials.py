@@ -24,7 +24,7 @@ from typing import ClassVar
 
 import pytest
 
-from tests.integration.building.test_fetch import Server, small_tree_tarball
+from tests.support.httpserver import Server, small_tree_tarball
 
 from .conftest import Runner, Upstream, git
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GIT_IDENTITY, CliRunner
-from tests.otheruser import NOBODY_UID
+from tests.support.otheruser import NOBODY_UID
 
 
 def test_origin_owned_by_another_user_says_what_to_do(run_cli: CliRunner, tmp_path: Path) -> None:

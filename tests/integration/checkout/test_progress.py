@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rocm_build import config, sources
 from rocm_build.run import context
-from tests.progress_recording import RecordingProgress
+from tests.support.progress_recording import RecordingProgress
 
 from .conftest import Upstream, commit_files, git
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.tritonfix.repos import TritonRepos, git, make_repos
+from tests.integration.tritonfix.repos import TritonRepos, make_repos
+from tests.support.gitrepo import git
 
 from .conftest import Runner
 

@@ -4,15 +4,12 @@ hadolint on the Dockerfile, shellcheck on every shell script, and the workflow's
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ import yaml
 
 from rocm_build import config
 from tests.conftest import REPO, CliRunner
+from tests.support.cicalls import rocm_build_calls, unknown_calls, walk_strings
 
 WORKFLOWS = sorted((REPO / "ci").glob("*.yml"))
 WORKFLOW = REPO / "ci" / "rocm-build.yml"
@@ -145,18 +143,6 @@ def matrix_jobs(workflow: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def walk_strings(node: Any) -> Iterator[str]:
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            yield str(key)
-            yield from walk_strings(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from walk_strings(item)
-
-
 def plan_step(workflow: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     plan = workflow["jobs"]["plan"]
     expr = plan["outputs"]["matrix"]
@@ -270,44 +256,6 @@ def test_workflow_matrix_input_errors_fail_the_plan_job(run_cli: CliRunner, tmp_
     assert result.returncode == 2
     assert "did you mean 'gfx942'" in result.stderr
     assert result.stdout == ""
-
-
-def rocm_build_calls(workflow: dict[str, Any]) -> list[list[str]]:
-    """Every `rocm-build ...` command line in the jobs' steps, as words (global options first)."""
-    calls = []
-    for text in walk_strings(workflow["jobs"]):
-        for line in text.splitlines():
-            match = re.search(r"(?:^|[\s(])rocm-build\s+([^)>|;&]*)", line)
-            if match:
-                calls.append(shlex.split(match[1]))
-    return calls
-
-
-def unknown_calls(
-    run_cli: CliRunner, calls: list[list[str]], cwd: Path
-) -> tuple[list[str], set[str]]:
-    """(what rocm-build does not have, the commands it has) among ``calls``: every command and
-    flag is looked up in the real CLI's help."""
-    top = run_cli(["--help"], cwd=cwd, check=True).stdout
-    unknown: list[str] = []
-    seen = set()
-    for words in calls:
-        global_flags = list(itertools.takewhile(lambda w: w.startswith("-"), words))
-        unknown += [f"global option {f}" for f in global_flags if f not in top]
-        command = words[len(global_flags) :]
-        path = command[:1]
-        helped = run_cli([*path, "--help"], cwd=cwd)
-        if "Commands:" in helped.stdout and len(command) > 1:  # a group: rocm fetch
-            path = command[:2]
-            helped = run_cli([*path, "--help"], cwd=cwd)
-        if helped.returncode != 0:
-            last = (helped.stderr.strip().splitlines() or [""])[-1]
-            unknown.append(f"command {' '.join(path)} ({last})")
-            continue
-        seen.add(" ".join(path))
-        flags = (w.split("=")[0] for w in command[len(path) :] if w.startswith("--"))
-        unknown += [f"{' '.join(path)} {f}" for f in flags if f not in helped.stdout]
-    return unknown, seen
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.ci.test_shipped_patches import installed_locations
+from tests.support.installed import installed_locations
 
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 DOCKERIGNORE = REPO / "docker" / "Dockerfile.dockerignore"

@@ -6,8 +6,6 @@ writes into the shipped copy."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +20,8 @@ from rocm_build import config, smoke
 from rocm_build.common.errors import FileAccessError, RocmBuildError
 from rocm_build.sources import patches
 from tests.conftest import REPO, CliRunner
-from tests.integration.ci.test_checks import rocm_build_calls, unknown_calls
+from tests.support.cicalls import rocm_build_calls, unknown_calls
+from tests.support.installed import installed_locations, run_away
 
 SHIPPED = REPO / "rocm_build" / "sources" / "shipped_patches"
 SUITE = REPO / "rocm_build" / "smoke" / "suite"
@@ -161,29 +160,6 @@ def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     (wheel,) = out.glob("rocm_build-*.whl")
     return wheel
-
-
-def run_away(python: Path, cwd: Path, script: str) -> subprocess.CompletedProcess[str]:
-    """``python -c script`` away from this checkout: no PYTHONPATH, another working folder."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run(
-        [str(python), "-c", script], cwd=cwd, env=env, capture_output=True, text=True, check=False
-    )
-
-
-def installed_locations(python: Path, cwd: Path) -> dict[str, str]:
-    """Where the rocm_build that ``python`` imports (away from this checkout) finds its
-    package: the package and each package-data folder."""
-    script = (
-        "import json, rocm_build\n"
-        "from rocm_build.smoke import suite_dir\n"
-        "from rocm_build.sources.patches import shipped_dir\n"
-        "print(json.dumps({'package': rocm_build.__file__, 'suite_dir': str(suite_dir()),"
-        " 'shipped_dir': str(shipped_dir())}))\n"
-    )
-    found = run_away(python, cwd, script)
-    assert found.returncode == 0, found.stderr[-3000:]
-    return dict(json.loads(found.stdout))
 
 
 @pytest.mark.slow

@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import GIT_IDENTITY, REPO, CliRunner
+from tests.conftest import REPO, CliRunner
 from tests.integration.ci.actionexpr import EXPR, Unresolved
 from tests.integration.ci.actionsim import ACTIONS, Runner
 from tests.integration.smoke.conftest import EXAMPLE, cache_root, run
-from tests.integration.smoke.test_all import make_repo
+from tests.support.gitrepo import git, make_example_repo
 
 WORKFLOW = REPO / "ci" / "rocm-build.yml"
 DOCS = REPO / "docs" / "ci-workflow.md"
@@ -112,12 +112,6 @@ def runner_for(
     )
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **GIT_IDENTITY}, check=True, capture_output=True
-    )
-
-
 def make_host(dest: Path, origin: str, wheel: Path | None) -> Path:
     """A user's repository: the example's rocm-build.toml (its project at ``origin``, no extra
     projects: vecadd is no torch) and patches, the workflow copied as the docs say, and
@@ -181,7 +175,7 @@ def test_the_copied_workflow_plans_and_builds_the_example(
     rocm_build_wheel: Path,
     python_template: Path,
 ) -> None:
-    origin = make_repo(tmp_path / "vecadd-repo")
+    origin = make_example_repo(tmp_path / "vecadd-repo")
     host = make_host(tmp_path / "host", origin, rocm_build_wheel)
     workflow = load(host / ".github" / "workflows" / "rocm-build.yml")
     inputs = {

@@ -7,13 +7,7 @@ import os
 from pathlib import Path
 
 from tests.conftest import CliRunner
-
-
-def _one_line_error(stderr: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("rocm-build: error:")]
-    assert len(errors) == 1, stderr
-    return errors[0]
+from tests.support.clierrors import one_line_error
 
 
 def test_deeply_nested_config_is_one_line(run_cli: CliRunner, tmp_path: Path) -> None:
@@ -27,7 +21,7 @@ def test_deeply_nested_config_is_one_line(run_cli: CliRunner, tmp_path: Path) ->
         (folder / "rocm-build.toml").write_text(text, encoding="utf-8")
         result = run_cli(["config"], cwd=folder)
         assert result.returncode == 2, result.stderr
-        line = _one_line_error(result.stderr)
+        line = one_line_error(result.stderr)
         assert "rocm-build.toml" in line
         assert "nested too deeply" in line
 
@@ -47,12 +41,12 @@ def test_config_that_is_no_regular_file_is_named(run_cli: CliRunner, tmp_path: P
     ):
         result = run_cli(["--config", given, "config"], cwd=tmp_path, timeout=60)
         assert result.returncode == 2, result.stderr
-        line = _one_line_error(result.stderr)
+        line = one_line_error(result.stderr)
         assert kind in line, line
         assert "does not exist" not in line
     missing = run_cli(["--config", "nothing.toml", "config"], cwd=tmp_path)
     assert missing.returncode == 2
-    assert "does not exist" in _one_line_error(missing.stderr)
+    assert "does not exist" in one_line_error(missing.stderr)
 
 
 def test_names_that_become_folders_are_plain(run_cli: CliRunner, tmp_path: Path) -> None:
@@ -69,7 +63,7 @@ def test_names_that_become_folders_are_plain(run_cli: CliRunner, tmp_path: Path)
         (folder / "rocm-build.toml").write_text(text, encoding="utf-8")
         result = run_cli(["config"], cwd=folder)
         assert result.returncode == 2, result.stderr
-        assert "must be a plain name" in _one_line_error(result.stderr)
+        assert "must be a plain name" in one_line_error(result.stderr)
     work = tmp_path / "work"
     work.mkdir()
     for args in (
@@ -80,7 +74,7 @@ def test_names_that_become_folders_are_plain(run_cli: CliRunner, tmp_path: Path)
     ):
         result = run_cli(args, cwd=work)
         assert result.returncode == 2, (args, result.stderr)
-        assert "must be a plain name" in _one_line_error(result.stderr), args
+        assert "must be a plain name" in one_line_error(result.stderr), args
     assert not any(work.iterdir())
     ok = run_cli(["config"], cwd=work, env={"ROCM_BUILD_PATCHSET": "my-fix_2.9"}, check=True)
     assert "  patchset = 'my-fix_2.9'  (environment)" in ok.stdout.splitlines(), ok.stdout

@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 from tests.conftest import CliRunner
-from tests.integration.cli.test_user_errors import _one_line_error, _tiny_wheel
+from tests.support.clierrors import one_line_error
+from tests.support.wheels import tiny_wheel
 
 
 def test_json_after_the_command_name(run_cli: CliRunner, tmp_path: Path) -> None:
-    wheel = _tiny_wheel(tmp_path)
+    wheel = tiny_wheel(tmp_path)
     before = run_cli(["--json", "inspect", str(wheel)], cwd=tmp_path, check=True)
     after = run_cli(["inspect", str(wheel), "--json"], cwd=tmp_path, check=True)
     assert json.loads(after.stdout) == json.loads(before.stdout)
@@ -30,7 +31,7 @@ def test_quiet_verbose_and_config_after_the_command_name(
     assert "checkout.retries = 3  (default)" in loud.stderr, loud.stderr
     silent = run_cli(["checkout", "nosuch", "-q"], cwd=tmp_path)
     assert "settings" not in silent.stderr
-    assert "unknown project 'nosuch'" in _one_line_error(silent.stderr)
+    assert "unknown project 'nosuch'" in one_line_error(silent.stderr)
 
 
 def test_fetch_jobs_and_the_hidden_old_spelling(run_cli: CliRunner, tmp_path: Path) -> None:
@@ -44,7 +45,7 @@ def test_fetch_jobs_and_the_hidden_old_spelling(run_cli: CliRunner, tmp_path: Pa
     assert said not in new.stderr
     bad = run_cli(["checkout", "--fetch-jobs", "0"], cwd=tmp_path)
     assert bad.returncode == 2
-    assert "flag --fetch-jobs: 'checkout.jobs' must be int (>= 1)" in _one_line_error(bad.stderr)
+    assert "flag --fetch-jobs: 'checkout.jobs' must be int (>= 1)" in one_line_error(bad.stderr)
     shown = run_cli(["checkout", "--help"], cwd=tmp_path, check=True).stdout
     assert "--fetch-jobs" in shown
     assert "--jobs" not in shown.replace("--fetch-jobs", "")

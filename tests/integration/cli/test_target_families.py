@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CliRunner
-from tests.unit.test_arch import THEROCK_FAMILIES
+from tests.support.therock import THEROCK_FAMILIES
 
 
 def test_matrix_takes_every_therock_family_string(tmp_path: Path, run_cli: CliRunner) -> None:

@@ -9,22 +9,15 @@ from __future__ import annotations
 import re
 import shlex
 import tarfile
-import zipfile
 from pathlib import Path
 
 from rocm_build.common.errors import EXIT_CODES
 from tests.conftest import CliRunner
+from tests.support.clierrors import one_line_error
+from tests.support.wheels import tiny_wheel
 
 REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / "docs"
-
-
-def _one_line_error(stderr: str) -> str:
-    """The error line; fails on a traceback or on an error spread over several lines."""
-    assert "Traceback" not in stderr, stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("rocm-build: error:")]
-    assert len(errors) == 1, stderr
-    return errors[0]
 
 
 def test_readme_exit_code_table_is_the_help_text(run_cli: CliRunner, tmp_path: Path) -> None:
@@ -80,14 +73,14 @@ def test_unknown_train_lists_trains_in_version_order(run_cli: CliRunner, tmp_pat
     for args in (["checkout", "--train", "9.9"], ["matrix", "--train", "9.9"]):
         result = run_cli(args, cwd=tmp_path)
         assert result.returncode == 2, result.stderr
-        line = _one_line_error(result.stderr)
+        line = one_line_error(result.stderr)
         assert "did you mean '2.9'? known: 2.9, 2.10, 2.11" in line, line
 
 
 def test_unknown_project_has_a_readable_hint(run_cli: CliRunner, tmp_path: Path) -> None:
     result = run_cli(["checkout", "torhc"], cwd=tmp_path)
     assert result.returncode == 2
-    line = _one_line_error(result.stderr)
+    line = one_line_error(result.stderr)
     assert "did you mean 'torch'? known: torch, torchaudio, torchvision" in line, line
 
 
@@ -96,13 +89,13 @@ def test_rocm_debian_into_a_folder_that_cannot_exist(run_cli: CliRunner, tmp_pat
     blocker.write_text("not a folder\n")
     result = run_cli(["rocm", "debian", str(blocker / "rocm")], cwd=tmp_path)
     assert result.returncode == 1, result.stderr
-    assert "pick a folder you can write to" in _one_line_error(result.stderr)
+    assert "pick a folder you can write to" in one_line_error(result.stderr)
 
 
 def test_rocm_fetch_of_a_plain_path_says_to_use_rocm(run_cli: CliRunner, tmp_path: Path) -> None:
     result = run_cli(["rocm", "fetch", str(tmp_path / "rocm.tar.gz")], cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert "pass its folder to --rocm" in _one_line_error(result.stderr)
+    assert "pass its folder to --rocm" in one_line_error(result.stderr)
 
 
 def test_rocm_fetch_of_a_file_url(run_cli: CliRunner, tmp_path: Path) -> None:
@@ -121,32 +114,14 @@ def test_rocm_fetch_of_a_file_url(run_cli: CliRunner, tmp_path: Path) -> None:
     assert (unpacked / ".info" / "version").read_text() == "7.0.0\n"
     missing = run_cli(["rocm", "fetch", (tmp_path / "gone.tar.gz").as_uri()], cwd=tmp_path, env=env)
     assert missing.returncode == 5, missing.stderr
-    assert "is not a file; check the URL" in _one_line_error(missing.stderr)
-
-
-def _tiny_wheel(folder: Path) -> Path:
-    path = folder / "tiny-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("tiny/__init__.py", "")
-        zf.writestr(
-            "tiny-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n"
-        )
-        zf.writestr(
-            "tiny-1.0.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-        zf.writestr(
-            "tiny-1.0.dist-info/RECORD",
-            "".join(f"{i.filename},,\n" for i in zf.infolist()) + "tiny-1.0.dist-info/RECORD,,\n",
-        )
-    return path
+    assert "is not a file; check the URL" in one_line_error(missing.stderr)
 
 
 def test_smoke_unknown_target_has_close_matches(run_cli: CliRunner, tmp_path: Path) -> None:
-    wheel = _tiny_wheel(tmp_path)
+    wheel = tiny_wheel(tmp_path)
     result = run_cli(["smoke", str(wheel), "--arch", "gfx9000"], cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    line = _one_line_error(result.stderr)
+    line = one_line_error(result.stderr)
     assert "'gfx9000' is not a known target; did you mean gfx900" in line, line
 
 
@@ -159,13 +134,13 @@ def test_all_checks_targets_and_tree_before_the_checkout(
         ["all", "torch", "--arch", "gfx9000", "--rocm", str(tmp_path), *origin], cwd=tmp_path
     )
     assert bad_arch.returncode == 2, bad_arch.stderr
-    assert "'gfx9000' is not a known target" in _one_line_error(bad_arch.stderr)
+    assert "'gfx9000' is not a known target" in one_line_error(bad_arch.stderr)
     bad_tree = run_cli(
         ["all", "torch", "--arch", "gfx90a", "--rocm", str(tmp_path / "no-rocm"), *origin],
         cwd=tmp_path,
     )
     assert bad_tree.returncode == 8, bad_tree.stderr
-    assert "no-rocm does not exist" in _one_line_error(bad_tree.stderr)
+    assert "no-rocm does not exist" in one_line_error(bad_tree.stderr)
     assert not (tmp_path / "src").exists()
 
 
@@ -260,12 +235,12 @@ def test_docs_flag_tables_match_the_commands(run_cli: CliRunner, tmp_path: Path)
 def test_inspect_of_a_pure_python_wheel_says_there_is_nothing_to_bundle(
     run_cli: CliRunner, tmp_path: Path
 ) -> None:
-    wheel = _tiny_wheel(tmp_path)
+    wheel = tiny_wheel(tmp_path)
     result = run_cli(["inspect", str(wheel)], cwd=tmp_path, check=True)
     assert "ELF files: none (no compiled code: nothing to bundle)" in result.stdout
     missing = run_cli(["inspect", str(wheel), "--require-arch", "gfx90a"], cwd=tmp_path)
     assert missing.returncode == 11, missing.stderr
-    assert "gfx90a" in _one_line_error(missing.stderr)
+    assert "gfx90a" in one_line_error(missing.stderr)
 
 
 def test_config_prints_the_settings_on_stdout(run_cli: CliRunner, tmp_path: Path) -> None:
@@ -282,10 +257,10 @@ def test_config_prints_the_settings_on_stdout(run_cli: CliRunner, tmp_path: Path
 def test_bundle_with_a_missing_tree_says_it_does_not_exist(
     run_cli: CliRunner, tmp_path: Path
 ) -> None:
-    wheel = _tiny_wheel(tmp_path)
+    wheel = tiny_wheel(tmp_path)
     result = run_cli(["bundle", str(wheel), "--rocm", str(tmp_path / "gone")], cwd=tmp_path)
     assert result.returncode == 8, result.stderr
-    assert "gone does not exist; pass --rocm DIR" in _one_line_error(result.stderr)
+    assert "gone does not exist; pass --rocm DIR" in one_line_error(result.stderr)
 
 
 def test_log_lines_are_not_wrapped_when_stderr_is_not_a_terminal(
@@ -302,7 +277,7 @@ def test_log_lines_are_not_wrapped_when_stderr_is_not_a_terminal(
     # The settings header and the git commands name the long folder whole, each on one line.
     assert f"settings from {deep / 'rocm-build.toml'}" in result.stderr
     assert re.search(rf"^\+ .*{re.escape(str(deep))}", result.stderr, flags=re.M), result.stderr
-    assert "file:///nonexistent/proj.git" in _one_line_error(result.stderr)
+    assert "file:///nonexistent/proj.git" in one_line_error(result.stderr)
 
 
 def test_binary_config_files_are_one_line_errors(run_cli: CliRunner, tmp_path: Path) -> None:
@@ -315,7 +290,7 @@ def test_binary_config_files_are_one_line_errors(run_cli: CliRunner, tmp_path: P
         (folder / name).write_bytes(binary)
         result = run_cli(["config"], cwd=folder)
         assert result.returncode == 2, result.stderr
-        line = _one_line_error(result.stderr)
+        line = one_line_error(result.stderr)
         assert name in line
         assert "not UTF-8 text" in line
 

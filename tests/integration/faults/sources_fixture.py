@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import GIT_IDENTITY, REPO
-from tests.integration.checkout.conftest import git
+from tests.support.gitrepo import commit_files, git
 
 HIPIFY = textwrap.dedent(
     """\
@@ -82,14 +82,6 @@ def read_until(proc: subprocess.Popen[str], text: str) -> list[str]:
         if text in line:
             return lines
     raise AssertionError(f"never said {text!r}:\n{''.join(lines)}")
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> None:
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "add", "--", *files)
-    git(repo, "commit", "-q", "-m", message)
 
 
 def env_for(base: Path, **extra: str) -> dict[str, str]:
@@ -154,8 +146,8 @@ def make_project(base: Path) -> Project:
     for repo in (sub, proj):
         repo.mkdir(parents=True)
         git(repo, "init", "-q")
-    commit(sub, {"s.cu": "int s() { return cuda(); }\n"}, "sub: first")
-    commit(
+    commit_files(sub, {"s.cu": "int s() { return cuda(); }\n"}, "sub: first")
+    commit_files(
         proj,
         {
             "README.md": "proj\n",
@@ -186,12 +178,12 @@ def make_project(base: Path) -> Project:
     )
     p = Project(base, work)
     p.rb("checkout", "--no-hipify")
-    commit(p.src, {"README.md": "proj, patched\n"}, "base: readme")
+    commit_files(p.src, {"README.md": "proj, patched\n"}, "base: readme")
     p.rb("save-patches")
     shutil.rmtree(work / "src")
     p.rb("checkout")
-    commit(p.src, {"src/k.hip": "void k() { hipLaunchKernel(); }\n"}, "hipified: launch")
-    commit(p.src / "sub", {"s.hip": "int s() { return hip() + 1; }\n"}, "hipified: sub")
+    commit_files(p.src, {"src/k.hip": "void k() { hipLaunchKernel(); }\n"}, "hipified: launch")
+    commit_files(p.src / "sub", {"s.hip": "int s() { return hip() + 1; }\n"}, "hipified: sub")
     p.rb("save-patches")
     shutil.rmtree(work / "src")
     return p

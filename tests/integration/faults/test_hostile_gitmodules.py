@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.checkout.conftest import git
+from tests.support.gitrepo import git
 
-from .sources_fixture import Project, commit
+from .sources_fixture import Project, commit_files
 
 BAIT = b"precious: not the tool's\n"
 
@@ -31,8 +31,8 @@ def _hostile_project(base: Path, attack: str) -> tuple[Project, Path]:
     for repo in (sub, proj):
         repo.mkdir(parents=True)
         git(repo, "init", "-q")
-    commit(sub, {"s.txt": "sub\n"}, "sub: first")
-    commit(proj, {"README.md": "proj\n"}, "proj: first")
+    commit_files(sub, {"s.txt": "sub\n"}, "sub: first")
+    commit_files(proj, {"README.md": "proj\n"}, "proj: first")
     git(proj, "submodule", "add", "-q", sub.as_uri(), "sub")
     # <work>/src/proj/.git/modules/NAME: five '..' lead to <base>.
     name, path = {

@@ -1,6 +1,6 @@
-"""The lock folder and lock files under the usual attacks (tests/hostile.py): a planted link never
-makes a run write elsewhere, another user's or a shared folder is refused in one line (exit 14),
-crafted holder text never reaches the terminal raw, and a token in the command line never
+"""The lock folder and lock files under the usual attacks (tests/support/hostile.py): a planted link
+never makes a run write elsewhere, another user's or a shared folder is refused in one line (exit
+14), crafted holder text never reaches the terminal raw, and a token in the command line never
 reaches a lock file."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from rocm_build.common import locks
 from rocm_build.common.errors import FileAccessError, Locked
 from rocm_build.rocm import debtree
-from tests import hostile
 from tests.conftest import REPO
+from tests.support import hostile
 
 from .conftest import Bundler
 

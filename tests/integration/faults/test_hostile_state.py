@@ -1,7 +1,7 @@
 """The deflate cache and the output folder's temporaries under the usual attacks
-(tests/hostile.py): the trim and the sweep delete only what is provably the tool's own (name,
-owner, type, and the cache's header), never through a link; a cache folder another user owns or
-may write to is refused in one line (exit 14)."""
+(tests/support/hostile.py): the trim and the sweep delete only what is provably the tool's own
+(name, owner, type, and the cache's header), never through a link; a cache folder another user owns
+or may write to is refused in one line (exit 14)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rocm_build.wheel import deflatecache
 from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.deflatecache import DeflateCache
 from rocm_build.wheel.wheelfile import WheelWriter
-from tests import hostile
+from tests.support import hostile
 
 DIST = "demo-1.0.dist-info"
 DEAD = 4194305  # above the largest pid Linux hands out: no process has it

@@ -1,5 +1,5 @@
 """Every JSON state file rocm-build reads back, replaces or deletes, under the usual attacks
-(tests/hostile.py), through the real command that reads it.
+(tests/support/hostile.py), through the real command that reads it.
 
 The state files: the checkout journal and the source manifest (``checkout``), save-patches' swap
 record (``save-patches``), the ``all`` stamps (``all``), the build report and the build venv's
@@ -31,12 +31,12 @@ from pathlib import Path
 
 import pytest
 
-from tests import hostile
 from tests.conftest import DEFLATE_CACHE_ENV
-from tests.integration.building.test_fetch import small_tree_tarball
-from tests.integration.checkout.conftest import git
+from tests.support import hostile
+from tests.support.gitrepo import git
+from tests.support.httpserver import small_tree_tarball
 
-from .sources_fixture import commit, env_for
+from .sources_fixture import commit_files, env_for
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +107,7 @@ def made(tmp_path_factory: pytest.TempPathFactory, rocm_tree: Path) -> tuple[Min
     upstream.mkdir(parents=True)
     git(upstream, "init", "-q")
     files = {"setup.py": SETUP, "mini/__init__.py": "x = 1\n", ".gitignore": IGNORE}
-    commit(upstream, files, "mini 1.0")
+    commit_files(upstream, files, "mini 1.0")
     git(upstream, "tag", "v1")
     work = base / "work"
     work.mkdir()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from .sources_fixture import Project, commit, git
+from .sources_fixture import Project, commit_files, git
 
 pytestmark = pytest.mark.slow
 
@@ -126,16 +126,16 @@ def _upstream(up: Path, rng: random.Random) -> list[str]:
         git(repo, "init", "-q")
     # The data files go through the "gate" filter where a test sets its driver (see GATE).
     attributes = {".gitattributes": "data/*.bin filter=gate\n"}
-    commit(sub, {**attributes, "s.cu": "int s() { return cuda(); }\n"}, "sub: first")
+    commit_files(sub, {**attributes, "s.cu": "int s() { return cuda(); }\n"}, "sub: first")
     _data(sub, rng, [f"s{i}.bin" for i in range(SUB_FILES)])
     git(sub, "commit", "-q", "-m", "sub: data")
     files = {**attributes, "README.md": "torch\n", "src/k.cu": "void k() { cuda(); }\n"}
-    commit(torch, {**files, "tools/h.py": HIPIFY}, "torch: first")
+    commit_files(torch, {**files, "tools/h.py": HIPIFY}, "torch: first")
     blobs = _data(torch, rng, [f"blob{i}.bin" for i in range(DATA_FILES)])
     git(torch, "submodule", "add", "-q", sub.as_uri(), "sub")
     git(torch, "commit", "-q", "-m", "torch: data and sub")
     git(torch, "tag", "v1")
-    commit(sub, {"s.cu": "int s() { return cuda() + 2; }\n"}, "sub: later")
+    commit_files(sub, {"s.cu": "int s() { return cuda() + 2; }\n"}, "sub: later")
     return blobs
 
 
@@ -159,7 +159,7 @@ def _project(base: Path) -> tuple[Project, list[str]]:
     blobs = _upstream(up, random.Random(24))
     torch = up / "torch"
     # A base series, made the way a developer would: a commit, format-patch, dropped again.
-    commit(torch, {"README.md": "torch, patched\n"}, "base: readme")
+    commit_files(torch, {"README.md": "torch, patched\n"}, "base: readme")
     series = base / "work" / "patches" / "t" / "torch" / "base"
     series.mkdir(parents=True)
     git(torch, "format-patch", "-q", "-1", "-o", str(series))
@@ -426,7 +426,7 @@ def test_a_users_commit_in_a_half_made_submodule_is_kept(tmp_path: Path) -> None
     sub = p.src / "sub"
     (p.src / ".git" / "modules" / "sub" / "index.lock").unlink()  # as git's message says
     git(sub, "reset", "-q")  # the index git had not written yet
-    commit(sub, {"mine.txt": "my work\n"}, "my work")
+    commit_files(sub, {"mine.txt": "my work\n"}, "my work")
     mine = git(sub, "rev-parse", "HEAD")
     refused = p.rb("checkout", check=False)
     assert refused.returncode == 6, refused.stderr

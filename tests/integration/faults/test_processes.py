@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GIT_IDENTITY, REPO
+from tests.support.gitrepo import git
 
 # The project's "hipify": notes its pid, then works for a long time and, as a build tool that
 # finishes its current step would, ignores SIGINT.
@@ -37,14 +38,6 @@ SLOW_HOOK = textwrap.dedent(
 )
 
 
-def _git(cwd: Path, *args: str) -> None:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1"}
-    subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=env, check=True,
-        capture_output=True,
-    )  # fmt: skip
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A one-commit upstream whose hipify command is slow, and a work folder using it."""
@@ -52,10 +45,10 @@ def project(tmp_path: Path) -> Path:
     (up / "tools").mkdir(parents=True)
     (up / "tools" / "hipify.py").write_text(SLOW_HIPIFY)
     (up / "README").write_text("proj\n")
-    _git(up, "init", "-q")
-    _git(up, "add", "-A")
-    _git(up, "commit", "-q", "-m", "first")
-    _git(up, "tag", "v1")
+    git(up, "init", "-q")
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "first")
+    git(up, "tag", "v1")
     work = tmp_path / "work"
     work.mkdir()
     (work / "rocm-build.toml").write_text(

@@ -19,7 +19,7 @@ import pytest
 from .sources_fixture import (
     Project,
     checkout_state,
-    commit,
+    commit_files,
     env_for,
     fault_points,
     git,
@@ -147,8 +147,8 @@ def test_checkout_over_an_existing_checkout_resumes(project: Project, tmp_path: 
 
 def _with_new_commits(project: Project, tmp_path: Path, name: str) -> Path:
     project.rb("checkout")
-    commit(project.src, {"NOTES": "a new base change\n"}, "hipified: notes")
-    commit(project.src / "sub", {"s.hip": "int s() { return hip() + 2; }\n"}, "hipified: two")
+    commit_files(project.src, {"NOTES": "a new base change\n"}, "hipified: notes")
+    commit_files(project.src / "sub", {"s.hip": "int s() { return hip() + 2; }\n"}, "hipified: two")
     pristine = tmp_path / name
     shutil.copytree(project.work, pristine, symlinks=True)
     return pristine

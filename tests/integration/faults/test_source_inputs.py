@@ -15,7 +15,7 @@ import pytest
 
 from rocm_build.sources.patches import installed_dir
 
-from .sources_fixture import Project, commit, git, make_project, tree_bytes
+from .sources_fixture import Project, commit_files, git, make_project, tree_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +101,7 @@ def mounts() -> Iterator[list[Path]]:
 
 
 def test_save_patches_into_a_read_only_patch_folder(project: Project, mounts: list[Path]) -> None:
-    commit(project.src, {"NOTES": "new\n"}, "hipified: notes")
+    commit_files(project.src, {"NOTES": "new\n"}, "hipified: notes")
     patches = project.work / "patches"
     before = tree_bytes(patches)
     try:
@@ -126,7 +126,7 @@ def test_save_patches_never_writes_into_the_series_installed_with_rocm_build(
 ) -> None:
     """The shipped series (package data of the rocm_build that runs: the checkout's here)
     belong to the installation: save-patches stops before writing there."""
-    commit(project.src, {"NOTES": "new\n"}, "hipified: notes")
+    commit_files(project.src, {"NOTES": "new\n"}, "hipified: notes")
     installed = installed_dir()
     before = tree_bytes(installed)
     try:
@@ -147,7 +147,7 @@ def test_save_patches_never_writes_into_the_series_installed_with_rocm_build(
 def test_save_patches_does_not_ask_to_commit_build_output(project: Project) -> None:
     """setuptools' build/ and *.egg-info/ in a project whose .gitignore lacks them: not work
     to save, so save-patches neither stops for them nor touches them."""
-    commit(project.src, {"NOTES": "new\n"}, "hipified: notes")
+    commit_files(project.src, {"NOTES": "new\n"}, "hipified: notes")
     outputs = [
         project.src / "build" / "lib" / "k.so",
         project.src / "proj.egg-info" / "PKG-INFO",

@@ -14,7 +14,7 @@ from .sources_fixture import (
     Gate,
     Project,
     checkout_state,
-    commit,
+    commit_files,
     make_project,
     read_until,
     tree_bytes,
@@ -71,7 +71,7 @@ def test_two_save_patches_at_once_never_traceback(
 ) -> None:
     shutil.rmtree(project.work / "src", ignore_errors=True)
     project.rb("checkout")
-    commit(project.src, {"NOTES": "notes\n"}, "hipified: notes")
+    commit_files(project.src, {"NOTES": "notes\n"}, "hipified: notes")
     # Another run (this test process) holds the patch folder.
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(project.base / "run"))
     with locks.hold(project.series, "the patch folder"):

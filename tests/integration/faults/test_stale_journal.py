@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .sources_fixture import Project, checkout_state, commit, git, make_project, strays
+from .sources_fixture import Project, checkout_state, commit_files, git, make_project, strays
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +123,7 @@ def test_a_hand_made_journal_naming_the_users_head_loses_nothing(
     project: Project, made: tuple[Project, Path, dict[str, object]], step: str
 ) -> None:
     project.rb("checkout")
-    commit(project.src, {"src/mine.c": "int mine;\n"}, "my own work")
+    commit_files(project.src, {"src/mine.c": "int mine;\n"}, "my own work")
     mine = git(project.src, "rev-parse", "HEAD")
     (project.src / "README.md").write_text("edited\n")
     _hand_made_journal(project, step)

@@ -1,8 +1,9 @@
-"""tests/kpackwriter.py on ROCm 6.4 (Debian sid): the tree's rocRAND (15 uncompressed bundles,
-10 targets) and a library compiled by the tree's hipcc (clang 21) with ``--offload-compress``
-(compressed bundle format v2 and v3), split by the writer. Every archived code object is the
-original (for compressed bundles: decompressed) entry, and each host library still loads in the
-sid root with the tree's HIP 6.4 (no GPU: status 100), as the unsplit one does."""
+"""tests/support/kpackwriter.py on ROCm 6.4 (Debian sid): the tree's rocRAND (15 uncompressed
+bundles, 10 targets) and a library compiled by the tree's hipcc (clang 21) with
+``--offload-compress`` (compressed bundle format v2 and v3), split by the writer. Every archived
+code object is the original (for compressed bundles: decompressed) entry, and each host library
+still loads in the sid root with the tree's HIP 6.4 (no GPU: status 100), as the unsplit one
+does."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import pytest
 
 from rocm_build.binary import elf
 from rocm_build.rocm import sysroot
-from tests import kpackwriter
-from tests.integration.bundle.test_kpack_writer import Elf, check_archived, mapping_problems
 from tests.integration.modern.conftest import PACKED
+from tests.support import kpackwriter
+from tests.support.kpackread import Elf, check_archived, mapping_problems
 
 pytestmark = pytest.mark.slow
 

@@ -30,7 +30,7 @@ from rocm_build.common import locks
 from tests.conftest import REPO, CliRunner, _test_cache
 from tests.integration.building.conftest import PROJECTS, _git_repo
 from tests.integration.smoke.conftest import EXAMPLE, run
-from tests.integration.smoke.test_all import make_repo
+from tests.support.gitrepo import make_example_repo
 
 pytestmark = pytest.mark.slow
 
@@ -184,7 +184,7 @@ def vecadd_run(
     work.mkdir()
     shutil.copy(EXAMPLE / "rocm-build.toml", work)
     shutil.copytree(EXAMPLE / "patches", work / "patches")
-    origin = make_repo(base / "vecadd-repo")
+    origin = make_example_repo(base / "vecadd-repo")
     return _run_twice(
         sid_rb,
         work,

@@ -86,7 +86,7 @@ def test_run_by_another_user_enters_through_a_user_namespace(
     import shutil
     import subprocess
 
-    from tests.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
+    from tests.support.otheruser import NOBODY_UID, as_nobody, link_copy, readable_folder
 
     env = {"PATH": os.environ["PATH"]}
     userns = [*as_nobody(), "unshare", "--user", "--map-root-user"]

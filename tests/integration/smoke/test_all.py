@@ -18,29 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GIT_IDENTITY, REPO, CliRunner
+from tests.support.gitrepo import make_example_repo
 
 from .conftest import EXAMPLE
 
 pytestmark = pytest.mark.slow
-
-
-def make_repo(dest: Path) -> str:
-    """The example project as a git repository with a little history; returns its file:// URL."""
-    shutil.copytree(EXAMPLE / "project", dest)
-    env = {**os.environ, **GIT_IDENTITY}
-
-    def git(*args: str) -> None:
-        subprocess.run(["git", *args], cwd=dest, env=env, check=True, capture_output=True)
-
-    readme = (dest / "README.md").read_text()
-    (dest / "README.md").write_text(readme.split("```")[0])
-    git("init", "-q", "-b", "main")
-    git("add", "-A")
-    git("commit", "-q", "-m", "vecadd 1.0.0")
-    git("tag", "v1.0.0")
-    (dest / "README.md").write_text(readme)
-    git("commit", "-q", "-am", "README: usage")
-    return f"file://{dest}"
 
 
 def stage_lines(stderr: str) -> dict[str, str]:
@@ -63,7 +45,7 @@ def test_all_runs_every_stage_and_resumes(
     work.mkdir()
     shutil.copy(EXAMPLE / "rocm-build.toml", work)
     shutil.copytree(EXAMPLE / "patches", work / "patches")
-    origin = make_repo(tmp_path / "vecadd-repo")
+    origin = make_example_repo(tmp_path / "vecadd-repo")
     args = [
         "all",
         "--origin",
@@ -200,7 +182,7 @@ def test_all_says_what_it_did_quietly_redone_and_dry(
     work.mkdir()
     shutil.copy(EXAMPLE / "rocm-build.toml", work)
     shutil.copytree(EXAMPLE / "patches", work / "patches")
-    origin = make_repo(tmp_path / "vecadd-repo")
+    origin = make_example_repo(tmp_path / "vecadd-repo")
     args = ["all", "--origin", f"vecadd={origin}", "--rocm", str(rocm_tree), "--no-smoke"]
     args += ["--find-links", str(offline_wheels)]
     env = {"TORCH_HIPIFY_PATH": str(hipify_path), "ROCM_BUILD_BUNDLE_COMPRESSION_LEVEL": "1"}

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.checkout.conftest import git
-from tests.integration.faults.sources_fixture import commit, env_for
+from tests.integration.faults.sources_fixture import env_for
+from tests.support.gitrepo import commit_files, git
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def test_all_refuses_a_dirty_checkout_and_builds_it_when_allowed(
         "mini/__init__.py": "x = 1\n",
         ".gitignore": "build/\n*.egg-info/\n",
     }
-    commit(upstream, files, "mini 1.0")
+    commit_files(upstream, files, "mini 1.0")
     git(upstream, "tag", "v1")
     work = tmp_path / "work"
     work.mkdir()

@@ -260,7 +260,7 @@ def test_the_run_counts_its_tests_as_they_finish(
 
     from rocm_build import config, smoke
     from rocm_build.run import context
-    from tests.progress_recording import RecordingProgress
+    from tests.support.progress_recording import RecordingProgress
 
     for name in ("ROCM_PATH", "ROCM_HOME", "LD_LIBRARY_PATH"):
         monkeypatch.delenv(name, raising=False)

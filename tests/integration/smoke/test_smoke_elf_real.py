@@ -13,13 +13,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "rocm_build" / "smo
 
 import smoke_elf
 
-from tests.unit.test_smoke_elf import bundle
+from tests.support.hiplib import bare_hip_library
+from tests.support.offloadbundle import offload_bundle
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 def test_reads_dynamic_section_and_fatbin_of_a_real_library(tmp_path: Path) -> None:
     # A real shared object whose .hip_fatbin section holds two bundles back to back.
-    blob = bundle(["hipv4-amdgcn-amd-amdhsa--gfx90a"]) + bundle(
+    blob = offload_bundle(["hipv4-amdgcn-amd-amdhsa--gfx90a"]) + offload_bundle(
         ["hipv4-amdgcn-amd-amdhsa--gfx1030", "hipv4-amdgcn-amd-amdhsa--gfx90a"]
     )
     data = ", ".join(str(b) for b in blob)
@@ -56,45 +57,16 @@ def test_reads_dynamic_section_and_fatbin_of_a_real_library(tmp_path: Path) -> N
     assert not info.is_device_code
 
 
-# A kernel for Debian's clang 19 without ROCm's headers or device libraries.
-BARE = """
-#define __global__ __attribute__((global))
-typedef struct {{ unsigned x, y, z; }} dim3;
-typedef struct ihipStream_t *hipStream_t;
-extern "C" int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **a, unsigned long s,
-                               hipStream_t st);
-__global__ void kern{n}(float *x) {{ x[__builtin_amdgcn_workitem_id_x()] *= {n}.0f; }}
-"""
-
-
 def test_reads_compressed_bundles(tmp_path: Path, rocm_tree: Path, clang19_bin: Path) -> None:
     pytest.importorskip("zstandard")
-    sources = []
-    for n in range(1, 3):  # two translation units: two CCOB bundles in one section
-        src = tmp_path / f"tu{n}.hip"
-        src.write_text(BARE.format(n=n))
-        sources.append(str(src))
-    lib = tmp_path / "libpacked.so"
-    subprocess.run(
-        [
-            clang19_bin / "clang++",
-            "-x",
-            "hip",
-            "-nogpulib",
-            "-nogpuinc",
-            "--offload-compress",
-            "--offload-arch=gfx942",
-            "--offload-arch=gfx1100",
-            "-fPIC",
-            "-shared",
-            *sources,
-            f"-L{rocm_tree}/lib",
-            "-lamdhip64",
-            "-o",
-            lib,
-        ],
-        check=True,
-        env={"PATH": "/usr/bin:/bin", "HIP_PLATFORM": "amd"},
+    # two translation units: two CCOB bundles in one section
+    lib = bare_hip_library(
+        clang19_bin / "clang++",
+        rocm_tree,
+        tmp_path / "libpacked.so",
+        ["gfx942", "gfx1100"],
+        ["-nogpulib", "-nogpuinc", "--offload-compress"],
+        units=2,
     )
     assert b"CCOB" in lib.read_bytes()
     info = smoke_elf.read(lib)

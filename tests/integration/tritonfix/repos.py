@@ -3,13 +3,11 @@ that pins it in ``.ci/docker/ci_commit_pins/triton.txt`` and ``.ci/docker/triton
 
 from __future__ import annotations
 
-import os
-import subprocess
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import GIT_IDENTITY
+from tests.support.gitrepo import commit_files, git
 
 TRITON_VERSION = "3.5.0"
 
@@ -69,31 +67,6 @@ EXT_C = textwrap.dedent(
 )
 
 
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1"}
-    res = subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} in {cwd} failed:\n{res.stderr}")
-    return res.stdout.strip()
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> str:
-    for rel, text in files.items():
-        path = repo / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    git(repo, "add", "--", *files)
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 @dataclass
 class TritonRepos:
     fork: Path
@@ -132,10 +105,10 @@ def make_triton(
         )
     else:
         files.update({"setup.py": SETUP_PY, "csrc/triton.c": EXT_C})
-    out["first"] = commit(repo, files, f"{label}: first")
+    out["first"] = commit_files(repo, files, f"{label}: first")
     git(repo, "branch", f"release/{'.'.join(base_version.split('.')[:2])}.x")
-    out["pin"] = commit(repo, {"python/triton/later.py": "LATER = 1\n"}, f"{label}: pinned")
-    out["main"] = commit(repo, {"NEWS": "after the pin\n"}, f"{label}: news")
+    out["pin"] = commit_files(repo, {"python/triton/later.py": "LATER = 1\n"}, f"{label}: pinned")
+    out["main"] = commit_files(repo, {"NEWS": "after the pin\n"}, f"{label}: news")
     return out
 
 
@@ -143,9 +116,9 @@ def make_torch(repo: Path, pin: str, *, version: str = TRITON_VERSION) -> str:
     """A torch repository whose tag v2.99.0 pins Triton ``pin``; v2.98.0 has no pin files."""
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
-    commit(repo, {"version.txt": "2.98.0\n", "README.md": "torch\n"}, "torch: no pins yet")
+    commit_files(repo, {"version.txt": "2.98.0\n", "README.md": "torch\n"}, "torch: no pins yet")
     git(repo, "tag", "v2.98.0")
-    sha = commit(
+    sha = commit_files(
         repo,
         {
             "version.txt": "2.99.0\n",
