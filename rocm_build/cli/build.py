@@ -14,6 +14,7 @@ from rocm_build.common.masking import mask_values
 
 if TYPE_CHECKING:
     from rocm_build.building import Plan as BuildPlan
+    from rocm_build.common.arch import Targets
 
 
 @o.command("build")
@@ -92,9 +93,7 @@ def command(
     )
     cfg = ctx.settings
     specs = cfg.selected_projects(projects)
-    targets, origin = ctx.targets.names, ctx.targets.origin
-    if not state.json and not state.quiet:
-        err_console.print(f"targets: {';'.join(targets)} ({origin})", markup=False)
+    say_targets(state, ctx.targets)
     plan = build_stage.plan(ctx, specs, build_stage.survey(ctx, specs))
     compiler_cache = plan.compiler_cache
     if cfg.build.dry_run:
@@ -117,6 +116,12 @@ def command(
         state.emit({**result.as_json(), "cache": {"kind": compiler_cache.kind, **stats}})
     else:
         show(result, compiler_cache, stats)
+
+
+def say_targets(state: State, targets: Targets) -> None:
+    """The targets a build is for and where they came from (stderr; not with --json/-q)."""
+    if not state.json and not state.quiet:
+        err_console.print(f"targets: {';'.join(targets.names)} ({targets.origin})", markup=False)
 
 
 def show(result: Any, compiler_cache: Any, stats: dict[str, Any]) -> None:
