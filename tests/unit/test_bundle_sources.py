@@ -15,8 +15,7 @@ from rocm_build.bundle.model import BundleResult
 from rocm_build.bundle.platforms import plan_lines
 from rocm_build.common.errors import BundleError
 from rocm_build.common.treepath import TreeGuard, walk_files
-
-from .test_bundle_plan import ROCM, TreeIndex, lib, plan
+from tests.support.closures import ROCM, TreeIndex, lib, plan
 
 
 @pytest.fixture

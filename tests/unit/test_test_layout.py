@@ -9,10 +9,6 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 
-#: Imports that another, separate change moves; the check passes for them once it lands (the
-#: bundle plan's helpers leave test_bundle_plan.py with the renames of the bundle package).
-PENDING = {"unit/test_bundle_sources.py"}
-
 
 def _module_name(path: Path) -> str:
     return ".".join(("tests", *path.relative_to(TESTS).with_suffix("").parts))
@@ -71,7 +67,6 @@ def test_no_test_module_imports_another() -> None:
     offenders = {
         path.relative_to(TESTS).as_posix(): found
         for path in sorted(TESTS.rglob("*.py"))
-        if path.relative_to(TESTS).as_posix() not in PENDING
-        and (found := imports_of_test_modules(path.read_text(encoding="utf-8"), _module_name(path)))
+        if (found := imports_of_test_modules(path.read_text(encoding="utf-8"), _module_name(path)))
     }
     assert offenders == {}, "move the shared helper into tests/support or the folder's helpers"
