@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -92,6 +93,16 @@ def run_cli() -> CliRunner:
         return result
 
     return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the rocm-build processes the tests start, as it does from a terminal. A
+    suite started in the background of a non-interactive shell (``cmd &``) inherits SIGINT
+    ignored, and every process it starts would too: rocm-build rightly keeps an inherited
+    ignore (``nohup rocm-build all &``), so the Ctrl-C tests would wait on it. A handler here is
+    not inherited across exec: the processes start with SIGINT at its default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
