@@ -75,7 +75,8 @@ def relocate(tree: Path, multiarch: str) -> list[Path]:
     hip_lang = cmake / "hip-lang" / "hip-lang-config.cmake"
     device_libs = cmake / "AMDDeviceLibs" / "AMDDeviceLibsConfig.cmake"
     asks = hip_lang.is_file() and "AMDDeviceLibs" in hip_lang.read_text(errors="replace")
-    if asks and not device_libs.exists():
+    # a link there (even a dangling one) is a package's: never written through
+    if asks and not device_libs.exists() and not device_libs.is_symlink():
         device_libs.parent.mkdir(parents=True, exist_ok=True)
         device_libs.write_text(_DEVICE_LIBS)
         changed.append(device_libs)

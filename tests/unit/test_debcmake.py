@@ -55,3 +55,14 @@ def test_relocate_rewrites_the_files_and_adds_the_device_libs_config(tmp_path: P
     )
     assert "AMDDeviceLibs_FOUND TRUE" in device_libs.read_text()
     assert debcmake.relocate(tmp_path, "x86_64-linux-gnu") == []  # once is enough
+
+
+def test_a_link_where_the_device_libs_config_goes_is_not_written_through(tmp_path: Path) -> None:
+    hip_lang = tmp_path / "lib" / "cmake" / "hip-lang"
+    hip_lang.mkdir(parents=True)
+    (hip_lang / "hip-lang-config.cmake").write_text("find_dependency(AMDDeviceLibs)\n")
+    folder = tmp_path / "lib" / "cmake" / "AMDDeviceLibs"
+    folder.mkdir()
+    (folder / "AMDDeviceLibsConfig.cmake").symlink_to(tmp_path / "elsewhere.cmake")
+    assert debcmake.relocate(tmp_path, "x86_64-linux-gnu") == []
+    assert not (tmp_path / "elsewhere.cmake").exists()
