@@ -12,7 +12,7 @@ from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 
 if TYPE_CHECKING:
-    from rocm_build.sources import CheckoutResult
+    from rocm_build.sources import Result
 
 
 def checkout_flags(
@@ -121,7 +121,7 @@ def command(
     show(result)
 
 
-def show(result: CheckoutResult) -> None:
+def show(result: Result) -> None:
     """Human summary of a checkout (a ``sources`` result)."""
     for p in result.projects:
         if p.action == "up to date":

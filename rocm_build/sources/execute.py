@@ -1,7 +1,7 @@
 """The checkout stage's execute: fetch, pin, tag, patch, hipify every project of the plan.
 
 ``plan.plan`` turns the settings (and an optional manifest to replay) into a frozen
-``CheckoutPlan``; ``execute`` walks it, one project at a time under its locks (:mod:`.project`),
+``Plan``; ``execute`` walks it, one project at a time under its locks (:mod:`.project`),
 with the steps of :mod:`.steps`. Each project's inputs (origin, ref -> commit, patch hashes,
 hipify command, flags) are hashed into a stamp kept in ``<src-dir>/rocm-build-sources.json``; a
 re-run whose stamp and checkout state match does nothing.
@@ -27,16 +27,16 @@ from rocm_build.repo.manifest import (
     parse_related_commits,
     read_manifest,
 )
-from rocm_build.sources.plan import CheckoutPlan, ProjectPlan
+from rocm_build.sources.plan import Plan, ProjectPlan
 from rocm_build.sources.project import ProjectResult, checkout_project
 
-__all__ = ["CheckoutResult", "ProjectResult", "execute"]
+__all__ = ["ProjectResult", "Result", "execute"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class CheckoutResult:
+class Result:
     manifest: Path
     projects: tuple[ProjectResult, ...]
 
@@ -60,7 +60,7 @@ class CheckoutResult:
         }
 
 
-def execute(plan_: CheckoutPlan, progress: Progress = NO_PROGRESS) -> CheckoutResult:
+def execute(plan_: Plan, progress: Progress = NO_PROGRESS) -> Result:
     """Check out every project of the plan; per project, objects fetched and files hipified
     are reported to ``progress``. A project whose plan lets the pins decide its ref
     (``follows_pins``) takes it from the related_commits of the checkouts before it, then
@@ -83,12 +83,10 @@ def execute(plan_: CheckoutPlan, progress: Progress = NO_PROGRESS) -> CheckoutRe
         else:
             results.append(checkout_project(p, plan_, origin, ref, progress))
         pins.update(_related(p.src))
-    return CheckoutResult(plan_.manifest_path, tuple(results))
+    return Result(plan_.manifest_path, tuple(results))
 
 
-def _checkout_pinned(
-    p: ProjectPlan, plan_: CheckoutPlan, origin: str, progress: Progress
-) -> ProjectResult:
+def _checkout_pinned(p: ProjectPlan, plan_: Plan, origin: str, progress: Progress) -> ProjectResult:
     """A project whose ref the checkout of ``p.pinned_by`` pins (triton: torch's pin files)."""
     pin = tritonpin.read_pin(plan_.src_dir / p.pinned_by, release=p.pin_release, pinner=p.pinned_by)
     log.info("%s: %s pinned by %s", p.name, pin.ref, pin.source)

@@ -1,7 +1,7 @@
 """The checkout stage's plan: what to check out.
 
 ``plan`` turns the settings (and an optional manifest to replay) into a frozen
-``CheckoutPlan``; ``execute.execute`` walks it.
+``Plan``; ``execute.execute`` walks it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rocm_build.repo.manifest import MANIFEST_NAME
 from rocm_build.run.context import RunContext
 from rocm_build.sources import patches
 
-__all__ = ["CheckoutPlan", "ProjectPlan", "plan"]
+__all__ = ["Plan", "ProjectPlan", "plan"]
 
 #: What ``checkout --manifest`` needs of each project it replays.
 REPLAY_KEYS = ("origin", "ref", "commit", "patchset", "hipify")
@@ -49,7 +49,7 @@ class ProjectPlan:
 
 
 @dataclass(frozen=True)
-class CheckoutPlan:
+class Plan:
     src_dir: Path
     manifest_path: Path
     log_dir: Path
@@ -68,7 +68,7 @@ def plan(
     *,
     manifest: Mapping[str, Any] | None = None,
     builtin_origins: Mapping[str, str] | None = None,
-) -> CheckoutPlan:
+) -> Plan:
     """What to check out. ``manifest`` (a parsed source manifest) replays its commits and
     patches; ``builtin_origins`` tells which origins the user changed (they win over
     related_commits)."""
@@ -100,7 +100,7 @@ def plan(
     projects = [_checked(p, cfg.cwd, manifest is not None) for p in projects]
     if any(p.name == tritonpin.TRITON for p in projects):
         tritonpin.check_platform()
-    return CheckoutPlan(
+    return Plan(
         src_dir=src_dir,
         manifest_path=src_dir / MANIFEST_NAME,
         log_dir=ctx.work_dir / "logs",

@@ -30,7 +30,7 @@ from rocm_build.repo.manifest import (
     update_manifest,
 )
 from rocm_build.sources import journal, patches, remote, resume
-from rocm_build.sources.plan import CheckoutPlan, ProjectPlan
+from rocm_build.sources.plan import Plan, ProjectPlan
 from rocm_build.sources.resume import Trust
 from rocm_build.sources.steps import CheckoutSteps, Done, counts
 
@@ -68,7 +68,7 @@ class ProjectResult:
 
 
 def checkout_project(
-    p: ProjectPlan, settings: CheckoutPlan, origin: str, ref: str, progress: Progress
+    p: ProjectPlan, settings: Plan, origin: str, ref: str, progress: Progress
 ) -> ProjectResult:
     """Check out ``p`` at ``origin`` and ``ref`` (its plan's, or what the pins made them)."""
     # Checkout before patch folder, as save-patches does: two runs never wait for each other.
@@ -99,7 +99,7 @@ def checkout_project(
 
 
 def _resolve(
-    p: ProjectPlan, entry: ManifestEntry | None, settings: CheckoutPlan, origin: str, ref: str
+    p: ProjectPlan, entry: ManifestEntry | None, settings: Plan, origin: str, ref: str
 ) -> git.Ref:
     if p.pin_commit:
         return git.Ref(ref, "commit", p.pin_commit, p.pin_commit)

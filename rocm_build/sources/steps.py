@@ -19,7 +19,7 @@ from rocm_build.common.masking import mask_url
 from rocm_build.common.progress import Progress
 from rocm_build.repo import git, manifest
 from rocm_build.sources import journal, patches, remote
-from rocm_build.sources.plan import CheckoutPlan, ProjectPlan
+from rocm_build.sources.plan import Plan, ProjectPlan
 
 __all__ = ["CheckoutSteps", "Done", "counts"]
 
@@ -50,7 +50,7 @@ class CheckoutSteps:
     the run found it."""
 
     p: ProjectPlan
-    settings: CheckoutPlan
+    settings: Plan
     origin: str
     ref: str
     target: git.Ref

@@ -89,6 +89,20 @@ def test_every_stage_has_its_plan_checked() -> None:
     assert sorted({stage.partition(":")[0] for stage, _ in PLANS.values()}) == sorted(STAGES)
 
 
+@pytest.mark.parametrize("name", STAGES)
+def test_every_stage_has_one_shape(name: str) -> None:
+    """Every stage's face names its types alike: ``plan`` makes a ``Plan`` in ``plan.py``,
+    ``execute`` takes it and gives a ``Result`` in ``execute.py``."""
+    package = importlib.import_module(f"rocm_build.{name}")
+    assert {"Plan", "Result", "plan", "execute"} <= set(package.__all__)
+    assert package.Plan.__module__ == package.plan.__module__ == f"rocm_build.{name}.plan"
+    assert package.Result.__module__ == package.execute.__module__ == f"rocm_build.{name}.execute"
+    assert typing.get_type_hints(package.plan)["return"] is package.Plan
+    hints = typing.get_type_hints(package.execute)
+    first = next(iter(inspect.signature(package.execute).parameters))
+    assert (hints[first], hints["return"]) == (package.Plan, package.Result)
+
+
 @pytest.mark.parametrize("case", PLANS)
 def test_a_plan_writes_nothing_and_starts_nothing(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -12,7 +12,7 @@ from tests.support.progress_recording import RecordingProgress
 from .conftest import Upstream, commit_files, git
 
 
-def _checkout(work: Path, ref: str, progress: RecordingProgress) -> sources.CheckoutResult:
+def _checkout(work: Path, ref: str, progress: RecordingProgress) -> sources.Result:
     cfg = config.load(cwd=work, env=dict(os.environ), flags={"projects.proj.ref": ref})
     plan = sources.plan(context.resolve(cfg), ["proj"], builtin_origins={})
     return sources.execute(plan, progress)
