@@ -25,6 +25,7 @@ from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
+    "ElfChange",
     "alias_stub",
     "apply_plan",
     "find_linkers",
@@ -174,11 +175,11 @@ class _Pass:
                 later.append(m.name)
             elif m.name in changes or m.name in pruned:
                 change = changes.get(m.name)
+                rpath = change.new if change else None
+                edit = ElfChange(rpath, bool(change and change.runpath), pruned.get(m.name))
                 method = stream_elf(
-                    self.writer, self.rename(m.name), extracted[m.name],
-                    change.new if change else None, self.scratch, m.mode or 0o755,
-                    content=self.reader.verified.get(m.name, ""),
-                    runpath=bool(change and change.runpath), prune=pruned.get(m.name),
+                    self.writer, self.rename(m.name), extracted[m.name], edit, self.scratch,
+                    m.mode or 0o755, content=self.reader.verified.get(m.name, ""),
                 )  # fmt: skip
                 if change:
                     self.methods[m.name] = method
@@ -195,15 +196,15 @@ class _Pass:
         pruned = _pruned(self.plan)
         for lib in self.plan.libraries:
             src = Path(lib.source)
+            change = ElfChange("$ORIGIN", prune=pruned.get(lib.arcname))
             self.methods[lib.arcname] = stream_elf(
-                self.writer, lib.arcname, src, "$ORIGIN", self.scratch, 0o755,
-                prune=pruned.get(lib.arcname),
-            )  # fmt: skip
+                self.writer, lib.arcname, src, change, self.scratch, 0o755
+            )
             for alias in lib.aliases:
                 stub = alias_stub(linkers, src, alias, self.scratch)
                 arc = posixpath.join(self.plan.lib_dir, alias)
                 self.methods[arc] = stream_elf(
-                    self.writer, arc, stub, "$ORIGIN", self.scratch, 0o755, content=""
+                    self.writer, arc, stub, ElfChange("$ORIGIN"), self.scratch, 0o755, content=""
                 )
                 faults.point("bundle.alias")
             self.progress.advance(self.task, src.stat().st_size)
@@ -221,7 +222,7 @@ class _Pass:
         rel = posixpath.relpath(posixpath.dirname(used), posixpath.dirname(arc))
         rpath = "$ORIGIN" if rel == "." else f"$ORIGIN/{rel}"
         self.methods[arc] = stream_elf(
-            self.writer, arc, stub, rpath, self.scratch, 0o755, content=""
+            self.writer, arc, stub, ElfChange(rpath), self.scratch, 0o755, content=""
         )
         faults.point("bundle.alias")
 
@@ -229,8 +230,9 @@ class _Pass:
         for data in self.plan.data:
             if data.rpath is not None:  # a program: its libraries are found as theirs are
                 source = Path(data.source)
+                edit = ElfChange(data.rpath)
                 self.methods[data.arcname] = stream_elf(
-                    self.writer, data.arcname, source, data.rpath, self.scratch, data.mode
+                    self.writer, data.arcname, source, edit, self.scratch, data.mode
                 )
             else:
                 self.writer.add_file(data.arcname, Path(data.source), data.mode)
@@ -284,22 +286,30 @@ def _count(values: Iterable[str]) -> str:
 # --- ELF files ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ElfChange:
+    """What changes in an ELF file on its way into the wheel: its search path, set to ``rpath``
+    as DT_RPATH (``runpath``: DT_RUNPATH; None: left as it is), and its offload bundles, cut as
+    ``prune`` plans (None: kept whole)."""
+
+    rpath: str | None
+    runpath: bool = False
+    prune: prune_.PrunePlan | None = None
+
+
 def stream_elf(
     writer: WheelWriter,
     arcname: str,
     path: Path,
-    rpath: str | None,
+    change: ElfChange,
     scratch: Path,
     mode: int,
     content: str | None = None,
-    *,
-    runpath: bool = False,
-    prune: prune_.PrunePlan | None = None,
 ) -> str:
-    """Add ``path`` with DT_RPATH=rpath (``runpath``: DT_RUNPATH; None: search path as it is)
-    and its offload bundles cut as ``prune`` plans: patched while streaming, patchelf only as a
-    fallback. ``content``: what identifies the bytes in the deflate cache instead of the file
-    ("": a file made for this run only, not cached)."""
+    """Add ``path`` as ``arcname`` with ``change`` made: patched while streaming, patchelf only
+    as a fallback. ``content``: what identifies the bytes in the deflate cache instead of the
+    file ("": a file made for this run only, not cached)."""
+    rpath, runpath, prune = change.rpath, change.runpath, change.prune
     edit = elfpatch.plan_rpath(path, rpath, runpath=runpath) if rpath is not None else None
     if edit is not None or rpath is None:
         overlays = prune_.overlays(prune) if prune else []

@@ -31,6 +31,7 @@ from typing import Any
 
 from rocm_build.binary import elf, kpack
 from rocm_build.bundle import prune, rocmdevice
+from rocm_build.bundle.apply import ElfChange
 from rocm_build.bundle.apply import stream_elf as _stream_elf
 from rocm_build.bundle.closure import rel_origin as _rel_origin
 from rocm_build.bundle.data import data_mode, gfx_tokens, program_info
@@ -342,9 +343,8 @@ def _write_platform_wheel(output_dir: Path, wheel: PlatformWheel, level: int) ->
         writer.add_bytes(f"{folder}/__init__.py", f'__version__ = "{wheel.version}"\n'.encode())
         for lib in wheel.libs:
             if lib.streamed:
-                _stream_elf(
-                    writer, lib.arcname, lib.source, lib.rpath, Path(scratch), 0o755, prune=lib.cut
-                )
+                change = ElfChange(lib.rpath, prune=lib.cut)
+                _stream_elf(writer, lib.arcname, lib.source, change, Path(scratch), 0o755)
             else:
                 writer.add_file(lib.arcname, lib.source, 0o755)
         for path, arc in wheel.data:

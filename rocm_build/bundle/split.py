@@ -55,11 +55,12 @@ from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.run.context import RunContext
 from rocm_build.wheel import wheelmeta
-from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
+from rocm_build.wheel.deflate import Deflate
 from rocm_build.wheel.wheelfile import WheelName, WheelReader, WheelWriter
 
 __all__ = [
     "DEFAULT_DEVICE_NAME",
+    "FatWheel",
     "SplitPlan",
     "SplitResult",
     "device_name",
@@ -260,58 +261,58 @@ def _write_host(
         writer.commit()
 
 
-def split_wheel(
-    fat: Path,
-    *,
-    input_path: Path,
-    output_dir: Path,
-    prefixes: Sequence[str],
-    pattern: str,
-    fingerprint: str,
-    deflate: Deflate = DEFAULT_DEFLATE,
-    no_wait: bool = False,
-    progress: Progress = NO_PROGRESS,
-    own: Sequence[str] = (),
-    scratch: Path | None = None,
-) -> SplitResult:
-    """Cut the fat wheel ``fat`` into the host wheel and the device wheels, in ``output_dir``:
-    the device wheels first, the host wheel (which names them) last. ``own``: members to
-    kpack-split in ``scratch`` (:func:`.kpackown.split_own`), their archives going to the
-    device wheels; () when the tree's runtime cannot load kpack (``scratch`` None)."""
+@dataclass(frozen=True)
+class FatWheel:
+    """One fat wheel to cut, as its bundle wrote it: ``path``, bundled from ``input`` (as
+    given), its data trees at ``prefixes``. ``own``: members to kpack-split in ``scratch``
+    (:func:`.kpackown.split_own`), their archives going to the device wheels; () when the tree's
+    runtime cannot load kpack (``scratch`` None)."""
+
+    path: Path
+    input: Path
+    prefixes: tuple[str, ...]
+    own: tuple[str, ...] = ()
+    scratch: Path | None = None
+
+
+def split_wheel(wheel: FatWheel, plan: SplitPlan, progress: Progress = NO_PROGRESS) -> SplitResult:
+    """Cut ``wheel`` into the host wheel and the device wheels named by ``plan``, in its output
+    folder: the device wheels first, the host wheel (which names them) last."""
     start = time.monotonic()
-    with WheelReader(fat) as reader:
+    output_dir = plan.fat.output_dir
+    with WheelReader(wheel.path) as reader:
         prov_name, prov = provenance.found_in(reader)
         targets = tuple(prov.get("targets", ()))
         if not prov_name or not targets:
             raise BundleError(
-                f"{input_path.name}: nothing to split (no ROCm library or data bundled, or no gfx "
+                f"{wheel.input.name}: nothing to split (no ROCm library or data bundled, or no gfx "
                 "target named): bundle it without --split-arch"
             )
         version = wheelmeta.consistent_version(reader.name.version, reader.metadata())
         project = reader.name.distribution
         owner = {
-            m.name: member_targets(m.name, prefixes, targets)
+            m.name: member_targets(m.name, wheel.prefixes, targets)
             for m in reader.members
             if not m.is_dir
         }
         own_split = kpackown.NO_SPLIT
-        if scratch is not None:
+        if wheel.scratch is not None:
             group = re.sub(r"[-.]+", "_", project)
-            own_split = kpackown.split_own(reader, own, group, scratch)
-            owner |= {a: member_targets(a, prefixes, targets) for a in own_split.archives}
+            own_split = kpackown.split_own(reader, wheel.own, group, wheel.scratch)
+            owner |= {a: member_targets(a, wheel.prefixes, targets) for a in own_split.archives}
         if not any(owner.values()):  # no data of any target (torchvision): no device wheels
             targets = ()
         plat = reader.name.platform_tag
         devices = []
         for t in targets:
-            dist = device_name(pattern, project, t)
+            dist = device_name(plan.pattern, project, t)
             stem = f"{re.sub(r'[-.]+', '_', dist)}-{version}"
             path = output_dir / f"{stem}-py3-none-{plat}.whl"
             devices.append(_Device(t, dist, path, f"{stem}.dist-info"))
-        host = output_dir / fat.name
+        host = output_dir / wheel.path.name
         task = f"{host.name}: split"
         progress.start(task, sum(m.compress_size for m in reader.members))
-        cut = _Cut(reader, owner, deflate, no_wait, progress, task, own_split)
+        cut = _Cut(reader, owner, plan.fat.deflate, plan.fat.no_wait, progress, task, own_split)
         moved: dict[str, tuple[int, int]] = {}
         for device in devices:
             moved[device.target] = _write_device(cut, device, project, version)
@@ -323,18 +324,18 @@ def split_wheel(
             "kpack_own": own_split.summary(),
         }
         # a fat bundle of the same settings must not take the host wheel for its own output
-        new_prov = {**prov, "fingerprint": fingerprint, "split": split}
+        new_prov = {**prov, "fingerprint": plan.fingerprints[wheel.input], "split": split}
         extras = {_EXTRA.format(target=d.target): f"{d.dist}=={version}" for d in devices}
         _write_host(cut, host, (prov_name, new_prov), extras)
         faults.point("bundle.split-host")
         progress.done(task)
     paths = {d.target: str(d.path) for d in devices}
     names = ", ".join(d.path.name for d in devices) or NO_DEVICES
-    log.info("split %s: host %s, device wheels: %s", input_path.name, host.name, names)
+    log.info("split %s: host %s, device wheels: %s", wheel.input.name, host.name, names)
     seconds = time.monotonic() - start
     own_json = own_split.summary()
     return SplitResult(
-        str(input_path), str(host), paths, "split", seconds, moved, kpack_own=own_json
+        str(wheel.input), str(host), paths, "split", seconds, moved, kpack_own=own_json
     )
 
 
@@ -457,13 +458,11 @@ def split_arch(plan: SplitPlan, progress: Progress = NO_PROGRESS) -> list[SplitR
             prefixes = _data_prefixes(
                 plan.fat.rocm, settings.data_trees, str(prov.get("lib_dir", ""))
             )
-            own = kpackown.own_device_code(wheel, fat.closure) if plan.kpack_loader else ()
-            result = split_wheel(
-                Path(fat.output), input_path=wheel, output_dir=output_dir, prefixes=prefixes,
-                pattern=plan.pattern, fingerprint=plan.fingerprints[wheel],
-                deflate=plan.fat.deflate, no_wait=plan.fat.no_wait, progress=progress,
-                own=own, scratch=scratch / f"own-{index}" if plan.kpack_loader else None,
-            )  # fmt: skip
+            fat_wheel = FatWheel(Path(fat.output), wheel, tuple(prefixes))
+            if plan.kpack_loader:
+                own = kpackown.own_device_code(wheel, fat.closure)
+                fat_wheel = replace(fat_wheel, own=own, scratch=scratch / f"own-{index}")
+            result = split_wheel(fat_wheel, plan, progress)
             results.append(replace(result, bundle=fat))
     return results
 

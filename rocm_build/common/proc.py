@@ -266,7 +266,6 @@ def run(
     capture: bool = False,
     log_file: Path | None = None,
     check: bool = True,
-    input_text: str | None = None,
     what: str = "",
     on_line: Callable[[str], None] | None = None,
 ) -> Result:
@@ -275,6 +274,7 @@ def run(
     With ``log_file`` the command's stdout and stderr go to the file (appended), and the last
     ``TAIL_LINES`` lines are kept for the error message; ``on_line`` is called with each line
     as it is written (a liveness signal for progress). Without either, output is inherited.
+    The command's stdin is ``/dev/null``.
     """
     args = tuple(os.fspath(a) for a in cmd)
     if not args:
@@ -299,13 +299,10 @@ def run(
                 cwd=cwd,
                 env=full_env,
                 capture=capture,
-                input_text=input_text,
                 on_line=on_line,
             )
         else:
-            returncode, stdout = _run_plain(
-                argv, tail, cwd=cwd, env=full_env, capture=capture, input_text=input_text
-            )
+            returncode, stdout = _run_plain(argv, tail, cwd=cwd, env=full_env, capture=capture)
     except KeyboardInterrupt:
         raise
     except OSError as exc:
@@ -369,7 +366,6 @@ def _run_logged(
     cwd: Path | None,
     env: dict[str, str] | None,
     capture: bool,
-    input_text: str | None,
     on_line: Callable[[str], None] | None,
 ) -> tuple[int, str]:
     """``run`` with stdout and stderr appended to ``log_file`` (masked), line by line."""
@@ -380,16 +376,13 @@ def _run_logged(
             argv,
             cwd=cwd,
             env=env,
-            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
         )
         try:
-            if input_text is not None and child.stdin is not None:
-                child.stdin.write(input_text)
-                child.stdin.close()
             assert child.stdout is not None
             chunks: list[str] = []
             for line in child.stdout:
@@ -414,21 +407,20 @@ def _run_plain(
     cwd: Path | None,
     env: dict[str, str] | None,
     capture: bool,
-    input_text: str | None,
 ) -> tuple[int, str]:
     """``run`` with the output captured (``capture``) or inherited."""
     child = _popen(
         argv,
         cwd=cwd,
         env=env,
-        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE if capture else None,
         stderr=subprocess.PIPE if capture else None,
         text=True,
         errors="replace",
     )
     try:
-        out, err = child.communicate(input_text)
+        out, err = child.communicate()
     finally:
         _finish(child)
     if capture:
