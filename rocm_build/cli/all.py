@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 @o.jobs_option
 @o.cache_option
 @o.find_links_option(
-    "Local folder of wheels for build requirements and the smoke environment.", metavar="DIR"
+    "Local folder of wheels for build requirements and the smoke environment.",
+    key=("build.find_links", "smoke.find_links"),
+    metavar="DIR",
 )
-@o.offline_option("Never use a package index.")
+@o.offline_option("Never use a package index.", key=("build.no_index", "smoke.offline"))
 @o.python_option("Interpreter for the smoke environment.")
 @o.junit_option
 @o.allow_dirty_option
@@ -49,18 +51,11 @@ if TYPE_CHECKING:
 @pass_state
 def command(
     state: State,
-    /,
     projects: tuple[str, ...],
-    refs: tuple[str, ...],
-    origins: tuple[str, ...],
-    find_links: tuple[str, ...],
-    offline: bool | None,
-    python: str | None,
     junit: Path | None,
     redo: bool,
     no_smoke: bool,
     dry_run: bool | None,
-    **given: Any,
 ) -> None:
     """checkout, build, bundle and smoke PROJECTS with one configuration.
 
@@ -74,22 +69,7 @@ def command(
     """
     from rocm_build.commands import pipeline
 
-    links = [str(p) for p in find_links] or None
-    flags: dict[str, Any] = {
-        **{key: o.text(given[key]) for key in ("patches_dir", "src_dir", "output_dir")},
-        "work_dir": o.text(given["work_dir"]),
-        **{key: given[key] for key in ("rocm", "arch", "train", "patchset", "jobs")},
-        "build.cache": given["cache"],
-        "build.find_links": links,
-        "build.no_index": offline,
-        "build.allow_dirty": given["allow_dirty"],
-        "smoke.find_links": links,
-        "smoke.offline": offline,
-        "smoke.python": python,
-        **o.parse_pairs("--ref", refs, "ref"),
-        **o.parse_pairs("--origin", origins, "origin"),
-    }
-    ctx = state.resolve(flags, tree=True, targets=True, dry_run=bool(dry_run))
+    ctx = state.resolve(tree=True, targets=True, dry_run=bool(dry_run))
     if dry_run:
         show_dry_run(state, ctx, projects, redo=redo, skip_smoke=no_smoke)
         return

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from rocm_build.cli import given
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 from rocm_build.common.masking import mask_values
@@ -27,37 +27,41 @@ if TYPE_CHECKING:
 @o.work_dir_option
 @o.jobs_option
 @o.cache_option
-@click.option("--cache-url", metavar="URL", help="Remote storage for the compiler cache.")
-@click.option("--version-suffix", metavar="+LABEL", help="Local version label (+rocm<ver>).")
-@click.option("--venv", metavar="create|current|DIR", help="Build environment to use.")
-@click.option("--index-url", metavar="URL", help="Index for build requirements.")
-@o.find_links_option("Folder of wheels for build requirements (repeatable).", metavar="DIR")
-@click.option("--no-index", is_flag=True, default=None, help="Only --find-links folders.")
-@o.dry_run_option("Show per project the environment, command and folder; build nothing.")
-@o.force_option("Rebuild even when nothing changed since the last.")
+@o.setting_option(
+    "--cache-url",
+    key="build.cache_url",
+    metavar="URL",
+    help="Remote storage for the compiler cache.",
+)
+@o.setting_option(
+    "--version-suffix",
+    key="build.version_suffix",
+    metavar="+LABEL",
+    help="Local version label (+rocm<ver>).",
+)
+@o.setting_option(
+    "--venv", key="build.venv", metavar="create|current|DIR", help="Build environment to use."
+)
+@o.setting_option(
+    "--index-url", key="build.index_url", metavar="URL", help="Index for build requirements."
+)
+@o.find_links_option(
+    "Folder of wheels for build requirements (repeatable).", key="build.find_links", metavar="DIR"
+)
+@o.setting_option(
+    "--no-index",
+    key="build.no_index",
+    is_flag=True,
+    default=None,
+    help="Only --find-links folders.",
+)
+@o.dry_run_option(
+    "Show per project the environment, command and folder; build nothing.", key="build.dry_run"
+)
+@o.force_option("Rebuild even when nothing changed since the last.", key="build.force")
 @o.allow_dirty_option
 @pass_state
-def command(
-    state: State,
-    projects: tuple[str, ...],
-    rocm: str | None,
-    arch: str | None,
-    train: str | None,
-    src_dir: Path | None,
-    output_dir: Path | None,
-    work_dir: Path | None,
-    jobs: int | None,
-    cache: str | None,
-    cache_url: str | None,
-    version_suffix: str | None,
-    venv: str | None,
-    index_url: str | None,
-    find_links: tuple[str, ...],
-    no_index: bool | None,
-    dry_run: bool | None,
-    force: bool | None,
-    allow_dirty: bool | None,
-) -> None:
+def command(state: State, projects: tuple[str, ...]) -> None:
     """Build wheels of PROJECTS (default: the release train's) against a ROCm tree.
 
     \b
@@ -67,30 +71,8 @@ def command(
     from rocm_build import building as build_stage
     from rocm_build.building import compilercache as cache_mod
 
-    ctx = state.resolve(
-        {
-            "rocm": rocm,
-            "arch": arch,
-            "train": train,
-            "src_dir": src_dir,
-            "output_dir": output_dir,
-            "work_dir": work_dir,
-            "jobs": jobs,
-            "build.cache": cache,
-            "build.cache_url": cache_url,
-            "build.version_suffix": version_suffix,
-            "build.venv": venv,
-            "build.index_url": index_url,
-            "build.find_links": list(find_links) or None,
-            "build.no_index": no_index,
-            "build.dry_run": dry_run,
-            "build.force": force,
-            "build.allow_dirty": allow_dirty,
-        },
-        tree=True,
-        targets=True,
-        dry_run=bool(dry_run),
-    )
+    # a dry run given on the command line downloads no tree (one in the config file does)
+    ctx = state.resolve(tree=True, targets=True, dry_run=bool(given.value("build.dry_run")))
     cfg = ctx.settings
     specs = cfg.selected_projects(projects)
     say_targets(state, ctx.targets)

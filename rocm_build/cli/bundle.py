@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
+from rocm_build.cli import given
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 from rocm_build.common.sizes import human_size
@@ -35,49 +36,53 @@ if TYPE_CHECKING:
     metavar="WHEEL",
     help="A fat torch wheel whose libraries a torchvision/torchaudio wheel uses.",
 )
-@click.option(
+@o.setting_option(
     "--platform",
-    type=o.Setting("bundle.platform"),
+    key="bundle.platform",
     default=None,
     help="auto: from the wheel's tag; windows wheels go through delvewheel.",
 )
-@click.option(
+@o.setting_option(
     "--plat",
     "--policy",
     "plat",
+    key="bundle.policy",
     type=o.Setting("bundle.policy"),
     metavar="TAG",
     help="manylinux tag of the output, as auditwheel's --plat (manylinux_2_28_x86_64); one "
     "older than the files need is exit 10 (default: auto, the best that fits; --policy is the "
     "same flag).",
 )
-@click.option(
+@o.setting_option(
     "--exclude",
+    key="bundle.exclude",
     multiple=True,
     metavar="LIB",
     help="A library not to bundle (soname or pattern: 'libfoo.so.*'; repeatable): it stays "
     "NEEDED, found at run time, and what only it needs stays out too.",
 )
-@click.option(
+@o.setting_option(
     "-z",
     "--compression-level",
-    type=o.Setting("bundle.compression_level"),
+    key="bundle.compression_level",
     default=None,
     help="Deflate level for new members, zlib's scale (unchanged ones are copied as they are).",
 )
-@click.option(
+@o.setting_option(
     "--deflater",
-    type=o.Setting("bundle.deflater"),
+    key="bundle.deflater",
     default=None,
     help="What deflates new members: libdeflate (the default: faster, within 1% of auditwheel's "
     "size), zlib (auditwheel's size), zlib-ng or isal (faster, larger).",
 )
 @o.dry_run_option(
-    "Print what would be bundled (libraries, data, search paths, tag); write nothing."
+    "Print what would be bundled (libraries, data, search paths, tag); write nothing.",
+    key="bundle.dry_run",
 )
-@click.option(
+@o.setting_option(
     "--allow-outside",
     "allow_outside",
+    key="bundle.allow_outside",
     multiple=True,
     metavar="DIR",
     help="A folder outside the ROCm tree that symlinks in the tree may lead to (repeatable).",
@@ -97,29 +102,33 @@ if TYPE_CHECKING:
     help="Write a host wheel (libraries, target-neutral data) and one device wheel per target "
     "(its data files; name from bundle.device_name); the host gets an extra device-GFX per target.",
 )
-@click.option(
+@o.setting_option(
     "--allow-rocm-mismatch",
+    key="bundle.allow_rocm_mismatch",
     is_flag=True,
     default=None,
     help="Bundle a wheel built with another ROCm than the tree's; it is relabelled "
     "+rocm<the tree's version>.",
 )
-@click.option(
+@o.setting_option(
     "--keep-other-rocm",
+    key="bundle.keep_other_rocm",
     is_flag=True,
     default=None,
     help="Keep unused copies of another ROCm's libraries the wheel carries (left out by default).",
 )
-@click.option(
+@o.setting_option(
     "--keep-all-device-code",
     "prune_device_code",
+    key="bundle.prune_device_code",
     flag_value=False,
     default=None,
     help="Keep every target's code in the libraries' offload bundles (default with --arch: only "
     "the code that serves those targets; bundle.prune_device_code).",
 )
-@click.option(
+@o.setting_option(
     "--allow-missing-arch",
+    key="bundle.allow_missing_arch",
     is_flag=True,
     default=None,
     help="A requested target that a written library has no device code for is a warning, "
@@ -129,50 +138,18 @@ if TYPE_CHECKING:
 def command(
     state: State,
     wheels: tuple[Path, ...],
-    rocm: str | None,
-    arch: str | None,
-    output_dir: Path | None,
     lib_dir: str | None,
     with_wheels: tuple[Path, ...],
-    platform: str | None,
-    plat: str | None,
-    exclude: tuple[str, ...],
-    compression_level: int | None,
-    deflater: str | None,
-    dry_run: bool | None,
-    allow_outside: tuple[str, ...],
     mode: Literal["fat", "thin"],
     target_family: str,
     split_arch: bool,
-    allow_rocm_mismatch: bool | None,
-    keep_other_rocm: bool | None,
-    prune_device_code: bool | None,
-    allow_missing_arch: bool | None,
 ) -> None:
     """Make WHEELs self-contained: ROCm libraries, data for the targets, $ORIGIN search paths."""
     from rocm_build import bundle as bundle_stage
     from rocm_build.bundle.platforms import plan_lines
 
-    ctx = state.resolve(
-        {
-            "rocm": rocm,
-            "arch": arch,
-            "output_dir": o.text(output_dir),
-            "bundle.platform": platform,
-            "bundle.policy": plat,
-            "bundle.exclude": list(exclude) or None,
-            "bundle.compression_level": compression_level,
-            "bundle.deflater": deflater,
-            "bundle.dry_run": dry_run,
-            "bundle.allow_outside": list(allow_outside) or None,
-            "bundle.allow_rocm_mismatch": allow_rocm_mismatch,
-            "bundle.keep_other_rocm": keep_other_rocm,
-            "bundle.prune_device_code": prune_device_code,
-            "bundle.allow_missing_arch": allow_missing_arch,
-        },
-        tree=True,
-        dry_run=bool(dry_run),
-    )
+    # a dry run given on the command line downloads no tree (one in the config file does)
+    ctx = state.resolve(tree=True, dry_run=bool(given.value("bundle.dry_run")))
     dry_run = ctx.settings.bundle.dry_run
     if split_arch:
         split_plan = bundle_stage.split_arch_plan(

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from rocm_build import config
+from rocm_build.cli import given
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, err_console, out_console, pass_state
 
 if TYPE_CHECKING:
     from rocm_build.sources import Result
-
-
-def checkout_flags(
-    src_dir: Path | None, patches_dir: Path | None, patchset: str | None
-) -> dict[str, Any]:
-    """The folder flags checkout and save-patches share, as settings."""
-    return {"src_dir": o.text(src_dir), "patches_dir": o.text(patches_dir), "patchset": patchset}
 
 
 @o.command("checkout")
@@ -28,8 +22,8 @@ def checkout_flags(
 @o.train_option("Release train whose refs to check out (e.g. 2.9).")
 @o.ref_option
 @o.origin_option
-@click.option("--depth", type=o.Setting("checkout.depth"), help="History depth (0 = full).")
-@click.option("--fetch-jobs", type=o.Setting("checkout.jobs"), help="Parallel submodule fetches.")
+@o.setting_option("--depth", key="checkout.depth", help="History depth (0 = full).")
+@o.setting_option("--fetch-jobs", key="checkout.jobs", help="Parallel submodule fetches.")
 @click.option(
     "--jobs",
     "old_jobs",
@@ -39,38 +33,41 @@ def checkout_flags(
 )
 @o.patches_dir_option
 @o.patchset_option()
-@click.option("--no-hipify", is_flag=True, default=None, help="Do not run hipify.")
-@click.option("--no-patches", is_flag=True, default=None, help="Do not apply patch series.")
-@click.option(
+@o.setting_option(
+    "--no-hipify",
+    key="checkout.hipify",
+    convert=lambda _: False,
+    is_flag=True,
+    default=None,
+    help="Do not run hipify.",
+)
+@o.setting_option(
+    "--no-patches",
+    key="checkout.patches",
+    convert=lambda _: False,
+    is_flag=True,
+    default=None,
+    help="Do not apply patch series.",
+)
+@o.setting_option(
     "--release",
+    key="triton.release",
     is_flag=True,
     default=None,
     help="Triton: check out release/X.Y.x of torch's Triton version, not torch's CI pin.",
 )
-@click.option(
+@o.setting_option(
     "--manifest",
+    key="checkout.manifest",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="Reproduce the commits and patches of this source manifest.",
 )
-@o.force_option("Discard local changes and commits.")
+@o.force_option("Discard local changes and commits.", key="checkout.force")
 @pass_state
 def command(
     state: State,
     projects: tuple[str, ...],
-    src_dir: Path | None,
-    train: str | None,
-    refs: tuple[str, ...],
-    origins: tuple[str, ...],
-    depth: int | None,
-    fetch_jobs: int | None,
     old_jobs: int | None,
-    patches_dir: Path | None,
-    patchset: str | None,
-    no_hipify: bool | None,
-    no_patches: bool | None,
-    release: bool | None,
-    manifest: Path | None,
-    force: bool | None,
 ) -> None:
     """Fetch, pin, patch and hipify the sources of PROJECTs (default: the train's).
 
@@ -87,20 +84,8 @@ def command(
             markup=False,
             soft_wrap=True,
         )
-    flags: dict[str, Any] = {
-        **checkout_flags(src_dir, patches_dir, patchset),
-        "train": train,
-        "checkout.depth": depth,
-        "checkout.jobs": fetch_jobs if fetch_jobs is not None else old_jobs,
-        "checkout.hipify": False if no_hipify else None,
-        "checkout.patches": False if no_patches else None,
-        "triton.release": True if release else None,
-        "checkout.force": True if force else None,
-        "checkout.manifest": o.text(manifest),
-        **o.parse_pairs("--ref", refs, "ref"),
-        **o.parse_pairs("--origin", origins, "origin"),
-    }
-    ctx = state.resolve(flags)
+    fetch_jobs = given.value("checkout.jobs")  # --fetch-jobs, when given, wins over --jobs
+    ctx = state.resolve({"checkout.jobs": fetch_jobs if fetch_jobs is not None else old_jobs})
     replay = None
     if ctx.settings.checkout.manifest:
         replay_path = Path(ctx.settings.checkout.manifest)

@@ -20,16 +20,14 @@ if TYPE_CHECKING:
 @o.train_option("Release train whose projects and ROCm floor to check.")
 @click.argument("projects", nargs=-1)
 @pass_state
-def command(
-    state: State, rocm: str | None, arch: str | None, train: str | None, projects: tuple[str, ...]
-) -> None:
+def command(state: State, projects: tuple[str, ...]) -> None:
     """Check that this machine can build: tools, the ROCm tree, GPUs, memory, disk.
 
     Exits non-zero (with the first blocking problem's exit code) when something blocks a build.
     """
     from rocm_build.commands import doctor as doctor_checks
 
-    ctx = state.resolve({"rocm": rocm, "arch": arch, "train": train})
+    ctx = state.resolve()
     specs = ctx.settings.selected_projects(projects)
     report = doctor_checks.check(ctx, specs)
     if state.json:

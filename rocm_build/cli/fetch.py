@@ -8,8 +8,6 @@ runs before a build machine without it (``rocm fetch`` is the same for a ROCm tr
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from rocm_build.cli import options as o
@@ -34,10 +32,6 @@ from rocm_build.common.masking import mask_url
 def command(
     state: State,
     what: str,
-    rocm: str | None,
-    arch: str | None,
-    src_dir: Path | None,
-    work_dir: Path | None,
     dry_run: bool | None,
 ) -> None:
     """Download aotriton and Triton's LLVM as the checkouts pin them, checked by sha256.
@@ -50,12 +44,7 @@ def command(
 
     wanted = tuple(w.strip() for w in what.split(",") if w.strip())
     aot = "aotriton" in wanted
-    ctx = state.resolve(
-        {"rocm": rocm, "arch": arch, "src_dir": src_dir, "work_dir": work_dir},
-        tree=aot,
-        targets=aot,
-        dry_run=bool(dry_run),
-    )
+    ctx = state.resolve(tree=aot, targets=aot, dry_run=bool(dry_run))
     cfg = ctx.settings
     plan = prefetch.plan(
         wanted,

@@ -8,17 +8,49 @@ from rocm_build.cli import options as o
 from rocm_build.cli.render import State, pass_state
 
 
+def as_list(value: str) -> list[str]:
+    """A LIST flag's value: ``matrix.split_list`` (a group's targets stay together)."""
+    from rocm_build.commands import matrix as matrix_mod
+
+    return matrix_mod.split_list(value)
+
+
 @o.command("matrix")
-@click.option("--python", "pythons", metavar="LIST", help="Python versions: 3.11,3.12.")
-@click.option("--train", "trains", metavar="LIST", help="Release trains: 2.9,2.10.")
-@click.option(
+@o.setting_option(
+    "--python",
+    "pythons",
+    key="matrix.pythons",
+    convert=as_list,
+    metavar="LIST",
+    help="Python versions: 3.11,3.12.",
+)
+@o.setting_option(
+    "--train",
+    "trains",
+    key="matrix.trains",
+    convert=as_list,
+    metavar="LIST",
+    help="Release trains: 2.9,2.10.",
+)
+@o.setting_option(
     "--arch-groups",
+    key="matrix.arch_groups",
+    convert=as_list,
     metavar="LIST",
     help="gfx target groups, comma separated: families (gfx94X), targets joined by ';' or '+' "
     "(gfx90a;gfx942), or NAME=targets.",
 )
-@o.rocm_option("Each job builds against it; {group}, {arch}, {train}, {python} are replaced.")
-@click.option("--gpu-labels", metavar="LIST", help="runs-on labels of GPU smoke jobs ({group}).")
+@o.rocm_option(
+    "Each job builds against it; {group}, {arch}, {train}, {python} are replaced.",
+    key="matrix.rocm",
+)
+@o.setting_option(
+    "--gpu-labels",
+    key="matrix.gpu_labels",
+    convert=as_list,
+    metavar="LIST",
+    help="runs-on labels of GPU smoke jobs ({group}).",
+)
 @click.option(
     "--format",
     "fmt",
@@ -28,15 +60,7 @@ from rocm_build.cli.render import State, pass_state
     help="github: one 'matrix=<json>' line for $GITHUB_OUTPUT.",
 )
 @pass_state
-def command(
-    state: State,
-    pythons: str | None,
-    trains: str | None,
-    arch_groups: str | None,
-    rocm: str | None,
-    gpu_labels: str | None,
-    fmt: str,
-) -> None:
+def command(state: State, fmt: str) -> None:
     """CI jobs: one per Python version x release train x group of gfx targets.
 
     \b
@@ -45,18 +69,7 @@ def command(
     """
     from rocm_build.commands import matrix as matrix_mod
 
-    def as_list(value: str | None) -> list[str] | None:
-        return None if value is None else matrix_mod.split_list(value)
-
-    ctx = state.resolve(
-        {
-            "matrix.pythons": as_list(pythons),
-            "matrix.trains": as_list(trains),
-            "matrix.arch_groups": as_list(arch_groups),
-            "matrix.rocm": rocm,
-            "matrix.gpu_labels": as_list(gpu_labels),
-        }
-    )
+    ctx = state.resolve()
     jobs = matrix_mod.plan_matrix(ctx.settings)
     if fmt == "github":
         click.echo(matrix_mod.as_github_output(jobs))

@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 import click
 
 from rocm_build import config
+from rocm_build.cli import given
 from rocm_build.cli.render import State, setup_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[F], F]
+#: The setting(s) an option is bound to, by dotted key; None: a plain option.
+Key: TypeAlias = str | tuple[str, ...] | None
 
 if TYPE_CHECKING:
     _ParamType: TypeAlias = click.ParamType[Any]
@@ -50,21 +53,30 @@ class Setting(_ParamType):
         return config.check(self.key, value, f"flag {flag}")
 
 
-def parse_pairs(option: str, pairs: tuple[str, ...], key: str) -> dict[str, str]:
-    """``('torch=v2.9.1',)`` -> ``{'projects.torch.<key>': 'v2.9.1'}``."""
-    out: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name or not value:
-            msg = f"{option} expects PROJECT=VALUE, got '{pair}'"
-            raise click.BadParameter(msg)
-        out[f"projects.{name.strip()}.{key}"] = value.strip()
-    return out
+def bound(key: Key, convert: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """The click keyword arguments that bind an option to the setting(s) ``key``: not a
+    parameter of the command; the value the user gives is recorded (:mod:`.given`) and becomes
+    the run's flag setting. ``None``: a plain option (a command that uses the value itself)."""
+    if key is None:
+        return {}
+    keys = (key,) if isinstance(key, str) else key
+    return {"expose_value": False, "callback": given.recorder(keys, convert)}
 
 
-def text(value: Path | str | None) -> str | None:
-    """A folder flag's value as the string a setting takes (None: not given)."""
-    return str(value) if value else None
+def setting_option(
+    *decls: str,
+    key: str | tuple[str, ...],
+    convert: Callable[[Any], Any] | None = None,
+    **kwargs: Any,
+) -> Decorator[Any]:
+    """An option bound to a setting (:func:`bound`): one decorator, nothing in the command's
+    body. Its type is ``Setting(key)`` unless given, where the kind takes one value with a
+    range or choices (a number, a choice); a switch or a list declares its own shape."""
+    spec = config.SETTINGS[key if isinstance(key, str) else key[0]]
+    flag = kwargs.get("is_flag") or "flag_value" in kwargs or kwargs.get("multiple")
+    if "type" not in kwargs and not flag and (spec.kind in (int, float) or spec.choices):
+        kwargs["type"] = Setting(key if isinstance(key, str) else key[0])
+    return click.option(*decls, **kwargs, **bound(key, convert))
 
 
 #: ``rocm-build --help`` lists the commands in pipeline order, then the helpers.
@@ -203,27 +215,30 @@ def command(name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], click.Co
 _DIR = click.Path(path_type=Path, file_okay=False)
 
 
-def rocm_option(note: str = "") -> Decorator[Any]:
+def rocm_option(
+    note: str = "", *, key: Key = "rocm", convert: Callable[[Any], Any] | None = None
+) -> Decorator[Any]:
     """--rocm; ``note`` adds what the tree is for in one command."""
     help_text = (
         "ROCm tree: its folder, or the URL of a tarball of one (unpacked into the cache)."
         + (f" {note}" if note else "")
     )
-    return click.option("--rocm", metavar="DIR|URL", help=help_text)
+    return click.option("--rocm", metavar="DIR|URL", help=help_text, **bound(key, convert))
 
 
-def arch_option(note: str = "") -> Decorator[Any]:
-    """--arch; ``note`` says what the targets are used for in one command."""
+def arch_option(note: str = "", *, key: Key = "arch") -> Decorator[Any]:
+    """--arch; ``note`` says what the targets are used for in one command (``key=None``: a
+    command that takes the targets itself, not the setting)."""
     help_text = "gfx targets or families, ';' or ',' separated: 'gfx90a;gfx1100', 'gfx94X'." + (
         f" {note}" if note else ""
     )
-    return click.option("--arch", metavar="TARGETS", help=help_text)
+    return click.option("--arch", metavar="TARGETS", help=help_text, **bound(key))
 
 
 def src_dir(note: str = "") -> Decorator[Any]:
     """--src-dir; ``note`` says what one command does with the checkouts."""
     help_text = "Checkouts, one per project (./src)." + (f" {note}" if note else "")
-    return click.option("--src-dir", type=_DIR, metavar="DIR", help=help_text)
+    return click.option("--src-dir", type=_DIR, metavar="DIR", help=help_text, **bound("src_dir"))
 
 
 src_dir_option = src_dir()
@@ -232,11 +247,13 @@ patches_dir_option = click.option(
     type=_DIR,
     metavar="DIR",
     help="Your patch series (./patches); else the ones rocm-build ships.",
+    **bound("patches_dir"),
 )
 
 
 def output_dir(*, required: bool = False) -> Decorator[Any]:
-    """--output-dir; ``required`` where there is no output_dir setting to fall back on."""
+    """--output-dir; ``required`` where there is no output_dir setting to fall back on (the
+    command takes the folder itself)."""
     help_text = "Where the wheels go." if required else "Where wheels go (./wheels)."
     # No file_okay=False here: an output folder that is a file is the stage's one-line exit 14,
     # checked where the wheel is written (and the same for every command that writes wheels).
@@ -246,6 +263,7 @@ def output_dir(*, required: bool = False) -> Decorator[Any]:
         metavar="DIR",
         required=required,
         help=help_text,
+        **bound(None if required else "output_dir"),
     )
 
 
@@ -261,6 +279,7 @@ wheel_dir_option = click.option(
     type=click.Path(path_type=Path),
     metavar="DIR",
     help="Where the bundled wheels go (default: ./wheels; --output-dir is the same flag).",
+    **bound("output_dir"),
 )
 
 
@@ -279,41 +298,57 @@ work_dir_option = click.option(
     type=_DIR,
     metavar="DIR",
     help="Logs, build environments, stamps and run reports (./.rocm-build).",
+    **bound("work_dir"),
 )
 
 
 def patchset_option(help_text: str = "Patch series name (default: the train).") -> Decorator[Any]:
-    return click.option("--patchset", help=help_text)
+    return click.option("--patchset", help=help_text, **bound("patchset"))
 
 
 def train_option(help_text: str) -> Decorator[Any]:
-    return click.option("--train", metavar="NAME", help=help_text)
+    return click.option("--train", metavar="NAME", help=help_text, **bound("train"))
 
 
 ref_option = click.option(
-    "--ref", "refs", multiple=True, metavar="PROJECT=REF", help="Branch, tag or SHA."
+    "--ref",
+    "refs",
+    multiple=True,
+    metavar="PROJECT=REF",
+    help="Branch, tag or SHA.",
+    expose_value=False,
+    callback=given.pair_recorder("ref"),
 )
 origin_option = click.option(
-    "--origin", "origins", multiple=True, metavar="PROJECT=URL", help="Git URL."
+    "--origin",
+    "origins",
+    multiple=True,
+    metavar="PROJECT=URL",
+    help="Git URL.",
+    expose_value=False,
+    callback=given.pair_recorder("origin"),
 )
 jobs_option = click.option(
-    "-j", "--jobs", type=Setting("jobs"), help="Parallel compile jobs (0: auto)."
+    "-j", "--jobs", type=Setting("jobs"), help="Parallel compile jobs (0: auto).", **bound("jobs")
 )
 cache_option = click.option(
-    "--cache", type=Setting("build.cache"), help="Compiler cache (auto: ccache when installed)."
+    "--cache",
+    type=Setting("build.cache"),
+    help="Compiler cache (auto: ccache when installed).",
+    **bound("build.cache"),
 )
 
 
-def find_links_option(help_text: str, **kwargs: Any) -> Decorator[Any]:
-    return click.option("--find-links", multiple=True, help=help_text, **kwargs)
+def find_links_option(help_text: str, *, key: Key, **kwargs: Any) -> Decorator[Any]:
+    return click.option("--find-links", multiple=True, help=help_text, **kwargs, **bound(key))
 
 
-def python_option(help_text: str) -> Decorator[Any]:
-    return click.option("--python", "python", metavar="PY", help=help_text)
+def python_option(help_text: str, *, key: Key = "smoke.python") -> Decorator[Any]:
+    return click.option("--python", "python", metavar="PY", help=help_text, **bound(key))
 
 
-def offline_option(help_text: str) -> Decorator[Any]:
-    return click.option("--offline", is_flag=True, default=None, help=help_text)
+def offline_option(help_text: str, *, key: Key) -> Decorator[Any]:
+    return click.option("--offline", is_flag=True, default=None, help=help_text, **bound(key))
 
 
 junit_option = click.option(
@@ -323,12 +358,13 @@ junit_option = click.option(
 )
 
 
-def dry_run_option(help_text: str) -> Decorator[Any]:
-    return click.option("--dry-run", is_flag=True, default=None, help=help_text)
+def dry_run_option(help_text: str, *, key: Key = None) -> Decorator[Any]:
+    """--dry-run: the stage's ``dry_run`` setting (``key``), or the command's own (None)."""
+    return click.option("--dry-run", is_flag=True, default=None, help=help_text, **bound(key))
 
 
-def force_option(help_text: str) -> Decorator[Any]:
-    return click.option("--force", is_flag=True, default=None, help=help_text)
+def force_option(help_text: str, *, key: Key) -> Decorator[Any]:
+    return click.option("--force", is_flag=True, default=None, help=help_text, **bound(key))
 
 
 allow_dirty_option = click.option(
@@ -336,6 +372,7 @@ allow_dirty_option = click.option(
     is_flag=True,
     default=None,
     help="Build checkouts with uncommitted changes (their versions end in .dirty).",
+    **bound("build.allow_dirty"),
 )
 
 

@@ -28,6 +28,7 @@ from rich.progress import Progress as RichProgressBars
 from rich.text import Text
 
 from rocm_build import __version__, config
+from rocm_build.cli import given
 from rocm_build.common.masking import mask_data, mask_url
 from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.common.sizes import human_size
@@ -58,7 +59,8 @@ class State:
         dry_run: bool = False,
     ) -> RunContext:
         """The run context (:meth:`context`), with the settings shown first (stderr, so --json
-        stays clean). A ``dry_run`` downloads no tree: a URL must be in the cache already."""
+        stays clean). A ``dry_run`` downloads no tree: a URL must be in the cache already.
+        ``flags``: settings the command decides itself, over the setting flags given."""
         ctx = self.context(flags)
         if not self.quiet and not self.json:
             show_settings(ctx.settings, only_changed=self.verbose == 0)
@@ -67,11 +69,13 @@ class State:
     def context(
         self, flags: Mapping[str, Any] | None = None, *, tree: bool = False, targets: bool = False
     ) -> RunContext:
-        """How every command makes its run context: this run's settings (the global flags and
-        ``flags`` over the files and the environment), the folders, and the ROCm tree and the
-        gfx targets where the command needs them (decided once, before any plan; a tree
-        download shows a bar unless --quiet or --json). Not shown (``resolve`` shows it)."""
-        flags = {**(flags or {}), "no_wait": True if self.no_wait else None}
+        """How every command makes its run context: this run's settings (the global flags, the
+        setting flags given on the command line (:mod:`.given`) and ``flags`` over the files and
+        the environment), the folders, and the ROCm tree and the gfx targets where the command
+        needs them (decided once, before any plan; a tree download shows a bar unless --quiet or
+        --json). Not shown (``resolve`` shows it)."""
+        explicit = {k: v for k, v in (flags or {}).items() if v is not None}
+        flags = {**given.flags(), **explicit, "no_wait": True if self.no_wait else None}
         cfg = config.from_environment(flags=flags, config_file=self.config_file)
         show = not (self.quiet or self.json)
         download = render_download if show else None

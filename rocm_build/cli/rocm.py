@@ -65,7 +65,8 @@ def debian(state: State, dest: Path, cache: Path | None, release: str, mirror: s
 @o.output_dir(required=True)
 @o.target_family_option("The libraries package is rocm-sdk-libraries-NAME.")
 @o.arch_option(
-    "The libraries package keeps these targets' data and device code; default: all of the tree's."
+    "The libraries package keeps these targets' data and device code; default: all of the tree's.",
+    key=None,
 )
 @click.option(
     "-z", "--compression-level", type=click.IntRange(0, 9), default=6, help="Deflate level."

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from rocm_build.cli import options as o
-from rocm_build.cli.checkout import checkout_flags
 from rocm_build.cli.render import State, out_console, pass_state
 
 
@@ -20,14 +17,11 @@ from rocm_build.cli.render import State, out_console, pass_state
 def command(
     state: State,
     projects: tuple[str, ...],
-    src_dir: Path | None,
-    patches_dir: Path | None,
-    patchset: str | None,
 ) -> None:
     """Save the commits on top of each checkout as its base/hipified patch series."""
     from rocm_build import sources as sources_stage
 
-    ctx = state.resolve(checkout_flags(src_dir, patches_dir, patchset))
+    ctx = state.resolve()
     saved = sources_stage.save_patches(sources_stage.save_patches_plan(ctx, projects))
     if state.json:
         state.emit({"projects": [s.as_json() for s in saved]})

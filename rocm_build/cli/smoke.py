@@ -18,32 +18,29 @@ if TYPE_CHECKING:
 @click.argument("wheels", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
 @o.python_option("Interpreter for the fresh environment (default: this one).")
 @o.junit_option
-@o.offline_option("Install pytest and dependencies only from --find-links.")
+@o.offline_option("Install pytest and dependencies only from --find-links.", key="smoke.offline")
 @o.find_links_option(
     "Local folder of wheels for dependencies and pytest (repeatable).",
+    key="smoke.find_links",
     type=click.Path(path_type=Path, file_okay=False),
 )
-@click.option(
+@o.setting_option(
     "--upstream-tests",
     "upstream_tests",
+    key="smoke.upstream_tests",
     metavar="PATTERN",
     help="Also run PyTorch's own test files matching PATTERN (in src/torch/test).",
 )
 @o.arch_option("The targets the wheels were built for.")
-@o.rocm_option("The tree used to build: nothing may load from it.")
+@o.rocm_option(
+    "The tree used to build: nothing may load from it.", convert=lambda value: value or None
+)
 @o.src_dir("Nothing may load from them.")
 @pass_state
 def command(
     state: State,
     wheels: tuple[Path, ...],
-    python: str | None,
     junit: Path | None,
-    offline: bool | None,
-    find_links: tuple[Path, ...],
-    upstream_tests: str | None,
-    arch: str | None,
-    rocm: str | None,
-    src_dir: Path | None,
 ) -> None:
     """Install WHEELs into a fresh environment with no ROCm in reach and run the smoke suite.
 
@@ -53,17 +50,7 @@ def command(
     """
     from rocm_build import smoke as smoke_stage
 
-    ctx = state.resolve(
-        {
-            "smoke.python": python,
-            "smoke.offline": offline,
-            "smoke.find_links": [str(p) for p in find_links] or None,
-            "smoke.upstream_tests": upstream_tests,
-            "arch": arch,
-            "rocm": rocm or None,
-            "src_dir": o.text(src_dir),
-        }
-    )
+    ctx = state.resolve()
     plan = smoke_stage.plan(ctx, wheels, junit=junit)
     bars = state.progress()  # a count of the tests as they finish
     try:

@@ -1,5 +1,6 @@
-"""Settings: the schema (:mod:`.schema`), the built-in defaults (``defaults.toml``) and their
-resolution from files, environment and flags (:mod:`.loader`)."""
+"""Settings: the schema (:mod:`.schema`: each setting's type, range, help and default; the kinds
+in :mod:`.setting`), the built-in tables (``defaults.toml``: projects, trains, targets, ...) and
+their resolution from files, environment and flags (:mod:`.loader`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The one place that reads flags, environment and config files into a frozen ``Config``:
 one typed, frozen dataclass per section, each field with its type, range and help.
 
-Precedence, lowest first: built-in ``defaults.toml`` < ``rocm-build.toml`` or
+Precedence, lowest first: the built-in defaults (each scalar setting's in its schema field, the
+tables in ``defaults.toml``) < ``rocm-build.toml`` or
 ``[tool.rocm-build]`` in ``pyproject.toml`` (working directory, or ``--config``) < environment
 (``ROCM_BUILD_*``, ``PYTORCH_ROCM_ARCH``, ``ROCM_PATH``/``ROCM_HOME``) < command-line flags.
 Every value remembers where it came from, so a run can print and record its settings.
@@ -282,11 +283,29 @@ def _dependency_order(specs: Sequence[ProjectSpec]) -> tuple[ProjectSpec, ...]:
     return tuple(ordered)
 
 
+def schema_defaults() -> dict[str, Any]:
+    """Every scalar setting's built-in default (its schema field's), by dotted key; lists as
+    lists, as a config file gives them."""
+    out: dict[str, Any] = {}
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            value = f.default
+            out[dotted(section, f.name)] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
 def load_defaults() -> dict[str, Any]:
+    """The built-in defaults as a config file would hold them: the scalar settings' (from the
+    schema, :func:`schema_defaults`) and the tables of ``defaults.toml`` (projects, trains,
+    forks, floors, targets)."""
     text = (
         resources.files("rocm_build.config").joinpath("defaults.toml").read_text(encoding="utf-8")
     )
-    return tomllib.loads(text)
+    data = tomllib.loads(text)
+    for key, value in schema_defaults().items():
+        section, _, name = key.rpartition(".")
+        (data.setdefault(section, {}) if section else data)[name] = value
+    return data
 
 
 def _flatten_scalars(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -364,10 +383,7 @@ def load(
     """Resolve every setting. ``flags`` maps dotted keys to values the user actually gave
     (``checkout.depth``); ``projects.NAME.KEY`` keys override one project's field."""
     defaults = load_defaults()
-    values = _flatten_scalars(defaults)
-    for key, spec in SETTINGS.items():  # a switch's "" reads as unset (None)
-        if spec.kind is Switch and key in values:
-            values[key] = check(key, values[key], "defaults.toml")
+    values = schema_defaults()
     sources = dict.fromkeys(values, Source.DEFAULT)
     allowed = list(values)
 

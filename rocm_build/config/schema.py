@@ -1,24 +1,61 @@
-"""The settings' schema: one frozen dataclass per section, each field with its type, range and
-help (``Setting``), and ``check``, the one validation the config file, the environment and the
-command-line flags all go through. ``config.load`` fills the sections in; ``config`` re-exports
-every public name here (``config.SETTINGS``, ``config.check``).
+"""The settings' schema: one frozen dataclass per section, each field with its type, range,
+help (``Setting``) and built-in default, and ``check``, the one validation the config file, the
+environment and the command-line flags all go through. ``config.load`` fills the sections in;
+``config`` re-exports every public name here (``config.SETTINGS``, ``config.check``).
 
-A new setting is a field in one of these sections (with its default in ``defaults.toml``).
+A new setting is a field in one of these sections, with its default (``_setting(...,
+default=...)``); a flag for it is one decorator (``cli.options.setting_option``).
+
+Size: one field per setting (type, range, help, default, and what the default's choice rests on,
+in a comment beside it), the sections in one file so that a setting is declared in one place; the
+kinds, the field maker and the shape checks are already apart (:mod:`.setting`).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
-from packaging.markers import InvalidMarker, Marker
-from packaging.requirements import InvalidRequirement, Requirement
-
 from rocm_build.common.errors import ConfigError
+from rocm_build.config.setting import (
+    INVALID,
+    Setting,
+    Switch,
+    coerce,
+    distribution_name,
+    manylinux_tag,
+    output_settings,
+    plain_name,
+    requirement_marker,
+)
+from rocm_build.config.setting import setting as _setting
+
+#: The names read through the schema (the sections', and :mod:`.setting`'s).
+__all__ = [
+    "DEFLATERS",
+    "PROJECT_SETTINGS",
+    "SECTIONS",
+    "SETTINGS",
+    "BuildSettings",
+    "BundleSettings",
+    "CheckoutSettings",
+    "FeatureSettings",
+    "GeneralSettings",
+    "MatrixSettings",
+    "Setting",
+    "SmokeSettings",
+    "Switch",
+    "TritonSettings",
+    "check",
+    "distribution_name",
+    "dotted",
+    "flag_name",
+    "manylinux_tag",
+    "output_settings",
+    "plain_name",
+    "requirement_marker",
+]
 
 #: The choices of ``bundle.deflater`` (``rocm_build.wheel.rawdeflate`` runs them); the first is
 #: the default: the fastest within 1% of auditwheel's size at level 6 (benchmarks/README.md,
@@ -27,152 +64,44 @@ from rocm_build.common.errors import ConfigError
 DEFLATERS = ("libdeflate", "zlib", "zlib-ng", "isal")
 
 
-@dataclass(frozen=True)
-class Setting:
-    """What one setting may hold: its type, its range or choices, and one line of help.
-
-    The one table of constraints: the config file, the environment and the command-line flags
-    are all checked against it, before any work starts."""
-
-    kind: type
-    help: str
-    min: float | None = None
-    max: float | None = None
-    choices: tuple[str, ...] = ()
-    #: A check of the value's shape beyond its type: what is wrong with it, "" when nothing.
-    shape: Callable[[Any], str] | None = None
-
-    def allowed(self) -> str:
-        """What the setting accepts, as the error message and ``--help`` say it."""
-        if self.choices:
-            return "one of " + ", ".join(self.choices)
-        if self.kind is Switch:
-            return 'true, false or "" (the default)'
-        name = "list of str" if self.kind is list else self.kind.__name__
-        if self.min is not None and self.max is not None:
-            return f"{name} ({_num(self.min)} to {_num(self.max)})"
-        if self.min is not None:
-            return f"{name} (>= {_num(self.min)})"
-        if self.max is not None:
-            return f"{name} (<= {_num(self.max)})"
-        return name
-
-    @property
-    def ranged(self) -> bool:
-        return self.min is not None or self.max is not None or bool(self.choices)
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-class Switch:
-    """The kind of a switch that may be left unset: ``True``, ``False`` or ``None`` (not set:
-    the project's own default applies). ``""`` and ``default`` read as unset."""
-
-
-def _setting(
-    kind: type,
-    help: str,
-    *,
-    min: float | None = None,
-    max: float | None = None,
-    choices: tuple[str, ...] = (),
-    shape: Callable[[Any], str] | None = None,
-    output: bool = False,
-) -> Any:
-    """A section field: its value comes from ``load``; its type, range and help live here.
-    ``output``: the setting changes what the stage writes, so every fingerprint of its outputs
-    takes it in (:func:`output_settings`): declared here, once."""
-    spec = Setting(kind, help, min, max, choices, shape)
-    return field(metadata={"setting": spec, "output": output})
-
-
-def output_settings(section: Any) -> dict[str, Any]:
-    """The settings of a section (an instance of one of :data:`SECTIONS`' classes) marked
-    ``output``, by name: what a fingerprint of the stage's outputs takes in."""
-    return {f.name: getattr(section, f.name) for f in fields(section) if f.metadata.get("output")}
-
-
-#: A distribution name (PEP 508): what a ``Requires-Dist`` line and a wheel's name may hold.
-_DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
-
-
-def distribution_name(value: str) -> str:
-    """What makes ``value`` no distribution name (PEP 508), or ""."""
-    if _DIST_NAME.fullmatch(value) and len(value) <= 100:
-        return ""
-    return "must be a distribution name (letters, digits, '.', '_' and '-', at most 100)"
-
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
-
-
-def plain_name(value: str) -> str:
-    """What makes ``value`` no plain name, one folder name of its own (a project, a patch
-    series), or "": letters, digits, '-', '_' and '.', not leading, at most 100."""
-    if _PLAIN_NAME.fullmatch(value) and len(value) <= 100:
-        return ""
-    return (
-        "must be a plain name (letters, digits, '-', '_' and '.', not leading with '.'; "
-        "no '/'), at most 100"
-    )
-
-
-_MANYLINUX = re.compile(
-    r"(manylinux1|manylinux2010|manylinux2014|manylinux_2_\d+)"
-    r"(_(x86_64|aarch64|ppc64le|s390x|armv7l|i686))?"
-)
-
-
-def manylinux_tag(value: str) -> str:
-    """What makes ``value`` neither auto nor a manylinux tag (``manylinux_2_28_x86_64``,
-    ``manylinux_2_28``, ``manylinux2014``), or ""."""
-    if value in ("auto", "") or _MANYLINUX.fullmatch(value):
-        return ""
-    return "must be auto or a manylinux tag such as manylinux_2_28_x86_64 or manylinux2014"
-
-
-def requirement_marker(value: str) -> str:
-    """What makes ``value`` no environment marker for one requirement line of a wheel's
-    METADATA (and one ``|``-separated entry of ``PYTORCH_EXTRA_INSTALL_REQUIREMENTS``), or ""
-    (an empty marker is none)."""
-    if not value:
-        return ""
-    if "|" in value or not value.isprintable():
-        return "must be one environment marker, without '|' or control characters"
-    try:
-        marker = Marker(value)
-        Requirement(f"triton==1.0; {marker}")
-    except (InvalidMarker, InvalidRequirement) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "not a marker"
-        return f"must be a PEP 508 environment marker ({first})"
-    return ""
-
-
 @dataclass(frozen=True, kw_only=True)
 class GeneralSettings:
     """The top-level keys of the config file (``ROCM_BUILD_<KEY>``)."""
 
-    src_dir: str = _setting(str, "checkouts, one folder per project")
-    patches_dir: str = _setting(str, "saved patch series")
+    src_dir: str = _setting(str, "checkouts, one folder per project", default="src")
+    # patches/<patchset>/<project>/...
+    patches_dir: str = _setting(str, "saved patch series", default="patches")
     patchset: str = _setting(
         str,
         "patch series name; '' = the release train's name",
         shape=lambda value: plain_name(value) if value else "",
+        default="",
     )
-    train: str = _setting(str, "release train: which project refs go together", shape=plain_name)
+    # the newest release (2026-09-02); TheRock builds 2.12-2.14 and nightly
+    train: str = _setting(
+        str, "release train: which project refs go together", shape=plain_name, default="2.14"
+    )
     default_projects: tuple[str, ...] = _setting(
-        list, "projects a command works on when none are named"
+        list, "projects a command works on when none are named", default=()
     )
-    arch: str = _setting(str, "gfx targets, ';' or ',' separated; families expand")
-    rocm: str = _setting(str, "the ROCm tree; '' = ROCM_PATH, ROCM_HOME, then /opt/rocm")
-    output_dir: str = _setting(str, "built and bundled wheels")
-    work_dir: str = _setting(str, "logs, reports, the build environment")
-    jobs: int = _setting(int, "parallel compile jobs; 0 = from cores and memory", min=0)
-    no_wait: bool = _setting(bool, "stop (exit 13) instead of waiting for another run's lock")
+    # gfx targets, ';' or ',' separated; families (gfx94X) expand
+    arch: str = _setting(str, "gfx targets, ';' or ',' separated; families expand", default="")
+    rocm: str = _setting(
+        str, "the ROCm tree; '' = ROCM_PATH, ROCM_HOME, then /opt/rocm", default=""
+    )
+    output_dir: str = _setting(str, "built and bundled wheels", default="wheels")
+    work_dir: str = _setting(str, "logs, reports, the build environment", default=".rocm-build")
+    jobs: int = _setting(int, "parallel compile jobs; 0 = from cores and memory", min=0, default=0)
+    no_wait: bool = _setting(
+        bool, "stop (exit 13) instead of waiting for another run's lock", default=False
+    )
+    # upstream: each project's own repository at the train's tag; fork: the
+    # [forks] repositories (torch: ROCm's fork at release/<train>)
     source: str = _setting(
-        str, "upstream repositories, or the forks in [forks]", choices=("upstream", "fork")
+        str,
+        "upstream repositories, or the forks in [forks]",
+        choices=("upstream", "fork"),
+        default="upstream",
     )
 
 
@@ -180,36 +109,63 @@ class GeneralSettings:
 class CheckoutSettings:
     """``[checkout]``."""
 
-    depth: int = _setting(int, "history depth; 0 = full history", min=0)
-    jobs: int = _setting(int, "parallel submodule fetches", min=1)
-    hipify: bool = _setting(bool, "run the project's hipify step")
-    patches: bool = _setting(bool, "apply the patch series")
-    force: bool = _setting(bool, "discard local changes and commits")
-    manifest: str = _setting(str, "replay this source manifest instead of the train")
-    retries: int = _setting(int, "network attempts before failing (0 counts as 1)", min=0)
-    retry_delay: float = _setting(float, "seconds before the first retry (doubles)", min=0)
+    depth: int = _setting(int, "history depth; 0 = full history", min=0, default=0)
+    jobs: int = _setting(int, "parallel submodule fetches", min=1, default=8)
+    hipify: bool = _setting(bool, "run the project's hipify step", default=True)
+    patches: bool = _setting(bool, "apply the patch series", default=True)
+    force: bool = _setting(bool, "discard local changes and commits", default=False)
+    manifest: str = _setting(str, "replay this source manifest instead of the train", default="")
+    # network attempts (fetch, ls-remote, submodules) before failing
+    retries: int = _setting(
+        int, "network attempts before failing (0 counts as 1)", min=0, default=3
+    )
+    # seconds before the first retry; doubles each time
+    retry_delay: float = _setting(
+        float, "seconds before the first retry (doubles)", min=0, default=2.0
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class BuildSettings:
     """``[build]``."""
 
-    cache: str = _setting(str, "compiler cache", choices=("auto", "ccache", "sccache", "none"))
-    cache_url: str = _setting(str, "remote compiler cache storage")
+    # auto (ccache when installed) | ccache | sccache | none
+    cache: str = _setting(
+        str, "compiler cache", choices=("auto", "ccache", "sccache", "none"), default="auto"
+    )
+    # remote compiler cache: redis://, s3://, gs://, http(s)://
+    cache_url: str = _setting(str, "remote compiler cache storage", default="")
     version_suffix: str = _setting(
-        str, "local version label ({rocm}: the tree's ROCm version); '' = +rocm<ROCm version>"
+        str,
+        "local version label ({rocm}: the tree's ROCm version); '' = +rocm<ROCm version>",
+        default="",
     )
-    venv: str = _setting(str, "create, current, or a venv folder")
-    index_url: str = _setting(str, "index for build requirements")
-    find_links: tuple[str, ...] = _setting(list, "local folders of wheels for build requirements")
-    no_index: bool = _setting(bool, "only the find_links folders")
-    dry_run: bool = _setting(bool, "print the plan, build nothing")
-    force: bool = _setting(bool, "rebuild projects whose inputs are unchanged")
+    # create: a build venv under work_dir; current: this Python; or a venv folder
+    venv: str = _setting(str, "create, current, or a venv folder", default="create")
+    # where build requirements come from ("" = pip's own setting)
+    index_url: str = _setting(str, "index for build requirements", default="")
+    find_links: tuple[str, ...] = _setting(
+        list, "local folders of wheels for build requirements", default=()
+    )
+    no_index: bool = _setting(bool, "only the find_links folders", default=False)
+    dry_run: bool = _setting(bool, "print the plan, build nothing", default=False)
+    # rebuild projects whose sources, settings, targets and tree are unchanged
+    force: bool = _setting(bool, "rebuild projects whose inputs are unchanged", default=False)
+    # true: build a checkout's uncommitted changes (+rocmX.Y.dirty); false: refuse (exit 6)
     allow_dirty: bool = _setting(
-        bool, "build checkouts with uncommitted changes (their wheels' labels end in .dirty)"
+        bool,
+        "build checkouts with uncommitted changes (their wheels' labels end in .dirty)",
+        default=False,
     )
-    rocm_cache: str = _setting(str, "downloaded ROCm trees")
-    aotriton: str = _setting(str, "pre-fetched aotriton for flash attention: auto, off or a folder")
+    # downloaded ROCm trees (--rocm URL); "" = ~/.cache/rocm-build/rocm
+    rocm_cache: str = _setting(str, "downloaded ROCm trees", default="")
+    # Flash/memory-efficient attention need the aotriton runtime, which torch's CMake otherwise
+    # downloads mid-build. auto: a pre-fetched one (lib/libaotriton_v2.so* in the tree, or in
+    # ~/.cache/rocm-build/aotriton/rocm<ROCm version>), else both attentions off, with a note;
+    # off: both off; a folder: that aotriton install (AOTRITON_INSTALLED_PREFIX).
+    aotriton: str = _setting(
+        str, "pre-fetched aotriton for flash attention: auto, off or a folder", default="auto"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,63 +173,173 @@ class BundleSettings:
     """``[bundle]``. A setting that changes the bundled wheel is marked ``output=True``: the
     Linux and the Windows fingerprints take it in from that mark alone."""
 
+    # deflate level of new members, 0-9 (zlib's scale; 0 stores)
     compression_level: int = _setting(
-        int, "deflate level of new members (zlib's scale; 0 stores)", min=0, max=9, output=True
+        int,
+        "deflate level of new members (zlib's scale; 0 stores)",
+        min=0,
+        max=9,
+        output=True,
+        default=6,
     )
+    # What deflates new members (measured on ROCm device code at level 6, per core; docs/bundle.md):
+    # libdeflate: 2x zlib's speed, 1% smaller than auditwheel (each piece is inflated once more to
+    # join it to the next) | zlib: auditwheel's size, no second pass | zlib-ng: 2.3x zlib's speed,
+    # 3.5% larger | isal: 7x, 11% larger
     deflater: str = _setting(
         str,
         "deflate library: libdeflate (fastest within 1% of auditwheel's size), zlib, zlib-ng, isal",
         choices=DEFLATERS,
         output=True,
+        default="libdeflate",
     )
-    deflate_cache: str = _setting(str, "deflated members kept for the next bundle; none = off")
+    # deflated members kept for re-bundling: "" = ~/.cache/rocm-build/deflate
+    # ($XDG_CACHE_HOME), a folder, or "none" to turn the cache off
+    deflate_cache: str = _setting(
+        str, "deflated members kept for the next bundle; none = off", default=""
+    )
+    # size bound; the least recently used entries go first
     deflate_cache_gb: float = _setting(
-        float, "size bound of the deflate cache, in GB", min=0, max=1_000_000
+        float, "size bound of the deflate cache, in GB", min=0, max=1_000_000, default=20.0
     )
-    dry_run: bool = _setting(bool, "print the plan, write nothing")
+    dry_run: bool = _setting(bool, "print the plan, write nothing", default=False)
     platform: str = _setting(
-        str, "auto (from the wheel tag), linux or windows", choices=("auto", "linux", "windows")
+        str,
+        "auto (from the wheel tag), linux or windows",
+        choices=("auto", "linux", "windows"),
+        default="auto",
     )
+    # The manylinux tag of the output (--plat, as auditwheel repair --plat): auto = the best the
+    # contents satisfy; a tag (manylinux_2_28_x86_64, manylinux2014) is used when the contents
+    # satisfy it (a newer one than they need too), and one older than they need stops the bundle
+    # (exit 10).
     policy: str = _setting(
         str,
         "manylinux tag of the output (--plat); auto = the best that fits",
         shape=manylinux_tag,
         output=True,
+        default="auto",
     )
+    # Libraries not bundled (--exclude, as auditwheel repair --exclude): sonames or fnmatch patterns
+    # (libfoo.so.*). Each stays a NEEDED entry the loader finds at run time, and what only it needs
+    # is not bundled either.
     exclude: tuple[str, ...] = _setting(
         list,
         "libraries not bundled: left NEEDED, found at run time (sonames or patterns)",
         output=True,
+        default=(),
     )
+    # Libraries ROCm loads with dlopen() (LoadLibrary() on Windows) by name: no NEEDED entry (no
+    # import) points at them, so a closure walk alone misses them. Matched against file names in the
+    # ROCm tree (fnmatch patterns); the .dll patterns serve Windows trees.
     dlopen_libs: tuple[str, ...] = _setting(
-        list, "libraries ROCm loads by name (fnmatch patterns)", output=True
+        list,
+        "libraries ROCm loads by name (fnmatch patterns)",
+        output=True,
+        default=(
+            "libamd_comgr.so*",
+            "libhiprtc-builtins.so*",
+            "libhiprtc.so*",
+            "librocm_smi64.so*",
+            "libamd_smi.so*",
+            "librocprofiler-register.so*",
+            "libhsa-amd-aqlprofile64.so*",
+            "librocm-core.so*",
+            "librocm_kpack.so*",  # TheRock's kpack loader: finds code objects in .kpack archives
+            "amd_comgr*.dll",
+            "hiprtc*.dll",
+        ),
     )
+    # Data the bundled libraries find next to themselves, relative to the ROCm tree, kept in the
+    # same layout. Files whose names carry a gfx target keep only the requested targets.
     data_trees: tuple[str, ...] = _setting(
-        list, "data the bundled libraries find next to themselves", output=True
+        list,
+        "data the bundled libraries find next to themselves",
+        output=True,
+        default=(
+            "lib/rocblas/library",
+            "lib/hipblaslt/library",
+            "lib/hipsparselt/library",
+            "lib/aotriton.images",
+            # rocFFT runs lib/rocfft/<version>/rocfft_rtc_helper (a program) to compile its kernels:
+            # as a data tree it comes only with librocfft, in its layout, executable, its search
+            # path set
+            "lib/rocfft",
+            "share/miopen/db",
+            "share/libdrm/amdgpu.ids",
+            "lib/rocm_sysdeps/share/libdrm/amdgpu.ids",
+        ),
     )
+    # Folders outside the ROCm tree that symlinks in the tree may lead to. A file or folder of the
+    # tree whose real path is outside the tree (and outside these) stops the bundle (exit 10).
     allow_outside: tuple[str, ...] = _setting(
-        list, "folders outside the tree its symlinks may lead to", output=True
+        list, "folders outside the tree its symlinks may lead to", output=True, default=()
     )
+    # Libraries that may come from the build machine's library folders (LD_LIBRARY_PATH, ld.so.conf,
+    # the defaults) when the tree lacks them (fnmatch patterns; "*" = any). Each one is named in the
+    # plan, the output and the wheel's provenance. ROCm's own libraries (rocm_libs, dlopen_libs and
+    # any name the tree has a library of) never come from the system.
     system_libs: tuple[str, ...] = _setting(
-        list, "libraries that may come from the build machine", output=True
+        list, "libraries that may come from the build machine", output=True, default=("*",)
     )
     rocm_libs: tuple[str, ...] = _setting(
-        list, "ROCm's libraries: never from the build machine", output=True
+        list,
+        "ROCm's libraries: never from the build machine",
+        output=True,
+        default=(
+            "libamdhip64.so*",
+            "libamd_comgr.so*",
+            "libamd_smi.so*",
+            "libhsa-runtime64.so*",
+            "libhsakmt.so*",
+            "libhsa-amd-aqlprofile64.so*",
+            "libhip*.so*",
+            "librocm*.so*",
+            "librocblas.so*",
+            "librocsolver.so*",
+            "librocsparse.so*",
+            "librocfft.so*",
+            "librocrand.so*",
+            "libroctracer*.so*",
+            "libroctx*.so*",
+            "librocprofiler*.so*",
+            "librocroller.so*",
+            "librocshmem.so*",
+            "libMIOpen*.so*",
+            "librccl.so*",
+            "libaotriton*.so*",
+        ),
     )
-    device_name: str = _setting(str, "--split-arch: device wheel name, from {project} and {target}")
+    # --split-arch: name of each device wheel
+    device_name: str = _setting(
+        str,
+        "--split-arch: device wheel name, from {project} and {target}",
+        default="amd-{project}-device-{target}",
+    )
+    # A wheel built with another ROCm (its +rocmX.Y.Z label) than the tree's stops the bundle (exit
+    # 8); true bundles it anyway and relabels it with the tree's version.
     allow_rocm_mismatch: bool = _setting(
         bool,
         "bundle a wheel built with another ROCm than the tree's, relabelled +rocm<tree's>",
         output=True,
+        default=False,
     )
+    # Unused copies of another ROCm's libraries in the wheel's library folder (libamdhip64.so.5
+    # beside the tree's libamdhip64.so.6) are left out of the output; true keeps them (with a
+    # warning).
     keep_other_rocm: bool = _setting(
-        bool, "keep unused copies of another ROCm's libraries the wheel carries", output=True
+        bool,
+        "keep unused copies of another ROCm's libraries the wheel carries",
+        output=True,
+        default=False,
     )
+    # with arch: offload bundles keep only the code of those targets
     prune_device_code: bool = _setting(
-        bool, "with arch: drop other targets' device code", output=True
+        bool, "with arch: drop other targets' device code", output=True, default=True
     )
+    # a requested target a written library has no code for: warn, not exit 11
     allow_missing_arch: bool = _setting(
-        bool, "a target without device code warns, not exit 11", output=True
+        bool, "a target without device code warns, not exit 11", output=True, default=False
     )
 
 
@@ -281,27 +347,83 @@ class BundleSettings:
 class SmokeSettings:
     """``[smoke]``."""
 
-    python: str = _setting(str, "interpreter for the smoke venv; '' = this one")
-    offline: bool = _setting(bool, "install only from find_links")
-    find_links: tuple[str, ...] = _setting(list, "local folders of wheels: dependencies, pytest")
-    packages: tuple[str, ...] = _setting(list, "import names to test; [] = what the wheels install")
-    upstream_tests: str = _setting(str, "glob of PyTorch's own test files to run too")
+    python: str = _setting(str, "interpreter for the smoke venv; '' = this one", default="")
+    # install dependencies and pytest only from find_links (no index)
+    offline: bool = _setting(bool, "install only from find_links", default=False)
+    find_links: tuple[str, ...] = _setting(
+        list, "local folders of wheels: dependencies, pytest", default=()
+    )
+    packages: tuple[str, ...] = _setting(
+        list, "import names to test; [] = what the wheels install", default=()
+    )
+    # glob of PyTorch's own test files (in src/torch/test) to run too
+    upstream_tests: str = _setting(str, "glob of PyTorch's own test files to run too", default="")
 
 
 @dataclass(frozen=True, kw_only=True)
 class MatrixSettings:
     """``[matrix]``."""
 
-    pythons: tuple[str, ...] = _setting(list, "Python versions of the CI jobs")
-    trains: tuple[str, ...] = _setting(
-        list, "release trains of the CI jobs; [] = the train setting"
+    # `rocm-build matrix`: the CI jobs, one per Python version x release train x arch group.
+    # As PyTorch's and TheRock's matrices (3.10-3.14); a job's Python builds its wheels through
+    # build.venv when rocm-build runs on another (ci/rocm-build.yml).
+    pythons: tuple[str, ...] = _setting(
+        list,
+        "Python versions of the CI jobs",
+        default=(
+            "3.10",
+            "3.11",
+            "3.12",
+            "3.13",
+            "3.14",
+        ),
     )
-    arch_groups: tuple[str, ...] = _setting(list, "gfx target groups of the CI jobs")
-    rocm: str = _setting(str, "the ROCm tree (folder or URL) each job builds against; required")
-    gpu_labels: tuple[str, ...] = _setting(list, "runs-on labels of the GPU smoke job")
-    version_suffix: str = _setting(str, "build --version-suffix per job, distinct per group")
+    trains: tuple[str, ...] = _setting(
+        list, "release trains of the CI jobs; [] = the train setting", default=()
+    )
+    # A group is a family from [targets.families] (gfx94X), targets joined by ';' or '+'
+    # (gfx90a+gfx942), or NAME=targets. In ROCM_BUILD_MATRIX_ARCH_GROUPS separate groups with ','
+    # and targets with '+'. TheRock's family strings, as its tarballs are named
+    # (therock-dist-linux-gfx94X-dcgpu-*.tar.gz), so {group} in `rocm` below names the right one.
+    arch_groups: tuple[str, ...] = _setting(
+        list,
+        "gfx target groups of the CI jobs",
+        default=(
+            "gfx94X-dcgpu",
+            "gfx950-dcgpu",
+            "gfx110X-all",
+            "gfx120X-all",
+        ),
+    )
+    # The ROCm tree each job builds against: a folder or a tarball URL (build --rocm, rocm fetch).
+    # {group}, {arch}, {train} and {python} are replaced per job; "" = the `rocm` setting; with
+    # neither, `rocm-build matrix` stops with an error (a hosted runner has no /opt/rocm).
+    rocm: str = _setting(
+        str, "the ROCm tree (folder or URL) each job builds against; required", default=""
+    )
+    # runs-on labels of the GPU smoke job for each group ({group} and {arch} are replaced).
+    gpu_labels: tuple[str, ...] = _setting(
+        list,
+        "runs-on labels of the GPU smoke job",
+        default=(
+            "self-hosted",
+            "linux",
+            "rocm",
+            "{group}",
+        ),
+    )
+    # build --version-suffix per job: each group its own local version label, so the wheels of jobs
+    # that differ only in arch group have different file names (a matrix where they would not is an
+    # error). {group}, {arch}, {train} and {python} are replaced here; {rocm}, by build, with the
+    # tree's ROCm version: +rocm6.4.3.gfx94x.
+    version_suffix: str = _setting(
+        str, "build --version-suffix per job, distinct per group", default="+rocm{rocm}.{group}"
+    )
+    # Projects every job checks out and builds besides the train's (or default_projects): each job's
+    # `projects` (ROCM_BUILD_DEFAULT_PROJECTS in the workflow). triton is in no train, and without
+    # it torch.compile has no GPU backend; the jobs are Linux. [] = the train's projects only.
     extra_projects: tuple[str, ...] = _setting(
-        list, "projects every job builds besides the train's (triton: Linux)"
+        list, "projects every job builds besides the train's (triton: Linux)", default=("triton",)
     )
 
 
@@ -309,20 +431,40 @@ class MatrixSettings:
 class TritonSettings:
     """``[triton]``: where the ``triton`` project comes from and how torch requires it."""
 
+    # The `triton` project (Linux only): checked out at the pin of the checked-out torch
+    # (.ci/docker/ci_commit_pins/triton.txt), or with release = true at release/X.Y.x of its
+    # .ci/docker/triton_version.txt. An origin set in [projects.triton] wins over repo.
+    # fork (ROCm's Triton, what TheRock builds on Linux) | upstream
     repo: str = _setting(
-        str, "fork (ROCm's, TheRock's choice) or upstream Triton", choices=("fork", "upstream")
+        str,
+        "fork (ROCm's, TheRock's choice) or upstream Triton",
+        choices=("fork", "upstream"),
+        default="fork",
     )
-    fork_url: str = _setting(str, "git URL of ROCm's Triton fork")
-    upstream_url: str = _setting(str, "git URL of upstream Triton")
-    release: bool = _setting(bool, "check out release/X.Y.x of torch's Triton version")
+    fork_url: str = _setting(
+        str, "git URL of ROCm's Triton fork", default="https://github.com/ROCm/triton.git"
+    )
+    upstream_url: str = _setting(
+        str, "git URL of upstream Triton", default="https://github.com/triton-lang/triton.git"
+    )
+    release: bool = _setting(
+        bool, "check out release/X.Y.x of torch's Triton version", default=False
+    )
+    # torch's wheel requires <wheel_name>==<the built version>; <marker>
     wheel_name: str = _setting(
-        str, "distribution name torch's wheel requires", shape=distribution_name
+        str, "distribution name torch's wheel requires", shape=distribution_name, default="triton"
     )
     marker: str = _setting(
-        str, "environment marker of torch's Triton requirement", shape=requirement_marker
+        str,
+        "environment marker of torch's Triton requirement",
+        shape=requirement_marker,
+        default='platform_system == "Linux"',
     )
+    # `fetch`: folder URL of Triton's LLVM builds; "" = the one its setup.py uses
     llvm_url: str = _setting(
-        str, "folder URL of Triton's LLVM builds for fetch (\"\": the one Triton's setup.py uses)"
+        str,
+        "folder URL of Triton's LLVM builds for fetch (\"\": the one Triton's setup.py uses)",
+        default="",
     )
 
 
@@ -330,23 +472,45 @@ class TritonSettings:
 class FeatureSettings:
     """``[features]``: torch's ROCm build features."""
 
+    # torch's ROCm build features. A feature left to its default writes no variable: the train's own
+    # CMake decides, as TheRock's and PyTorch's builds leave it; true/false (on/off) write it.
+    # flash_attention (aotriton: USE_FLASH_ATTENTION and USE_MEM_EFF_ATTENTION): auto = torch's
+    # default (on) when a target starts with gfx90a, gfx942, gfx950, gfx11 or gfx12 and aotriton is
+    # at hand (build.aotriton), else off with a note; on without such a target or aotriton is an
+    # error.
     flash_attention: str = _setting(
-        str, "aotriton flash attention: auto, on or off", choices=("auto", "on", "off")
+        str,
+        "aotriton flash attention: auto, on or off",
+        choices=("auto", "on", "off"),
+        default="auto",
     )
+    # unset ("" in a file): torch's default (on, Linux; from its third_party/composable_kernel)
     ck_sdpa: bool | None = _setting(
-        Switch, "composable-kernel SDPA backend (USE_ROCM_CK_SDPA); unset: torch's default"
+        Switch,
+        "composable-kernel SDPA backend (USE_ROCM_CK_SDPA); unset: torch's default",
+        default=None,
     )
+    # unset ("" in a file): torch's default (on, Linux; same submodule)
     ck_gemm: bool | None = _setting(
-        Switch, "composable-kernel GEMM backend (USE_ROCM_CK_GEMM); unset: torch's default"
+        Switch,
+        "composable-kernel GEMM backend (USE_ROCM_CK_GEMM); unset: torch's default",
+        default=None,
     )
+    # unset ("" in a file): torch's default (on for gfx942/gfx950); false: USE_MSLK=0
     mslk: bool | None = _setting(
-        Switch, "MSLK, formerly FBGEMM GenAI (USE_MSLK, USE_FBGEMM_GENAI); unset: torch's default"
+        Switch,
+        "MSLK, formerly FBGEMM GenAI (USE_MSLK, USE_FBGEMM_GENAI); unset: torch's default",
+        default=None,
     )
-    gpu_asserts: bool = _setting(bool, "HIP kernel asserts (ROCM_FORCE_ENABLE_GPU_ASSERTS)")
+    # HIP kernel asserts (ROCM_FORCE_ENABLE_GPU_ASSERTS), off for speed
+    gpu_asserts: bool = _setting(
+        bool, "HIP kernel asserts (ROCM_FORCE_ENABLE_GPU_ASSERTS)", default=False
+    )
 
 
 #: Each section of scalar settings and its dataclass; "" holds the top-level keys. A new setting
-#: is a field in one of these (with its default in defaults.toml: a unit test holds them together).
+#: is a field in one of these, its default in the field (``defaults.toml`` holds only the tables:
+#: projects, trains, forks, floors, targets).
 SECTIONS: Mapping[str, type] = {
     "": GeneralSettings,
     "checkout": CheckoutSettings,
@@ -394,8 +558,8 @@ def check(key: str, raw: Any, origin: str, spec: Setting | None = None) -> Any:
     ROCM_BUILD_JOBS``, ``flag --jobs``); a bad value is a one-line ``ConfigError`` that names the
     origin, the key and what is allowed."""
     spec = spec or SETTINGS[key]
-    value = _coerce(raw, spec.kind)
-    bad = value is _INVALID
+    value = coerce(raw, spec.kind)
+    bad = value is INVALID
     if not bad and spec.choices:
         bad = value not in spec.choices
     if not bad and spec.min is not None:
@@ -413,62 +577,3 @@ def check(key: str, raw: Any, origin: str, spec: Setting | None = None) -> Any:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-_INVALID: Any = object()
-
-
-def _coerce(raw: Any, kind: type) -> Any:
-    """``raw`` as ``kind``; strings (the environment, flags) are parsed. ``_INVALID`` if it is
-    not one: a float where an int is wanted is refused, not truncated."""
-    if kind is Switch:
-        if raw is None or isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("", "default"):
-            return None
-        return _coerce(text, bool)
-    if kind is bool:
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off", ""):
-            return False
-        return _INVALID
-    if isinstance(raw, bool):
-        return _INVALID
-    if kind is int:
-        if isinstance(raw, int):
-            return raw
-        if isinstance(raw, str):
-            try:
-                return int(raw.strip())
-            except ValueError:
-                return _INVALID
-        return _INVALID
-    if kind is float:
-        if isinstance(raw, (int, float)):
-            value = float(raw)
-        elif isinstance(raw, str):
-            try:
-                value = float(raw.strip())
-            except ValueError:
-                return _INVALID
-        else:
-            return _INVALID
-        return value if math.isfinite(value) else _INVALID
-    if kind is list:
-        if isinstance(raw, str):
-            return [p.strip() for p in raw.replace(";", ",").split(",") if p.strip()]
-        if isinstance(raw, (list, tuple)):
-            return [str(x) for x in raw]
-        return _INVALID
-    if kind is str:
-        if isinstance(raw, (list, tuple)):
-            return ";".join(str(x) for x in raw)
-        if isinstance(raw, (str, int, float, Path)):
-            return str(raw)
-        return _INVALID
-    return _INVALID

@@ -56,6 +56,34 @@ def test_the_table_covers_every_default_and_every_default_is_valid(tmp_path: Pat
         assert config.check(key, value, "defaults") == value, key
 
 
+def test_every_setting_has_one_default_the_schemas(tmp_path: Path) -> None:
+    """A setting's default is its schema field's, and only there: ``defaults.toml`` holds the
+    tables (projects, trains, ...), none of the scalar settings, and a run with no file and no
+    environment gets the field's default for each."""
+    import tomllib
+    from dataclasses import MISSING, fields
+
+    from rocm_build.config.schema import dotted
+
+    raw = tomllib.loads((REPO / "rocm_build/config/defaults.toml").read_text(encoding="utf-8"))
+    in_file = {
+        key
+        for key in config.SETTINGS
+        if (key.split(".")[0] in raw and key.split(".")[-1] in raw[key.split(".")[0]])
+        or ("." not in key and key in raw)
+    }
+    assert in_file == set()
+    assert set(raw) == set(config.loader.TABLE_SECTIONS)
+    cfg = config.load(cwd=tmp_path, env={})
+    for section, cls in config.SECTIONS.items():
+        for f in fields(cls):
+            key = dotted(section, f.name)
+            assert f.default is not MISSING, key
+            assert cfg.sources[key] is config.Source.DEFAULT, key
+            shown = list(f.default) if isinstance(f.default, tuple) else f.default
+            assert cfg.values[key] == shown, key
+
+
 def test_every_ranged_setting_is_tested_here() -> None:
     ranged = {key for key, spec in config.SETTINGS.items() if spec.ranged}
     assert ranged == set(RANGED)
