@@ -68,18 +68,6 @@ def test_no_function_over_80_lines(path: Path) -> None:
     assert long_functions(path) == []
 
 
-#: Click commands over the limit, one option a parameter, that another, separate change brings
-#: under it: only ``cli/`` command functions may be here, and each leaves the list (which ends
-#: empty) once it is under the limit.
-PENDING_PARAMETERS = {
-    "cli/all.py:command",
-    "cli/build.py:command",
-    "cli/bundle.py:command",
-    "cli/checkout.py:command",
-    "cli/smoke.py:command",
-}
-
-
 def wide_functions(path: Path, limit: int = MAX_PARAMETERS) -> list[str]:
     """``name (N parameters)`` for every function or method in ``path`` that takes more than
     ``limit`` (positional, ordinary and keyword-only; a method's ``self`` or ``cls`` not
@@ -116,10 +104,7 @@ def test_no_function_takes_over_8_parameters() -> None:
         for path in _modules()
         for found in wide_functions(path)
     }
-    assert {k: v for k, v in wide.items() if k not in PENDING_PARAMETERS} == {}
-    assert all(k.startswith("cli/") for k in PENDING_PARAMETERS)
-    under_now = PENDING_PARAMETERS - set(wide)
-    assert under_now == set(), "under the limit now: take it off PENDING_PARAMETERS"
+    assert wide == {}
 
 
 def test_settings_are_read_only_through_config() -> None:

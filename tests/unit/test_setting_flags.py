@@ -11,7 +11,6 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from rocm_build import cli as cli_package
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, pass_state
 from rocm_build.common.errors import ConfigError
@@ -116,17 +115,3 @@ def test_a_bad_value_is_the_settings_one_line_error() -> None:
     assert str(info.value) == (
         "flag --compression-level: 'bundle.compression_level' must be int (0 to 9), got '12'"
     )
-
-
-@pytest.mark.parametrize("name", sorted(cli_package.cli.commands))
-def test_no_command_takes_more_than_eight_parameters(name: str) -> None:
-    def walk(cmd: click.Command) -> Any:
-        yield cmd
-        if isinstance(cmd, click.Group):
-            for sub in cmd.commands.values():
-                yield from walk(sub)
-
-    for cmd in walk(cli_package.cli.commands[name]):
-        if cmd.callback is not None:
-            params = inspect.signature(cmd.callback).parameters
-            assert len(params) <= 8, (cmd.name, list(params))
