@@ -157,7 +157,7 @@ def command(
         {
             "rocm": rocm,
             "arch": arch,
-            "output_dir": o.text(output_dir),
+            "bundle.wheel_dir": o.text(output_dir),
             "bundle.platform": platform,
             "bundle.policy": plat,
             "bundle.exclude": list(exclude) or None,

@@ -167,7 +167,8 @@ class GeneralSettings:
     )
     arch: str = _setting(str, "gfx targets, ';' or ',' separated; families expand")
     rocm: str = _setting(str, "the ROCm tree; '' = ROCM_PATH, ROCM_HOME, then /opt/rocm")
-    output_dir: str = _setting(str, "built and bundled wheels")
+    output_dir: str = _setting(str, "built (unbundled) wheels")
+    wheelhouse: str = _setting(str, "bundled (fat) wheels, one folder per target set")
     work_dir: str = _setting(str, "logs, reports, the build environment")
     jobs: int = _setting(int, "parallel compile jobs; 0 = from cores and memory", min=0)
     no_wait: bool = _setting(bool, "stop (exit 13) instead of waiting for another run's lock")
@@ -227,6 +228,9 @@ class BundleSettings:
         output=True,
     )
     deflate_cache: str = _setting(str, "deflated members kept for the next bundle; none = off")
+    wheel_dir: str = _setting(
+        str, "-w: the folder the bundled wheels go into as they are; '' = wheelhouse/TARGET-SET"
+    )
     deflate_cache_gb: float = _setting(
         float, "size bound of the deflate cache, in GB", min=0, max=1_000_000
     )
