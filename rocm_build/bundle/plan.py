@@ -187,9 +187,10 @@ def plan(
         wheelhouse=None if fresh else house,
     )
     planned = tuple(_tasks(stage, fresh))
+    done = replace(stage, tasks=planned, seconds=time.monotonic() - start)
     if fresh and house is not None and not targets:  # --split-arch: its wheels' own targets
-        output_dir = _split_folder(house, planned)
-    return replace(stage, tasks=planned, output_dir=output_dir, seconds=time.monotonic() - start)
+        return done.into(_split_folder(house, planned))
+    return done
 
 
 def _folder(

@@ -97,3 +97,13 @@ def test_split_arch_goes_to_a_folder_apart_from_the_fat_wheels(
     # the fat wheel is still the fat one: up to date
     again = run_cli(base, cwd=tmp_path, env=SMALL)
     assert "up to date: " in again.stdout, again.stdout
+    # without --arch: the folder of the wheel's own targets, the dry run naming it already
+    own = ["bundle", str(hip_ext_wheel), "--rocm", str(tree_copy), "-z", "1", "--split-arch"]
+    dry = run_cli(["--json", *own, "--dry-run"], cwd=tmp_path, env=SMALL)
+    assert dry.returncode == 0, dry.stderr
+    folder = house / "gfx1030_gfx90a-split"
+    assert [r["host"] for r in json.loads(dry.stdout)] == [str(folder / fat_wheel.name)]
+    assert not folder.exists()
+    res = run_cli(own, cwd=tmp_path, env=SMALL)
+    assert res.returncode == 0, res.stderr
+    assert (folder / fat_wheel.name).is_file()
