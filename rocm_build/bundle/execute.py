@@ -58,9 +58,12 @@ def execute(plan_: Plan, progress: Progress = NO_PROGRESS) -> Result:
         each = plan_.seconds / max(len(plan_.tasks), 1)
         return Result(tuple(task.planned(each) for task in plan_.tasks))
     with contextlib.ExitStack() as stack:
-        tempfiles.check_folder(plan_.output_dir)  # made if missing
-        # Again at the end: a run killed just before this one may still be going away.
-        stack.enter_context(tempfiles.swept(plan_.output_dir))
+        # the wheelhouse's folders of the wheels' target sets, or -w's folder
+        folders = dict.fromkeys(t.job.output_dir for t in plan_.tasks if t.action == "bundle")
+        for folder in folders or (plan_.output_dir,):
+            tempfiles.check_folder(folder)  # made if missing
+            # Again at the end: a run killed just before this one may still be going away.
+            stack.enter_context(tempfiles.swept(folder))
         faults.point("bundle.swept")
         return _execute(plan_, progress)
 

@@ -6,11 +6,12 @@ stage's settings in one place: :meth:`.plan.Plan.job`), what a platform decides 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rocm_build.bundle.model import BundleResult, Closure, PlanSummary, ThinSource, TorchWheel
+from rocm_build.bundle.wheelhouse import Wheelhouse
 from rocm_build.common.progress import Progress
 from rocm_build.config.loader import BundleSettings, ProjectSpec
 from rocm_build.wheel.deflate import Deflate
@@ -46,6 +47,25 @@ class BundleJob:
     torch_pending: bool = False
     #: no output counts as up to date (it is written into a scratch folder)
     fresh: bool = False
+    #: set: ``output_dir`` is the wheelhouse's folder of the targets (:meth:`placed`), decided
+    #: by the platform's plan when none were asked for; None: ``output_dir`` as it is (``-w``)
+    wheelhouse: Wheelhouse | None = None
+
+    def placed(self, targets: Sequence[str]) -> BundleJob:
+        """The job with its output folder decided: the wheelhouse's folder of ``targets`` (the
+        wheel's own when none were asked for; a thin wheel's: its family's)."""
+        if self.wheelhouse is None:
+            return self
+        family = self.thin.family if self.thin else None
+        return replace(self, output_dir=self.wheelhouse.folder(targets, thin=family))
+
+    @property
+    def output_dirs(self) -> tuple[Path, ...]:
+        """Where this job's output may be already: its folder; its targets not known yet (none
+        asked for), every fat wheel folder of the wheelhouse."""
+        if self.wheelhouse is None or self.targets or self.thin:
+            return (self.output_dir,)
+        return self.wheelhouse.fat_folders()
 
 
 @dataclass(frozen=True)

@@ -135,8 +135,8 @@ def _closure_warnings(plan: Closure) -> Iterator[str]:
         now = ";".join(plan.targets) or "the wheel's own targets"
         yield (
             f"warning: replaces {Path(plan.output).name}, bundled for "
-            f"{';'.join(replaced) or 'every target'} (now {now}): bundle into another folder "
-            "(-w DIR) to keep both"
+            f"{';'.join(replaced) or 'every target'} (now {now}): to keep both, leave out -w DIR "
+            "(each target set has a folder of its own in the wheelhouse) or name another folder"
         )
     for arc in plan.own_hip:
         alias = plan.own_hip_alias

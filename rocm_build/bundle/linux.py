@@ -148,10 +148,13 @@ def plan_wheel(job: BundleJob) -> WheelTask:
     with reading("the ROCm tree"):
         check_tree(job.rocm)
     fp = "" if job.torch_pending else _fingerprint(job)
-    existing = (
-        up_to_date(wheel, job.output_dir, _provenance_arcname(job), fp, content=True)
-        if fp and not job.fresh
-        else None
+    existing = next(
+        (
+            found
+            for folder in (job.output_dirs if fp and not job.fresh else ())
+            if (found := up_to_date(wheel, folder, _provenance_arcname(job), fp, content=True))
+        ),
+        None,
     )
     if existing:
         return WheelTask(job, PLATFORM.name, "up-to-date", str(existing), fp)
@@ -162,6 +165,7 @@ def plan_wheel(job: BundleJob) -> WheelTask:
     # default: the targets the wheel's own device code was built for (the job stays as asked:
     # its fingerprint is the output's)
     own = tuple(sorted(analysis.device_targets))
+    job = job.placed(job.targets or own)  # the wheelhouse's folder of its targets
     resolved = job if job.targets else replace(job, targets=own)
     plan = _device(resolved, _plan(resolved, analysis, fp), analysis)
     plan = replace(

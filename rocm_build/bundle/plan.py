@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 from rocm_build.bundle import platforms, rocmwheels
 from rocm_build.bundle.job import BundleJob, WheelTask
 from rocm_build.bundle.model import ThinSource, TorchWheel
+from rocm_build.bundle.wheelhouse import Wheelhouse
 from rocm_build.common import tempfiles
 from rocm_build.common.errors import ConfigError
 from rocm_build.config.loader import BundleSettings, ProjectSpec
@@ -52,6 +53,9 @@ class Plan:
     seconds: float = 0.0
     #: how the writers deflate new members (a dry run writes none: no cache)
     deflate: Deflate = DEFAULT_DEFLATE
+    #: set: each wheel goes to the wheelhouse's folder of its target set (``output_dir`` is
+    #: that folder when the targets were asked for, else the wheelhouse); None: ``-w DIR``
+    wheelhouse: Wheelhouse | None = None
 
     def job(
         self, wheel: Path, lib_dir: str, torch: TorchWheel | None, *, torch_pending: bool = False
@@ -73,6 +77,7 @@ class Plan:
             no_wait=self.no_wait,
             dry_run=self.dry_run,
             torch_pending=torch_pending,
+            wheelhouse=self.wheelhouse,
         )
 
     def into(self, folder: Path) -> Plan:
@@ -93,7 +98,7 @@ class Plan:
                     summary=new if task.summary is closure else task.summary,
                 )
             )
-        return replace(self, output_dir=folder, tasks=tuple(moved))
+        return replace(self, output_dir=folder, tasks=tuple(moved), wheelhouse=None)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -152,8 +157,6 @@ def plan(
             msg = f"--with {extra}: a second torch wheel ({torch.path} is the first); give one"
             raise ConfigError(msg)
         torch = TorchWheel.read(extra.resolve(), torch_lib_dir)
-    if not dry_run:
-        tempfiles.refuse_file(ctx.output_dir)
     device_targets = ctx.targets.names
     s = cfg.bundle
     cache = "none" if dry_run else s.deflate_cache
@@ -161,10 +164,13 @@ def plan(
     thin = None
     if mode == "thin":  # a kpack-split tree's device packages: the requested targets'
         thin = rocmwheels.thin_source(ctx.tree.root, target_family, device_targets)
+    house, output_dir = _folder(ctx, targets, thin, split=fresh)
+    if not dry_run:
+        tempfiles.refuse_file(output_dir)
     stage = Plan(
         wheels=tuple(sorted(wheels, key=lambda p: 0 if _is_torch(p) else 1)),
         rocm=ctx.tree.root,
-        output_dir=ctx.output_dir,
+        output_dir=output_dir,
         targets=targets,
         settings=cfg.bundle,
         projects=cfg.projects,
@@ -178,9 +184,45 @@ def plan(
         thin=thin,
         device_targets=device_targets,
         deflate=deflate,
+        wheelhouse=None if fresh else house,
     )
     planned = tuple(_tasks(stage, fresh))
-    return replace(stage, tasks=planned, seconds=time.monotonic() - start)
+    done = replace(stage, tasks=planned, seconds=time.monotonic() - start)
+    if fresh and house is not None and not targets:  # --split-arch: its wheels' own targets
+        return done.into(_split_folder(house, planned))
+    return done
+
+
+def _folder(
+    ctx: RunContext, targets: Sequence[str], thin: ThinSource | None, *, split: bool
+) -> tuple[Wheelhouse | None, Path]:
+    """The wheelhouse (None: ``-w DIR``, ``bundle.wheel_dir``) and the plan's output folder:
+    -w's, the folder of the targets asked for (``--split-arch``: its own), else the wheelhouse
+    (each wheel's folder is decided by its plan, from its own device code)."""
+    cfg = ctx.settings
+    if cfg.bundle.wheel_dir:
+        return None, cfg.absolute(cfg.bundle.wheel_dir)
+    house = Wheelhouse(ctx.wheelhouse, cfg.target_families)
+    if split:
+        return house, house.split_folder(targets) if targets else house.root
+    if targets or thin:
+        return house, house.folder(targets, thin=thin.family if thin else None)
+    return house, house.root
+
+
+def _split_folder(house: Wheelhouse, tasks: Sequence[WheelTask]) -> Path:
+    """``--split-arch`` without ``--arch``: the folder of the one target set its wheels carry
+    code for."""
+    sets = {tuple(t.closure.targets) for t in tasks if t.closure is not None}
+    if len(sets) > 1:
+        names = " and ".join(sorted(";".join(s) or "none" for s in sets))
+        msg = (
+            f"--split-arch: the wheels carry device code for different targets ({names}), and "
+            "their host and device wheels go to one folder: pass --arch, split them one run "
+            "each, or name the folder with -w DIR"
+        )
+        raise ConfigError(msg)
+    return house.split_folder(next(iter(sets), ()))
 
 
 def _tasks(stage: Plan, fresh: bool) -> Iterator[WheelTask]:

@@ -21,7 +21,7 @@ from rocm_build.bundle.data import select_data
 from rocm_build.bundle.job import BundleJob, WheelTask
 from rocm_build.bundle.linux import project_lib_dir
 from rocm_build.bundle.model import BundleResult, DataFile
-from rocm_build.bundle.provenance import fingerprint, header, up_to_date
+from rocm_build.bundle.provenance import fingerprint, header, read_provenance, up_to_date
 from rocm_build.bundle.rocmlabel import built_with, checked_version
 from rocm_build.common import locks, proc, statefile, tempfiles
 from rocm_build.common.errors import BundleError, ConfigError, RocmTreeError
@@ -156,14 +156,20 @@ def plan_windows(job: BundleJob) -> WheelTask:
         _check_rocm(reader, wheel, rocm, job.settings.allow_rocm_mismatch)
     arcname = f"{top}/{PROVENANCE}"
     fp = _fingerprint(job)
-    if not job.fresh and (existing := up_to_date(wheel, output_dir, arcname, fp)):
-        return WheelTask(job, PLATFORM.name, "up-to-date", str(existing), fp)
+    for folder in () if job.fresh else job.output_dirs:
+        if existing := up_to_date(wheel, folder, arcname, fp):
+            return WheelTask(job, PLATFORM.name, "up-to-date", str(existing), fp)
     if arcname in members:  # bundled by rocm-build already: copied as it is
+        recorded = (read_provenance(wheel, arcname) or {}).get("targets")
+        own = [str(t) for t in recorded] if isinstance(recorded, list) else []
+        job = job.placed(job.targets or own)
+        output_dir = job.output_dir
         summary = WindowsSummary(copy=True)
         return WheelTask(
             job, PLATFORM.name, "bundle", str(output_dir / wheel.name), fp, summary=summary
         )
     adding = _what_to_add(job, dirs, members)
+    job = job.placed(adding.targets)  # the wheelhouse's folder of its targets
     summary = WindowsSummary(
         targets=adding.targets,
         search=tuple(str(d) for d in dirs),

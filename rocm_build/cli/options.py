@@ -270,7 +270,8 @@ def output_dir(*, required: bool = False) -> Decorator[Any]:
 output_dir_option = output_dir()
 
 #: bundle's output folder, as auditwheel and delvewheel name it (``-w/--wheel-dir``, what
-#: cibuildwheel's repair command passes ``{dest_dir}`` to); ``--output-dir`` is the same flag.
+#: cibuildwheel's repair command passes ``{dest_dir}`` to; the ``bundle.wheel_dir`` setting);
+#: ``--output-dir`` is the same flag.
 wheel_dir_option = click.option(
     "-w",
     "--wheel-dir",
@@ -278,8 +279,10 @@ wheel_dir_option = click.option(
     "output_dir",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="Where the bundled wheels go (default: ./wheels; --output-dir is the same flag).",
-    **bound("output_dir"),
+    help="Write the bundled wheels into DIR as they are, as auditwheel's -w (without it: into "
+    "the wheelhouse's folder of their target set, ./wheelhouse/gfx942/; --output-dir is the same "
+    "flag).",
+    **bound("bundle.wheel_dir"),
 )
 
 

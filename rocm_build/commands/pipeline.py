@@ -268,6 +268,7 @@ def _bundle_inputs(run: _Run, built: list[Path]) -> dict[str, Any]:
         "targets": list(run.ctx.targets.names),
         "settings": _settings(run.ctx.settings, "bundle."),
         "output_dir": str(run.ctx.output_dir),
+        "wheelhouse": str(run.ctx.wheelhouse),
     }
 
 

@@ -89,7 +89,11 @@ class GeneralSettings:
     rocm: str = _setting(
         str, "the ROCm tree; '' = ROCM_PATH, ROCM_HOME, then /opt/rocm", default=""
     )
-    output_dir: str = _setting(str, "built and bundled wheels", default="wheels")
+    output_dir: str = _setting(str, "built (unbundled) wheels", default="wheels")
+    # wheelhouse/gfx942/, wheelhouse/gfx94X-dcgpu/, wheelhouse/gfx90a_gfx942/
+    wheelhouse: str = _setting(
+        str, "bundled (fat) wheels, one folder per target set", default="wheelhouse"
+    )
     work_dir: str = _setting(str, "logs, reports, the build environment", default=".rocm-build")
     jobs: int = _setting(int, "parallel compile jobs; 0 = from cores and memory", min=0, default=0)
     no_wait: bool = _setting(
@@ -199,6 +203,12 @@ class BundleSettings:
         str, "deflated members kept for the next bundle; none = off", default=""
     )
     # size bound; the least recently used entries go first
+    # -w DIR: bundled wheels go into DIR as they are (auditwheel's -w)
+    wheel_dir: str = _setting(
+        str,
+        "-w: the folder the bundled wheels go into as they are; '' = wheelhouse/TARGET-SET",
+        default="",
+    )
     deflate_cache_gb: float = _setting(
         float, "size bound of the deflate cache, in GB", min=0, max=1_000_000, default=20.0
     )

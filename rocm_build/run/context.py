@@ -37,8 +37,10 @@ class RunContext:
     settings: Config
     src_dir: Path
     patches_dir: Path
-    output_dir: Path
+    output_dir: Path  # built (unbundled) wheels
     work_dir: Path
+    #: bundled (fat) wheels, one folder per target set (``bundle -w DIR``: DIR alone)
+    wheelhouse: Path
     #: How a download of the ROCm tree (``rocm`` is a URL) is shown; None: not at all.
     download_progress: DownloadProgress | None = field(default=None, compare=False)
     #: The ROCm tree, once decided (:meth:`decide`); None: not decided (not needed).
@@ -155,6 +157,7 @@ def resolve(
         patches_dir=settings.absolute(g.patches_dir),
         output_dir=settings.absolute(g.output_dir),
         work_dir=settings.absolute(g.work_dir),
+        wheelhouse=settings.absolute(g.wheelhouse),
         download_progress=download_progress,
     )
     return ctx.decide(tree=tree, targets=targets)

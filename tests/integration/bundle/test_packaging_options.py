@@ -42,7 +42,7 @@ def test_cibuildwheel_repair_command(
     assert fat.name.startswith("hipext-1.0.0-")
     assert "manylinux_" in fat.name
     assert "hipext/lib/libamdhip64.so.5" in zipfile.ZipFile(fat).namelist()
-    assert not (elsewhere / "wheels").exists()  # nothing in the default folder
+    assert not (elsewhere / "wheelhouse").exists()  # nothing in the default folder
     assert [p.name for p in hip_ext_wheel.parent.iterdir()] == [hip_ext_wheel.name]
     assert str(fat) in res.stdout
 

@@ -26,7 +26,7 @@ def test_bundle_reports_bytes_up_to_the_planned_total(
         env=dict(os.environ),
         flags={
             "rocm": str(rocm_tree),
-            "output_dir": str(out),
+            "bundle.wheel_dir": str(out),
             "arch": "gfx90a",
             "bundle.compression_level": 0,  # stored: the test is about counting, not deflate
         },

@@ -16,7 +16,7 @@ from rocm_build.wheel.analyze import analyze_path
 
 
 def _ctx(tmp_path: Path, rocm_tree: Path, **flags: object) -> context.RunContext:
-    base = {"rocm": str(rocm_tree), "output_dir": str(tmp_path / "out")}
+    base = {"rocm": str(rocm_tree), "wheelhouse": str(tmp_path / "out")}
     cfg = config.load(cwd=tmp_path, env=dict(os.environ), flags={**base, **flags})
     return context.resolve(cfg, tree=True)
 
@@ -34,7 +34,8 @@ def test_plan_then_execute_bundles_once_then_says_up_to_date(
     first = bundle.execute(plan)
     assert first.nothing_to_do == ""
     (out,) = first.outputs
-    assert out.parent == tmp_path / "out"
+    # no --arch: the wheelhouse's folder of the wheel's own targets
+    assert out.parent == tmp_path / "out" / "gfx1030_gfx90a"
     assert out.is_file()
     assert first.as_json()["outputs"] == [str(out)]
     assert [w["status"] for w in first.as_json()["wheels"]] == ["bundled"]

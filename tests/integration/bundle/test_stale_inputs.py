@@ -143,7 +143,7 @@ def test_tree_library_changed_between_plan_and_execute_stops_the_bundle(
     hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
 ) -> None:
     lib = _private(tree_copy, "lib/libamdhip64.so.5")
-    flags = {"rocm": str(tree_copy), "output_dir": str(tmp_path / "out")}
+    flags = {"rocm": str(tree_copy), "bundle.wheel_dir": str(tmp_path / "out")}
     cfg = config.load(cwd=tmp_path, env=dict(os.environ), flags=flags)
     plan = bundle.plan(context.resolve(cfg, tree=True), [hip_ext_wheel])
     _rewrite_in_place(lib, _flip_last_byte(lib.read_bytes()))

@@ -104,6 +104,10 @@ def test_all_runs_every_stage_and_resumes(
         Path(o["path"]) for o in json.loads((stamps / "bundle.json").read_text())["outputs"]
     ]
     fat_mtime = fat_wheel.stat().st_mtime_ns
+    # built and fat wheels apart: the fat one in the wheelhouse's folder of its targets
+    assert built_wheel.parent == work / "wheels"
+    assert fat_wheel.parent == work / "wheelhouse" / "gfx1030_gfx90a"
+    assert [p.name for p in (work / "wheels").glob("*.whl")] == [built_wheel.name]
 
     # 3. Finishes: only smoke runs, on the real fat wheel, with the example's two targets.
     third = run_cli(["--json", *args], cwd=work, env=env)
@@ -129,6 +133,7 @@ def test_all_runs_every_stage_and_resumes(
         "hipified/0001-Declare-the-kernel-s-launch-bounds.patch",
     ]
     (fat,) = data["wheels"]["bundled"]
+    assert fat["path"] == str(fat_wheel)  # the run report names the real path
     assert fat["name"].startswith("vecadd-1.0.0+rocm5.2-cp")
     assert "manylinux" in fat["name"]
     assert len(fat["sha256"]) == 64
@@ -195,7 +200,8 @@ def test_all_says_what_it_did_quietly_redone_and_dry(
     quiet = run_cli(["-q", *args], cwd=work, env=env)
     assert quiet.returncode == 0, quiet.stderr
     lines = quiet.stdout.splitlines()
-    if len(lines) != 2 or not lines[0].endswith(".whl") or lines[1] != str(report_md):
+    fats = list((work / "wheelhouse").glob("*/*.whl"))
+    if len(lines) != 2 or [lines[0]] != [str(f) for f in fats] or lines[1] != str(report_md):
         wrong.append(f"-q all printed {quiet.stdout!r}")
 
     # --redo: build and bundle run again, and keep the same wheels: not a bare "ran"

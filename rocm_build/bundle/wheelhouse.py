@@ -1,0 +1,65 @@
+"""Where bundled wheels go: the wheelhouse, one folder per target set.
+
+Unbundled wheels stay in ``output_dir`` (``wheels/``); a bundled wheel goes to
+``<wheelhouse>/<target set>/``, so that pip never meets an unbundled and a bundled wheel of one
+name side by side, and fat wheels bundled for different targets (which have the same file name)
+never replace each other. The target set is named by :func:`set_name`: a family of the
+``[targets.families]`` table when the targets are exactly that family (the first such family in
+the table's order), else the sorted base names joined by ``_`` (``gfx90a_gfx942``; one target is
+its own name). A thin wheel goes to ``<family>-thin/`` (it carries no device code: it is made for
+the family of ROCm packages it depends on), ``--split-arch``'s host and device wheels to
+``<target set>-split/`` (the host wheel has the fat wheel's file name). ``bundle -w DIR`` puts
+the wheels into DIR as they are (auditwheel's convention; :class:`Wheelhouse` is not used)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocm_build.common.arch import base_name
+
+__all__ = ["Wheelhouse", "set_name"]
+
+
+def set_name(targets: Sequence[str], families: Mapping[str, Sequence[str]]) -> str:
+    """The folder name of a target set: one target's own name; the first family that is
+    exactly these targets; else the sorted targets joined by ``_``; none: ``any``."""
+    bases = sorted(dict.fromkeys(base_name(t) for t in targets))
+    if not bases:
+        return "any"  # no device code found and none asked for
+    if len(bases) == 1:
+        return bases[0]
+    for name, members in families.items():
+        if sorted(set(members)) == bases:
+            return name
+    return "_".join(bases)
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    """The folder of bundled wheels and the families that name its target sets."""
+
+    root: Path
+    families: Mapping[str, tuple[str, ...]]
+
+    def folder(self, targets: Sequence[str], *, thin: str | None = None) -> Path:
+        """Where a wheel bundled for ``targets`` goes; ``thin``: the family of a thin wheel."""
+        if thin is not None:
+            return self.root / f"{thin}-thin"
+        return self.root / set_name(targets, self.families)
+
+    def split_folder(self, targets: Sequence[str]) -> Path:
+        """Where ``--split-arch`` writes the host and device wheels of ``targets``."""
+        return self.root / f"{set_name(targets, self.families)}-split"
+
+    def fat_folders(self) -> tuple[Path, ...]:
+        """The fat wheels' folders there are now (where a bundle without ``--arch`` may find
+        its output up to date before it knows its wheel's targets)."""
+        if not self.root.is_dir():
+            return ()
+        return tuple(
+            p
+            for p in sorted(self.root.iterdir())
+            if p.is_dir() and not p.is_symlink() and not p.name.endswith(("-thin", "-split"))
+        )
