@@ -53,6 +53,7 @@ from rocm_build.bundle.plan import plan as stage_plan
 from rocm_build.common import arch, faults, locks, statefile, tempfiles
 from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.common.progress import NO_PROGRESS, Progress
+from rocm_build.config.schema import output_settings
 from rocm_build.run.context import RunContext
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.deflate import DEFAULT_DEFLATE, Deflate
@@ -354,7 +355,7 @@ def _settings_fingerprint(
             "input": statefile.file_facts(wheel.resolve()),
             "rocm": str(ctx.tree.root.resolve()),
             "targets": list(ctx.targets.bases),
-            "bundle": asdict(cfg.bundle),
+            "bundle": output_settings(cfg.bundle),
             "lib_dir": lib_dir,
             "with": [statefile.file_facts(w.resolve()) for w in with_wheels],
             "pattern": pattern,

@@ -197,7 +197,9 @@ class BuildSettings:
     cache: str = _setting(str, "compiler cache", choices=("auto", "ccache", "sccache", "none"))
     cache_url: str = _setting(str, "remote compiler cache storage")
     version_suffix: str = _setting(
-        str, "local version label ({rocm}: the tree's ROCm version); '' = +rocm<ROCm version>"
+        str,
+        "local version label ({rocm}: the tree's ROCm version); '' = +rocm<ROCm version>",
+        output=True,
     )
     venv: str = _setting(str, "create, current, or a venv folder")
     index_url: str = _setting(str, "index for build requirements")
@@ -209,7 +211,9 @@ class BuildSettings:
         bool, "build checkouts with uncommitted changes (their wheels' labels end in .dirty)"
     )
     rocm_cache: str = _setting(str, "downloaded ROCm trees")
-    aotriton: str = _setting(str, "pre-fetched aotriton for flash attention: auto, off or a folder")
+    aotriton: str = _setting(
+        str, "pre-fetched aotriton for flash attention: auto, off or a folder", output=True
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
