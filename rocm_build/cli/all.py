@@ -131,7 +131,7 @@ def show_dry_run(
 
     entries = pipeline.dry_run(ctx, projects, redo=redo, skip_smoke=skip_smoke)
     if state.json:
-        state.emit({"dry_run": True, "stages": entries})
+        state.emit({"dry_run": True, "stages": [e.as_json() for e in entries]})
         return
     for line in pipeline.dry_run_lines(entries):
         out_console.print(line, markup=False, soft_wrap=True)

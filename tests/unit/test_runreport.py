@@ -104,3 +104,24 @@ def test_the_written_report_is_typed_for_people_as_its_json_says(tmp_path: Path)
         "report": str(report.json_path),
         "markdown": str(report.markdown),
     }
+
+
+def test_all_dry_run_entries_for_people_and_as_json() -> None:
+    entries = [
+        pipeline.StageWould("checkout", "run", "it checks each checkout", ("torch: upstream",)),
+        pipeline.StageWould("build", "skip", "up to date for its inputs (stamp t)"),
+        pipeline.StageWould("smoke", "not run", "--no-smoke"),
+    ]
+    assert list(pipeline.dry_run_lines(entries)) == [
+        "checkout: would run: it checks each checkout",
+        "  torch: upstream",
+        "build: would be skipped: up to date for its inputs (stamp t)",
+        "smoke: not run (--no-smoke)",
+    ]
+    assert entries[0].as_json() == {
+        "stage": "checkout",
+        "would": "run",
+        "why": "it checks each checkout",
+        "details": ["torch: upstream"],
+    }
+    assert list(entries[1].as_json()) == ["stage", "would", "why", "details"]
