@@ -30,6 +30,7 @@ from rocm_build.common.masking import mask_url, mask_values
 
 __all__ = [
     "KINDS",
+    "CacheStats",
     "CompilerCache",
     "ToolInfo",
     "cache_stats",
@@ -41,6 +42,7 @@ __all__ = [
     "parse_sccache_version",
     "plan_cache",
     "resolve_cache",
+    "statistics",
     "tool_info",
     "zero_stats",
 ]
@@ -466,6 +468,28 @@ def cache_stats(cache: CompilerCache, env: Mapping[str, str]) -> dict[str, int]:
         [cache.program, "--show-stats", "--stats-format", "json"], env=full, capture=True
     )
     return parse_sccache_stats(result.stdout)
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """A build's compiler cache and its counters (:func:`cache_stats`: ``hits``, ``misses`` and
+    the tool's own, by name; none when there is no cache)."""
+
+    kind: str
+    enabled: bool = False
+    hits: int = 0
+    misses: int = 0
+    counters: Mapping[str, int] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.counters}
+
+
+def statistics(cache: CompilerCache, env: Mapping[str, str]) -> CacheStats:
+    """The cache and its counters since the last ``zero_stats``."""
+    counters = cache_stats(cache, env)
+    hits, misses = counters.get("hits", 0), counters.get("misses", 0)
+    return CacheStats(cache.kind, cache.enabled, hits, misses, counters)
 
 
 def zero_stats(cache: CompilerCache, env: Mapping[str, str]) -> None:

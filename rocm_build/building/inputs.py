@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocm_build.common import proc, statefile
 from rocm_build.common.errors import ToolMissing
+from rocm_build.config.schema import output_settings
 
 if TYPE_CHECKING:
     from rocm_build.building.plan import Plan, ProjectStep
@@ -30,6 +31,7 @@ PART_WORDS = {
     "targets": "the gfx targets",
     "rocm": "the ROCm tree",
     "depends": "a dependency's wheel",
+    "settings": "the [build] settings that change the wheel",
 }
 
 
@@ -45,8 +47,9 @@ def git_out(source: Path, env: Mapping[str, str], *args: str) -> str | None:
 def inputs(plan: Plan, step: ProjectStep, deps: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     """What the wheel is made from: the checkout (HEADs and the fingerprint of its uncommitted
     changes, as the survey read them), the build environment rocm-build sets, the
-    command, the targets and the tree, as one digest and one per part. ("", {}) when that
-    cannot be told (not a git checkout)."""
+    command, the targets, the tree and the ``[build]`` settings the schema marks ``output``
+    (:func:`.schema.output_settings`: a setting marked so is taken in with no other edit), as
+    one digest and one per part. ("", {}) when that cannot be told (not a git checkout)."""
     if not step.worktree.head:
         return "", {}
     env = {k: step.env.get(k, "") for k in step.changed if not _VOLATILE.match(k)}
@@ -58,6 +61,7 @@ def inputs(plan: Plan, step: ProjectStep, deps: Mapping[str, str]) -> tuple[str,
         "targets": list(plan.targets),
         "rocm": [str(plan.tree.root), plan.tree.version],
         "depends": dict(deps),  # a rebuilt torch means its dependents are rebuilt too
+        "settings": output_settings(plan.settings),
     }
     parts = {k: statefile.settings_digest({k: v}) for k, v in data.items()}
     return statefile.settings_digest(data), parts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rocm_build.binary import elf
@@ -17,10 +17,24 @@ from rocm_build.common.errors import BundleError, RequirementNotMet
 __all__ = [
     "DeviceFile",
     "DeviceSource",
+    "DeviceSummary",
     "coverage_gaps",
     "gap_error",
     "plan_device",
 ]
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    """What the bundle did with one file's device code: the prune's numbers as written
+    (``code``), whether it was pruned, and whether it was kept whole though entries could go."""
+
+    code: prune.PruneSummary
+    pruned: bool
+    kept_whole: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.code.as_json(), "pruned": self.pruned, "kept_whole": self.kept_whole}
 
 
 @dataclass(frozen=True)
@@ -36,16 +50,12 @@ class DeviceFile:
     def ids_written(self) -> tuple[str, ...]:
         return self.cut.ids_after if self.pruned else self.cut.ids_before
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> DeviceSummary:
         s = self.cut.summary()
         if not self.pruned:
-            s = {**s, "kept": list(self.cut.ids_before), "dropped": [], "pruned_bundles": 0}
-            s = {**s, "kept_bytes": s["kept_bytes"] + s["dropped_bytes"], "dropped_bytes": 0}
-        return {
-            **s,
-            "pruned": self.pruned,
-            "kept_whole": not self.pruned and bool(self.cut.changed),
-        }
+            s = replace(s, kept=self.cut.ids_before, dropped=(), pruned_bundles=0)
+            s = replace(s, kept_bytes=s.kept_bytes + s.dropped_bytes, dropped_bytes=0)
+        return DeviceSummary(s, self.pruned, not self.pruned and bool(self.cut.changed))
 
 
 #: a written ELF file with device code: (arcname, its file or its name in the wheel, its

@@ -29,12 +29,33 @@ from rocm_build.wheel.wheelfile import WheelReader
 __all__ = [
     "NO_SPLIT",
     "OwnSplit",
+    "OwnSummary",
     "device_code_lines",
     "own_device_code",
     "own_lines",
     "split_own",
     "splittable",
 ]
+
+
+@dataclass(frozen=True)
+class OwnSummary:
+    """What happened to the project's own libraries' device code, as a split's result and its
+    provenance keep it: whether the tree's runtime loads kpack, the libraries split, their
+    archives, and per library kept whole, why."""
+
+    loader: bool = False
+    libraries: tuple[str, ...] = ()
+    archives: tuple[str, ...] = ()
+    kept: Mapping[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "loader": self.loader,
+            "libraries": list(self.libraries),
+            "archives": list(self.archives),
+            "kept": dict(self.kept),
+        }
 
 
 @dataclass(frozen=True)
@@ -50,13 +71,13 @@ class OwnSplit:
     #: member -> why it keeps its device code in the host wheel
     kept: Mapping[str, str] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "loader": self.loader,
-            "libraries": sorted(self.hosts),
-            "archives": sorted(self.archives),
-            "kept": dict(sorted(self.kept.items())),
-        }
+    def summary(self) -> OwnSummary:
+        return OwnSummary(
+            loader=self.loader,
+            libraries=tuple(sorted(self.hosts)),
+            archives=tuple(sorted(self.archives)),
+            kept=dict(sorted(self.kept.items())),
+        )
 
 
 #: nothing split (the tree's runtime cannot load kpack)
@@ -140,15 +161,16 @@ def own_device_code(wheel: Path, closure: Closure | None) -> tuple[str, ...]:
 
 
 def device_code_lines(
-    devices: Sequence[str], kpacked: Sequence[str], own: Mapping[str, Any]
+    devices: Sequence[str], kpacked: Sequence[str], own: OwnSummary | None
 ) -> Iterator[str]:
     """Where a split's device code went, for people: ``kpacked``, the ROCm libraries' kpack
-    archives; ``own``, :meth:`OwnSplit.summary`."""
+    archives; ``own``, :meth:`OwnSplit.summary` (None: not told, an up-to-date split)."""
+    own = own or OwnSummary()
     yield from own_lines(own)
     if kpacked:
         rest = (
             ""
-            if own.get("loader")
+            if own.loader
             else "; code inside the project's own libraries stays in the host wheel (the "
             "tree's runtime cannot load kpack, so rocm-build does not kpack-split them)"
         )
@@ -156,7 +178,7 @@ def device_code_lines(
             f"  the ROCm libraries' device code ({len(kpacked)} kpack archives) went to the "
             f"device wheels{rest}"
         )
-    elif not own.get("libraries"):
+    elif not own.libraries:
         # device code lives inside the host libraries: it cannot move to the device wheels
         yield (
             "  the host wheel's libraries keep the device code of every requested target "
@@ -165,14 +187,14 @@ def device_code_lines(
         )
 
 
-def own_lines(summary: Mapping[str, Any]) -> Iterator[str]:
+def own_lines(summary: OwnSummary) -> Iterator[str]:
     """What happened to the project's own libraries' device code, for people."""
-    libraries, archives = summary.get("libraries", []), summary.get("archives", [])
+    libraries, archives = summary.libraries, summary.archives
     if libraries:
         yield (
             f"  the project's own libraries' device code ({len(libraries)} libraries, "
             f"{len(archives)} kpack archives) went to the device wheels (kpack-split: the "
             "tree's runtime loads kpack)"
         )
-    for name, why in summary.get("kept", {}).items():
+    for name, why in summary.kept.items():
         yield f"  {name} keeps its device code in the host wheel: it cannot be kpack-split ({why})"

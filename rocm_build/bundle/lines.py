@@ -81,20 +81,19 @@ def device_lines(plan: Closure) -> Iterator[str]:
     if not files:
         return
     targets = ", ".join(plan.device_targets)
-    kept = sum(f["kept_bytes"] for f in files.values())
-    dropped = sum(f["dropped_bytes"] for f in files.values())
+    kept = sum(f.code.kept_bytes for f in files.values())
+    dropped = sum(f.code.dropped_bytes for f in files.values())
     yield (
         f"  device code for {targets}: {human_size(kept)} kept, {human_size(dropped)} dropped "
         "(code objects, uncompressed)"
     )
     for arc, f in sorted(files.items()):
-        how = (
-            "pruned" if f["pruned"] else "kept whole" if f.get("kept_whole") else "nothing to drop"
-        )
+        how = "pruned" if f.pruned else "kept whole" if f.kept_whole else "nothing to drop"
+        code = f.code
         yield (
-            f"    {posixpath.basename(arc)}: {human_size(f['kept_bytes'])} kept "
-            f"({', '.join(f['kept']) or 'host only'}), {human_size(f['dropped_bytes'])} dropped, "
-            f"{f['bundles']} bundles ({how})"
+            f"    {posixpath.basename(arc)}: {human_size(code.kept_bytes)} kept "
+            f"({', '.join(code.kept) or 'host only'}), {human_size(code.dropped_bytes)} "
+            f"dropped, {code.bundles} bundles ({how})"
         )
 
 

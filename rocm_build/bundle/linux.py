@@ -437,7 +437,7 @@ def _provenance(job: BundleJob, plan: Closure, reader: WheelReader, fp: str) -> 
         "data_skipped": plan.data_skipped,
         "from_torch": [n for n, _ in plan.from_torch],
         "device_targets": list(plan.device_targets),
-        "device_code": {d.arcname: d.summary() for d in plan.device},
+        "device_code": {d.arcname: d.summary().as_json() for d in plan.device},
         **({"device_gaps": list(plan.device_gaps)} if plan.device_gaps else {}),
         **({"kpack": summary["kpack"]} if plan.kpack.libraries else {}),
         "sources": [list(f) for f in plan.sources],

@@ -227,7 +227,7 @@ class Closure:
                 None if self.replaces_targets is None else list(self.replaces_targets)
             ),
             "device_targets": list(self.device_targets),
-            "device_code": {d.arcname: d.summary() for d in self.device},
+            "device_code": {d.arcname: d.summary().as_json() for d in self.device},
             "device_gaps": list(self.device_gaps),
             "kpack": self.kpack.summary(),
         }

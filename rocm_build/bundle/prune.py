@@ -35,7 +35,15 @@ from rocm_build.binary.elf import CcobHeader, OffloadBundle, OffloadEntry
 from rocm_build.binary.elfpatch import Overlay
 from rocm_build.common import arch
 
-__all__ = ["BundleCut", "PrunePlan", "keeps_entry", "overlays", "plan_prune", "recompress"]
+__all__ = [
+    "BundleCut",
+    "PrunePlan",
+    "PruneSummary",
+    "keeps_entry",
+    "overlays",
+    "plan_prune",
+    "recompress",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,31 @@ class BundleCut:
     @property
     def changed(self) -> bool:
         return bool(self.dropped)
+
+
+@dataclass(frozen=True)
+class PruneSummary:
+    """What pruning one file keeps and drops, in numbers: its bundles (pruned, compressed), the
+    target ids kept and dropped, the bytes of code objects kept and dropped (uncompressed)."""
+
+    bundles: int
+    pruned_bundles: int
+    compressed_bundles: int
+    kept: tuple[str, ...]
+    dropped: tuple[str, ...]
+    kept_bytes: int
+    dropped_bytes: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "bundles": self.bundles,
+            "pruned_bundles": self.pruned_bundles,
+            "compressed_bundles": self.compressed_bundles,
+            "kept": list(self.kept),
+            "dropped": list(self.dropped),
+            "kept_bytes": self.kept_bytes,
+            "dropped_bytes": self.dropped_bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -100,16 +133,16 @@ class PrunePlan:
         text = repr([(c.bundle.file_offset, [e.bundle_id for e in c.kept]) for c in self.changed])
         return f"{FORMAT} {hashlib.sha256(text.encode()).hexdigest()}"
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "bundles": len(self.cuts),
-            "pruned_bundles": len(self.changed),
-            "compressed_bundles": sum(1 for c in self.cuts if c.bundle.compressed),
-            "kept": list(self.ids_after),
-            "dropped": sorted(set(self.ids_before) - set(self.ids_after)),
-            "kept_bytes": self.kept_bytes,
-            "dropped_bytes": self.dropped_bytes,
-        }
+    def summary(self) -> PruneSummary:
+        return PruneSummary(
+            bundles=len(self.cuts),
+            pruned_bundles=len(self.changed),
+            compressed_bundles=sum(1 for c in self.cuts if c.bundle.compressed),
+            kept=self.ids_after,
+            dropped=tuple(sorted(set(self.ids_before) - set(self.ids_after))),
+            kept_bytes=self.kept_bytes,
+            dropped_bytes=self.dropped_bytes,
+        )
 
 
 def _ids(entries: Iterator[OffloadEntry]) -> tuple[str, ...]:

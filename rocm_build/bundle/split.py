@@ -53,6 +53,7 @@ from rocm_build.bundle.plan import plan as stage_plan
 from rocm_build.common import arch, faults, locks, statefile, tempfiles
 from rocm_build.common.errors import BundleError, ConfigError
 from rocm_build.common.progress import NO_PROGRESS, Progress
+from rocm_build.config.schema import output_settings
 from rocm_build.run.context import RunContext
 from rocm_build.wheel import wheelmeta
 from rocm_build.wheel.deflate import Deflate
@@ -86,13 +87,15 @@ class SplitResult:
     #: per target: (data files, their bytes uncompressed) moved out of the host wheel
     moved: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     bundle: BundleResult | None = None  # the fat bundle's result
-    #: the project's own libraries kpack-split (:meth:`.kpackown.OwnSplit.summary`)
-    kpack_own: dict[str, Any] = field(default_factory=dict)
+    #: the project's own libraries kpack-split (:meth:`.kpackown.OwnSplit.summary`); None:
+    #: not told (an up-to-date or planned split)
+    kpack_own: kpackown.OwnSummary | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
-            **asdict(replace(self, bundle=None)),
+            **asdict(replace(self, bundle=None, kpack_own=None)),
             "bundle": None if self.bundle is None else self.bundle.as_json(),
+            "kpack_own": {} if self.kpack_own is None else self.kpack_own.as_json(),
         }
 
 
@@ -321,7 +324,7 @@ def split_wheel(wheel: FatWheel, plan: SplitPlan, progress: Progress = NO_PROGRE
             "bundle_fingerprint": prov.get("fingerprint", ""),
             "device_wheels": {d.target: d.path.name for d in devices},
             "moved": {t: {"files": n, "bytes": b} for t, (n, b) in moved.items()},
-            "kpack_own": own_split.summary(),
+            "kpack_own": own_split.summary().as_json(),
         }
         # a fat bundle of the same settings must not take the host wheel for its own output
         new_prov = {**prov, "fingerprint": plan.fingerprints[wheel.input], "split": split}
@@ -333,9 +336,9 @@ def split_wheel(wheel: FatWheel, plan: SplitPlan, progress: Progress = NO_PROGRE
     names = ", ".join(d.path.name for d in devices) or NO_DEVICES
     log.info("split %s: host %s, device wheels: %s", wheel.input.name, host.name, names)
     seconds = time.monotonic() - start
-    own_json = own_split.summary()
+    summary = own_split.summary()
     return SplitResult(
-        str(wheel.input), str(host), paths, "split", seconds, moved, kpack_own=own_json
+        str(wheel.input), str(host), paths, "split", seconds, moved, kpack_own=summary
     )
 
 
@@ -355,7 +358,7 @@ def _settings_fingerprint(
             "input": statefile.file_facts(wheel.resolve()),
             "rocm": str(ctx.tree.root.resolve()),
             "targets": list(ctx.targets.bases),
-            "bundle": asdict(cfg.bundle),
+            "bundle": output_settings(cfg.bundle),
             "lib_dir": lib_dir,
             "with": [statefile.file_facts(w.resolve()) for w in with_wheels],
             "pattern": pattern,

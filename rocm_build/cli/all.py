@@ -93,13 +93,11 @@ def command(
     finally:
         close_bars(bars)
     if state.json:
-        state.emit(
-            {**report.data, "report": str(report.json_path), "markdown": str(report.markdown)}
-        )
+        state.emit(report.as_json())
     elif state.quiet:
         # -q: no stage lines, but still where the results are, one line each
-        for wheel in report.data["wheels"]["bundled"]:
-            out_console.print(wheel["path"], markup=False, soft_wrap=True)
+        for path in report.bundled:
+            out_console.print(path, markup=False, soft_wrap=True)
         out_console.print(str(report.markdown), markup=False, soft_wrap=True)
     else:
         show(report)
@@ -113,7 +111,7 @@ def show_dry_run(
 
     entries = pipeline.dry_run(ctx, projects, redo=redo, skip_smoke=skip_smoke)
     if state.json:
-        state.emit({"dry_run": True, "stages": entries})
+        state.emit({"dry_run": True, "stages": [e.as_json() for e in entries]})
         return
     for line in pipeline.dry_run_lines(entries):
         out_console.print(line, markup=False, soft_wrap=True)
@@ -143,14 +141,14 @@ def stage_lines(
 
 def show(report: RunReport) -> None:
     """Human summary of a run: each stage, the fat wheels, where the run report is."""
-    for stage in report.data["stages"]:
+    for stage in report.stages:
         # a stage that ran and left its output as it was says so: "ran (output unchanged: ...)"
-        why = f"; {stage['reason']}" if stage.get("reason") else ""
+        why = f"; {stage.reason}" if stage.reason else ""
         out_console.print(
-            f"{stage['stage']:>8}: {stage['status']} ({stage['seconds']} s{why})",
+            f"{stage.name:>8}: {stage.status} ({stage.seconds} s{why})",
             markup=False,
             soft_wrap=True,
         )
-    for wheel in report.data["wheels"]["bundled"]:
-        out_console.print(f"fat wheel: {wheel['path']}", markup=False, soft_wrap=True)
+    for path in report.bundled:
+        out_console.print(f"fat wheel: {path}", markup=False, soft_wrap=True)
     out_console.print(f"run report: {report.markdown} (JSON: {report.json_path})", soft_wrap=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +14,8 @@ from rocm_build.common.masking import mask_values
 
 if TYPE_CHECKING:
     from rocm_build.building import Plan as BuildPlan
+    from rocm_build.building import Result as BuildResult
+    from rocm_build.building.compilercache import CacheStats
     from rocm_build.common.arch import Targets
 
 
@@ -93,11 +95,11 @@ def command(state: State, projects: tuple[str, ...]) -> None:
         result = build_stage.execute(plan, bars)
     finally:
         close_bars(bars)
-    stats = cache_mod.cache_stats(compiler_cache, cfg.env)
+    stats = cache_mod.statistics(compiler_cache, cfg.env)
     if state.json:
-        state.emit({**result.as_json(), "cache": {"kind": compiler_cache.kind, **stats}})
+        state.emit({**result.as_json(), "cache": stats.as_json()})
     else:
-        show(result, compiler_cache, stats)
+        show(result, stats)
 
 
 def say_targets(state: State, targets: Targets) -> None:
@@ -106,7 +108,7 @@ def say_targets(state: State, targets: Targets) -> None:
         err_console.print(f"targets: {';'.join(targets.names)} ({targets.origin})", markup=False)
 
 
-def show(result: Any, compiler_cache: Any, stats: dict[str, Any]) -> None:
+def show(result: BuildResult, stats: CacheStats) -> None:
     """Human summary of a build: one line per wheel, the report, the cache's hit rate."""
     for p in result.projects:
         retry = f", retried with {p.retried_with} jobs" if p.retried_with else ""
@@ -117,12 +119,10 @@ def show(result: Any, compiler_cache: Any, stats: dict[str, Any]) -> None:
             soft_wrap=True,
         )
     out_console.print(f"build report: {result.report}", markup=False, soft_wrap=True)
-    if compiler_cache.enabled:
-        hits, misses = stats.get("hits", 0), stats.get("misses", 0)
+    if stats.enabled:
+        hits, misses = stats.hits, stats.misses
         rate = f" ({100 * hits / (hits + misses):.0f}% hits)" if hits + misses else ""
-        out_console.print(
-            f"{compiler_cache.kind}: {hits} hits, {misses} misses{rate}", markup=False
-        )
+        out_console.print(f"{stats.kind}: {hits} hits, {misses} misses{rate}", markup=False)
 
 
 def show_plan(plan: BuildPlan, would: dict[str, str]) -> None:

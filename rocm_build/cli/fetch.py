@@ -8,11 +8,16 @@ runs before a build machine without it (``rocm fetch`` is the same for a ROCm tr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from rocm_build.cli import options as o
 from rocm_build.cli.render import State, err_console, out_console, pass_state
 from rocm_build.common.masking import mask_url
+
+if TYPE_CHECKING:
+    from rocm_build.building.prefetch import FetchPlan
 
 
 @o.command("fetch")
@@ -76,22 +81,22 @@ def command(
         out_console.print("nothing to do: all of it is in the cache", markup=False)
 
 
-def _show_plan(plan: object) -> None:
-    data = plan.as_json()  # type: ignore[attr-defined]
-    aot, llvm = data["aotriton"], data["llvm"]
+def _show_plan(plan: FetchPlan) -> None:
+    aot, llvm = plan.aotriton, plan.llvm
     if aot is not None:
-        state = "in the cache" if aot["present"] else "to fetch"
-        out_console.print(f"aotriton {aot['version']} -> {aot['prefix']} ({state})", markup=False)
-        for d in aot["downloads"]:
+        state = "in the cache" if aot.present else "to fetch"
+        out_console.print(f"aotriton {aot.version} -> {aot.prefix} ({state})", markup=False)
+        for d in aot.downloads:
             out_console.print(
-                f"  {d['what']}: {mask_url(d['url'])} sha256={d['sha256']}",
+                f"  {d.what}: {mask_url(d.url)} sha256={d.sha256}",
                 markup=False,
                 soft_wrap=True,
             )
     if llvm is not None:
-        state = f"in the cache: {llvm['folder']}" if llvm["folder"] else "to fetch"
+        folder = str(plan.llvm_dir or "")
+        state = f"in the cache: {folder}" if folder else "to fetch"
         out_console.print(
-            f"{llvm['what']}: {mask_url(llvm['url'])} ({state})", markup=False, soft_wrap=True
+            f"{llvm.what}: {mask_url(llvm.url)} ({state})", markup=False, soft_wrap=True
         )
-    for note in data["notes"]:
+    for note in plan.notes:
         out_console.print(f"note: {note}", markup=False, soft_wrap=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,7 +11,10 @@ from rocm_build.cli import options as o
 from rocm_build.cli.render import State, close_bars, out_console, pass_state
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rocm_build.smoke import Result
+    from rocm_build.smoke.execute import Device
 
 
 @o.command("smoke")
@@ -78,33 +81,31 @@ def show(result: Result) -> None:
         out_console.print(
             f"  [red]{failure.outcome}[/] {failure.name}: {failure.headline}", markup=True
         )
-    for probe in result.facts.get("probes", {}).values():
-        hip = probe.get("hip") or {}
-        if hip.get("loaded") and "rc" in hip:
-            out_console.print(
-                f"  HIP runtime: {hip['path']} (hipGetDeviceCount -> {hip['rc']})",
-                soft_wrap=True,
-            )
-            break
-    for pkg, found in result.facts.get("found_targets", {}).items():
-        out_console.print(f"  code objects in {pkg}: {';'.join(found)}")
-    refused = result.facts.get("triton", {}).get("unsupported_targets", [])
-    if refused:
+    facts = result.suite_facts
+    if facts.hip is not None:
         out_console.print(
-            f"  Triton: does not support {';'.join(refused)} (its own verdict; not compiled)"
+            f"  HIP runtime: {facts.hip.path} (hipGetDeviceCount -> {facts.hip.rc})",
+            soft_wrap=True,
         )
-    show_devices(result.facts.get("devices", []))
+    for pkg, found in facts.found_targets.items():
+        out_console.print(f"  code objects in {pkg}: {';'.join(found)}")
+    if facts.triton_refused:
+        out_console.print(
+            f"  Triton: does not support {';'.join(facts.triton_refused)} (its own verdict; "
+            "not compiled)"
+        )
+    show_devices(facts.devices)
     if result.upstream is not None:
         for line in result.upstream.lines():
             out_console.print(f"  {line}", markup=False)
     out_console.print(f"  log: {result.log_file}", markup=False, soft_wrap=True)
 
 
-def show_devices(devices: list[dict[str, Any]]) -> None:
+def show_devices(devices: Sequence[Device]) -> None:
     for dev in devices:
         out_console.print(
-            f"  device {dev['index']}: {dev['name']} {dev['gfx']} "
-            f"{dev['memory_gib']:.1f} GiB {dev['compute_units']} CUs"
+            f"  device {dev.index}: {dev.name} {dev.gfx} "
+            f"{dev.memory_gib:.1f} GiB {dev.compute_units} CUs"
         )
     if not devices:
         out_console.print("  no GPU visible: GPU checks skipped")

@@ -42,6 +42,7 @@ __all__ = [
     "PIPELINE",
     "Stage",
     "StageOutcome",
+    "StageWould",
     "dry_run",
     "dry_run_lines",
     "run_all",
@@ -452,14 +453,32 @@ def new_run(
 # outputs moved). The stages after one that would run take their inputs from it: they run too.
 
 
+@dataclass(frozen=True)
+class StageWould:
+    """What ``all --dry-run`` says of one stage: it ``would`` "run", "skip" or "not run",
+    ``why``, and ``details`` (lines)."""
+
+    stage: str
+    would: str
+    why: str
+    details: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "would": self.would,
+            "why": self.why,
+            "details": [*self.details],
+        }
+
+
 def dry_run(
     ctx: RunContext, names: Sequence[str] = (), *, redo: bool = False, skip_smoke: bool = False
-) -> list[dict[str, Any]]:
-    """One entry per stage: ``stage``, ``would`` ("run", "skip", "not run"), ``why`` and
-    ``details`` (lines); nothing is written."""
+) -> list[StageWould]:
+    """One entry per stage (:class:`StageWould`); nothing is written."""
     ctx = ctx.decide()
     run = new_run(ctx, names, redo=redo)
-    out: list[dict[str, Any]] = []
+    out: list[StageWould] = []
     handed: list[Path] | None = []
     before = ""
     for stage in PIPELINE:
@@ -488,24 +507,24 @@ def dry_run(
     return out
 
 
-def dry_run_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
+def dry_run_lines(entries: Sequence[StageWould]) -> Iterator[str]:
     """The entries for people: one line per stage, its details indented below."""
     words = {"run": "would run", "skip": "would be skipped", "not run": "not run"}
     for e in entries:
-        sep = " " if e["would"] == "not run" else ": "
-        yield f"{e['stage']}: {words[e['would']]}{sep}{_paren(e)}"
-        yield from (f"  {d}" for d in e["details"])
+        sep = " " if e.would == "not run" else ": "
+        yield f"{e.stage}: {words[e.would]}{sep}{_paren(e)}"
+        yield from (f"  {d}" for d in e.details)
 
 
-def _paren(entry: dict[str, Any]) -> str:
-    return f"({entry['why']})" if entry["would"] == "not run" else entry["why"]
+def _paren(entry: StageWould) -> str:
+    return f"({entry.why})" if entry.would == "not run" else entry.why
 
 
-def _entry(stage: str, would: str, why: str, details: list[str] | None = None) -> dict[str, Any]:
-    return {"stage": stage, "would": would, "why": why, "details": details or []}
+def _entry(stage: str, would: str, why: str, details: Sequence[str] = ()) -> StageWould:
+    return StageWould(stage, would, why, tuple(details))
 
 
-def _checkout_would(run: _Run) -> dict[str, Any]:
+def _checkout_would(run: _Run) -> StageWould:
     builtin = {n: str(p.get("origin", "")) for n, p in config.load_defaults()["projects"].items()}
     plan = sources.plan(run.ctx, _names(run), builtin_origins=builtin)
     details = [

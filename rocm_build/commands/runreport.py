@@ -50,13 +50,22 @@ class StageOutcome:
 
 @dataclass(frozen=True)
 class RunReport:
+    """The written run report: its files, the report (``data``, masked, as the JSON file holds
+    it) and, typed for people, each stage's outcome and the fat wheels, as the report has them
+    (masked: read back from ``data`` when it is written)."""
+
     json_path: Path
     markdown: Path
     data: Mapping[str, Any]
+    stages: tuple[StageOutcome, ...] = ()
+    bundled: tuple[str, ...] = ()  # the fat wheels' paths
 
     @property
     def ok(self) -> bool:
         return bool(self.data.get("ok"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.data, "report": str(self.json_path), "markdown": str(self.markdown)}
 
 
 def _wheel(path_text: str) -> dict[str, Any]:
@@ -304,4 +313,8 @@ def write(
     md_path = folder / MARKDOWN_NAME
     _atomic_write(json_path, json.dumps(data, indent=2, default=str) + "\n")
     _atomic_write(md_path, render_markdown(data))
-    return RunReport(json_path=json_path, markdown=md_path, data=data)
+    stages = tuple(
+        StageOutcome(s["stage"], s["status"], s["seconds"], s["reason"]) for s in data["stages"]
+    )
+    bundled = tuple(str(w["path"]) for w in data["wheels"]["bundled"])
+    return RunReport(json_path, md_path, data, stages, bundled)

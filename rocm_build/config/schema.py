@@ -142,6 +142,7 @@ class BuildSettings:
     version_suffix: str = _setting(
         str,
         "local version label ({rocm}: the tree's ROCm version); '' = +rocm<ROCm version>",
+        output=True,
         default="",
     )
     # create: a build venv under work_dir; current: this Python; or a venv folder
@@ -168,7 +169,10 @@ class BuildSettings:
     # ~/.cache/rocm-build/aotriton/rocm<ROCm version>), else both attentions off, with a note;
     # off: both off; a folder: that aotriton install (AOTRITON_INSTALLED_PREFIX).
     aotriton: str = _setting(
-        str, "pre-fetched aotriton for flash attention: auto, off or a folder", default="auto"
+        str,
+        "pre-fetched aotriton for flash attention: auto, off or a folder",
+        output=True,
+        default="auto",
     )
 
 

@@ -23,7 +23,7 @@ from rocm_build.smoke.junit import TestOutcome, parse_junit
 from rocm_build.smoke.plan import Plan
 from rocm_build.smoke.suitefiles import copy_suite
 
-__all__ = ["Result", "check", "execute"]
+__all__ = ["Device", "Result", "SuiteFacts", "check", "execute"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,62 @@ log = logging.getLogger(__name__)
 _TEST_DONE = re.compile(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
 UPSTREAM_DEPS = ("expecttest", "hypothesis", "numpy")
 OPTIONAL_DEPS = ("zstandard",)
+
+
+@dataclass(frozen=True)
+class Device:
+    """A GPU the smoke suite saw (its ``devices`` fact)."""
+
+    index: int
+    name: str
+    gfx: str
+    memory_gib: float
+    compute_units: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Device:
+        return cls(
+            int(data["index"]),
+            str(data["name"]),
+            str(data["gfx"]),
+            float(data["memory_gib"]),
+            int(data["compute_units"]),
+        )
+
+
+@dataclass(frozen=True)
+class HipRuntime:
+    """The HIP runtime a probe loaded, and what hipGetDeviceCount returned."""
+
+    path: str
+    rc: Any
+
+
+@dataclass(frozen=True)
+class SuiteFacts:
+    """What the smoke suite found (``facts.json``), read once for people: the HIP runtime the
+    first probe that loaded one saw, the targets of the code objects per package, the targets
+    Triton refused, the GPUs. The JSON keeps the facts as the suite wrote them."""
+
+    hip: HipRuntime | None = None
+    found_targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    triton_refused: tuple[str, ...] = ()
+    devices: tuple[Device, ...] = ()
+
+    @classmethod
+    def from_json(cls, facts: Mapping[str, Any]) -> SuiteFacts:
+        hip = None
+        for probe in facts.get("probes", {}).values():
+            found = probe.get("hip") or {}
+            if found.get("loaded") and "rc" in found:
+                hip = HipRuntime(str(found["path"]), found["rc"])
+                break
+        return cls(
+            hip=hip,
+            found_targets={p: tuple(f) for p, f in facts.get("found_targets", {}).items()},
+            triton_refused=tuple(facts.get("triton", {}).get("unsupported_targets", [])),
+            devices=tuple(Device.from_json(d) for d in facts.get("devices", [])),
+        )
 
 
 @dataclass(frozen=True)
@@ -49,6 +105,11 @@ class Result:
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes if o.outcome == outcome)
+
+    @property
+    def suite_facts(self) -> SuiteFacts:
+        """The facts, typed (:class:`SuiteFacts`); ``facts`` as the suite wrote them."""
+        return SuiteFacts.from_json(self.facts)
 
     def tally(self) -> str:
         """How many tests ran and how they ended, in words: "12 tests: 10 passed, 2 skipped"."""

@@ -111,3 +111,19 @@ def test_each_marked_setting_changes_it(tmp_path: Path, platform: str, name: str
     assert fp(_job(tmp_path, base)) != fp(
         _job(tmp_path, replace(base, **{name: _other(name, getattr(base, name))}))
     )
+
+
+def test_the_split_fingerprint_takes_the_marks_too(tmp_path: Path) -> None:
+    from rocm_build.bundle import split
+    from tests.support.planworkspace import plan_workspace
+
+    ws, base = plan_workspace(tmp_path / "ws"), _defaults(tmp_path)
+
+    def prints(*, output: bool, value: int) -> list[str]:
+        settings = replace(ws.ctx.settings, bundle=_extended(base, output=output, value=value))
+        plan = split.split_arch_plan(replace(ws.ctx, settings=settings), ws.built)
+        return [plan.fingerprints[w] for w in ws.built]
+
+    assert prints(output=True, value=1) == prints(output=True, value=1)  # equal inputs
+    assert prints(output=True, value=1) != prints(output=True, value=2)
+    assert prints(output=False, value=1) == prints(output=False, value=2)

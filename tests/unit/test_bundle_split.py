@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -96,12 +97,12 @@ def test_only_members_inside_a_package_are_kpack_split() -> None:
 
 
 def test_the_output_says_where_the_device_code_went() -> None:
-    split = {
-        "loader": True,
-        "libraries": ["torch/lib/libtorch_hip.so"],
-        "archives": ["torch/.kpack/torch_gfx942.kpack"],
-        "kept": {"torch/_odd.so": "machine 183 is not x86-64 (62)"},
-    }
+    split = kpackown.OwnSummary(
+        loader=True,
+        libraries=("torch/lib/libtorch_hip.so",),
+        archives=("torch/.kpack/torch_gfx942.kpack",),
+        kept={"torch/_odd.so": "machine 183 is not x86-64 (62)"},
+    )
     lines = list(
         kpackown.device_code_lines(["gfx942"], ["torch/.kpack/blas_lib_gfx942.kpack"], split)
     )
@@ -113,8 +114,30 @@ def test_the_output_says_where_the_device_code_went() -> None:
     assert (
         lines[2] == "  the ROCm libraries' device code (1 kpack archives) went to the device wheels"
     )
-    no_loader = {"loader": False, "libraries": [], "archives": [], "kept": {}}
+    no_loader = kpackown.OwnSummary(loader=False)
     (line,) = kpackown.device_code_lines(["gfx942"], ["a.kpack"], no_loader)
     assert "stays in the host wheel (the tree's runtime cannot load kpack" in line
     (line,) = kpackown.device_code_lines(["gfx942"], [], no_loader)
     assert "keep the device code of every requested target (gfx942)" in line
+    assert list(kpackown.device_code_lines(["gfx942"], [], None)) == [line]  # not told
+
+
+def test_the_own_summary_json_is_the_split_record() -> None:
+    own = kpackown.OwnSplit(
+        loader=True,
+        hosts={"b.so": Path("b"), "a.so": Path("a")},
+        archives={"x.kpack": Path("x")},
+        kept={"z.so": "why", "c.so": "because"},
+    )
+    assert json.dumps(own.summary().as_json()) == json.dumps(
+        {
+            "loader": True,
+            "libraries": ["a.so", "b.so"],
+            "archives": ["x.kpack"],
+            "kept": {"c.so": "because", "z.so": "why"},
+        }
+    )
+    result = splitarch.SplitResult("in.whl", "host.whl", {}, "up-to-date", 1.0)
+    assert result.as_json()["kpack_own"] == {}
+    keys = list(result.as_json())
+    assert keys == ["input", "host", "devices", "status", "seconds", "moved", "bundle", "kpack_own"]

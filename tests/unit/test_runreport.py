@@ -72,3 +72,56 @@ def test_run_report_keeps_each_builds_version_origin_switches_and_notes(tmp_path
     assert data["build"]["torch"]["notes"] == ["no pre-fetched aotriton"]
     report_file.write_text("not json")
     assert runreport.collect(ctx, {}, [], ok=True)["build"] == {}
+
+
+def test_the_written_report_is_typed_for_people_as_its_json_says(tmp_path: Path) -> None:
+    import json
+
+    from rocm_build import config
+    from rocm_build.run import context
+
+    cfg = config.load(cwd=tmp_path, env={})
+    ctx = context.resolve(cfg)
+    ctx.work_dir.mkdir(parents=True)
+    fat = tmp_path / "fat-1.0-py3-none-any.whl"
+    fat.write_bytes(b"w")
+    secret = "https://user:hunter2@example.com/x"
+    outcomes = [
+        StageOutcome("build", "ran", 12.345, ""),
+        StageOutcome("bundle", "failed", 1.0, f"could not reach {secret}"),
+    ]
+    report = runreport.write(ctx, {"bundled": [str(fat)]}, outcomes, ok=False)
+    assert report.bundled == (str(fat),)
+    assert [(s.name, s.status, s.seconds) for s in report.stages] == [
+        ("build", "ran", 12.3),
+        ("bundle", "failed", 1.0),
+    ]
+    assert "hunter2" not in report.stages[1].reason  # as the report has it: masked
+    assert report.stages[1].reason == report.data["stages"][1]["reason"]
+    written = json.loads(report.json_path.read_text())
+    assert report.as_json() == {
+        **written,
+        "report": str(report.json_path),
+        "markdown": str(report.markdown),
+    }
+
+
+def test_all_dry_run_entries_for_people_and_as_json() -> None:
+    entries = [
+        pipeline.StageWould("checkout", "run", "it checks each checkout", ("torch: upstream",)),
+        pipeline.StageWould("build", "skip", "up to date for its inputs (stamp t)"),
+        pipeline.StageWould("smoke", "not run", "--no-smoke"),
+    ]
+    assert list(pipeline.dry_run_lines(entries)) == [
+        "checkout: would run: it checks each checkout",
+        "  torch: upstream",
+        "build: would be skipped: up to date for its inputs (stamp t)",
+        "smoke: not run (--no-smoke)",
+    ]
+    assert entries[0].as_json() == {
+        "stage": "checkout",
+        "would": "run",
+        "why": "it checks each checkout",
+        "details": ["torch: upstream"],
+    }
+    assert list(entries[1].as_json()) == ["stage", "would", "why", "details"]
