@@ -166,8 +166,18 @@ def _save_stamp(
     statefile.write_json(run.stamps / f"{stage}.json", data, _STAMP, sort_keys=False)
 
 
-def _settings(cfg: Config, prefix: str) -> dict[str, Any]:
-    return {k: v for k, v in cfg.values.items() if k.startswith(prefix)}
+#: The settings each stamped stage's key takes, by section: the build's also the torch
+#: features and Triton's settings it turns into the build environment.
+STAMP_SECTIONS = {
+    "build": ("build.", "features.", "triton."),
+    "bundle": ("bundle.",),
+    "smoke": ("smoke.",),
+}
+
+
+def stage_settings(cfg: Config, stage: str) -> dict[str, Any]:
+    """The settings the key of ``stage``'s stamp is made of (:data:`STAMP_SECTIONS`)."""
+    return {k: v for k, v in cfg.values.items() if k.startswith(STAMP_SECTIONS[stage])}
 
 
 # --- stages ----------------------------------------------------------------------------------
@@ -219,7 +229,8 @@ def _build_inputs(run: _Run, _handed: list[Path]) -> dict[str, Any]:
         "checkouts": {n: worktree.read(run.ctx.src_dir / n).as_key() for n in _names(run)},
         "rocm": run.facts["rocm"],
         "targets": list(run.ctx.targets.names),
-        "settings": _settings(run.ctx.settings, "build."),
+        "settings": stage_settings(run.ctx.settings, "build"),
+        "output_dir": str(run.ctx.output_dir),
         "projects": [dataclasses.asdict(s) for s in run.specs],
     }
 
@@ -267,7 +278,7 @@ def _bundle_inputs(run: _Run, built: list[Path]) -> dict[str, Any]:
         "wheels": [_file_facts(p) for p in built],
         "rocm": run.facts["rocm"],
         "targets": list(run.ctx.targets.names),
-        "settings": _settings(run.ctx.settings, "bundle."),
+        "settings": stage_settings(run.ctx.settings, "bundle"),
         "output_dir": str(run.ctx.output_dir),
         "wheelhouse": str(run.ctx.wheelhouse),
     }
@@ -291,7 +302,7 @@ def _smoke_inputs(run: _Run, fat: list[Path]) -> dict[str, Any]:
         "tool": __version__,
         "wheels": [_file_facts(p) for p in fat],
         "targets": list(run.ctx.targets.names),
-        "settings": _settings(run.ctx.settings, "smoke."),
+        "settings": stage_settings(run.ctx.settings, "smoke"),
         "suite": {p.name: p.read_text() for p in sorted(suite.glob("*.py"))},
     }
 

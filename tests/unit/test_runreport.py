@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from rocm_build import config
 from rocm_build.commands import pipeline, runreport
 from rocm_build.commands.runreport import StageOutcome
 from tests.support.runreports import run_report_data
@@ -34,6 +37,31 @@ def test_stamp_key_is_stable_and_sensitive() -> None:
     c = pipeline.stamp_key({"rocm": {"root": "/r", "version": "6.4.2"}, "targets": ["gfx90a"]})
     assert a == b
     assert a != c
+
+
+@pytest.mark.parametrize(
+    ("stage", "flag", "value"),
+    [
+        ("build", "features.flash_attention", "off"),  # torch's build environment
+        ("build", "triton.repo", "upstream"),
+        ("build", "build.aotriton", "off"),
+        ("bundle", "bundle.compression_level", 1),
+        ("smoke", "smoke.offline", True),
+    ],
+)
+def test_a_stage_stamp_takes_every_setting_its_stage_reads(
+    tmp_path: Path, stage: str, flag: str, value: object
+) -> None:
+    """A setting the stage turns into its outputs changes its ``all`` stamp: a changed torch
+    feature is never answered with the last run's wheel."""
+    before = pipeline.stage_settings(config.load(cwd=tmp_path, env={}), stage)
+    after = pipeline.stage_settings(config.load(cwd=tmp_path, env={}, flags={flag: value}), stage)
+    assert pipeline.stamp_key(before) != pipeline.stamp_key(after)
+    others = [s for s in pipeline.STAMP_SECTIONS if s != stage]
+    for other in others:  # and no other stage's
+        a = pipeline.stage_settings(config.load(cwd=tmp_path, env={}), other)
+        b = pipeline.stage_settings(config.load(cwd=tmp_path, env={}, flags={flag: value}), other)
+        assert a == b, other
 
 
 def test_a_stop_between_stages_is_blamed_on_the_next_stage() -> None:
