@@ -52,12 +52,14 @@ class BundleJob:
     wheelhouse: Wheelhouse | None = None
 
     def placed(self, targets: Sequence[str]) -> BundleJob:
-        """The job with its output folder decided: the wheelhouse's folder of ``targets`` (the
-        wheel's own when none were asked for; a thin wheel's: its family's)."""
+        """The job with its output folder decided: the wheelhouse's folder of the targets asked
+        for, with their features (``device_targets``), else of ``targets`` (the wheel's own when
+        none were asked for); a thin wheel's: its family's."""
         if self.wheelhouse is None:
             return self
         family = self.thin.family if self.thin else None
-        return replace(self, output_dir=self.wheelhouse.folder(targets, thin=family))
+        named = self.device_targets or targets
+        return replace(self, output_dir=self.wheelhouse.folder(named, thin=family))
 
     @property
     def output_dirs(self) -> tuple[Path, ...]:

@@ -131,7 +131,7 @@ def _closure_warnings(plan: Closure) -> Iterator[str]:
         )
     replaced = plan.replaces_targets
     if replaced is not None:
-        now = ";".join(plan.targets) or "the wheel's own targets"
+        now = ";".join(plan.device_targets or plan.targets) or "the wheel's own targets"
         yield (
             f"warning: replaces {Path(plan.output).name}, bundled for "
             f"{';'.join(replaced) or 'every target'} (now {now}): to keep both, leave out -w DIR "

@@ -196,8 +196,19 @@ def _replaced_targets(output: Path, plan: Closure) -> tuple[str, ...] | None:
         return None
     statefile.check(output, "bundled wheel")
     old = read_provenance(output, plan.provenance_arcname) or {}
-    targets = old.get("targets")
-    if not isinstance(targets, list) or sorted(map(str, targets)) == sorted(plan.targets):
+    targets, named = old.get("targets"), old.get("device_targets")
+    if not isinstance(targets, list):
+        return None
+    # the targets with their features (gfx90a:xnack+ and gfx90a:xnack- keep other code), when
+    # both bundles were asked for targets
+    if (
+        isinstance(named, list)
+        and named
+        and plan.device_targets
+        and sorted(map(str, named)) != sorted(plan.device_targets)
+    ):
+        return tuple(sorted(map(str, named)))
+    if sorted(map(str, targets)) == sorted(plan.targets):
         return None
     return tuple(sorted(map(str, targets)))
 

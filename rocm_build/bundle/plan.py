@@ -164,7 +164,7 @@ def plan(
     thin = None
     if mode == "thin":  # a kpack-split tree's device packages: the requested targets'
         thin = rocmwheels.thin_source(ctx.tree.root, target_family, device_targets)
-    house, output_dir = _folder(ctx, targets, thin, split=fresh)
+    house, output_dir = _folder(ctx, device_targets, thin, split=fresh)
     if not dry_run:
         tempfiles.refuse_file(output_dir)
     stage = Plan(

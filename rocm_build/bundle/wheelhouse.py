@@ -5,11 +5,12 @@ Unbundled wheels stay in ``output_dir`` (``wheels/``); a bundled wheel goes to
 name side by side, and fat wheels bundled for different targets (which have the same file name)
 never replace each other. The target set is named by :func:`set_name`: a family of the
 ``[targets.families]`` table when the targets are exactly that family (the first such family in
-the table's order), else the sorted base names joined by ``_`` (``gfx90a_gfx942``; one target is
-its own name). A thin wheel goes to ``<family>-thin/`` (it carries no device code: it is made for
-the family of ROCm packages it depends on), ``--split-arch``'s host and device wheels to
-``<target set>-split/`` (the host wheel has the fat wheel's file name). ``bundle -w DIR`` puts
-the wheels into DIR as they are (auditwheel's convention; :class:`Wheelhouse` is not used)."""
+the table's order), else the sorted targets joined by ``_`` (``gfx90a_gfx942``; one target is
+its own name; features stay: ``gfx90a-xnack+``). A thin wheel goes to ``<family>-thin/`` (it
+carries no device code: it is made for the family of ROCm packages it depends on),
+``--split-arch``'s host and device wheels to ``<target set>-split/`` (the host wheel has the fat
+wheel's file name). ``bundle -w DIR`` puts the wheels into DIR as they are (auditwheel's
+convention; :class:`Wheelhouse` is not used)."""
 
 from __future__ import annotations
 
@@ -24,16 +25,21 @@ __all__ = ["Wheelhouse", "set_name"]
 
 def set_name(targets: Sequence[str], families: Mapping[str, Sequence[str]]) -> str:
     """The folder name of a target set: one target's own name; the first family that is
-    exactly these targets; else the sorted targets joined by ``_``; none: ``any``."""
-    bases = sorted(dict.fromkeys(base_name(t) for t in targets))
-    if not bases:
+    exactly these targets; else the sorted targets joined by ``_``; none: ``any``. A target's
+    features stay in the name, ``:`` written ``-`` (``gfx90a-xnack+``: its code differs from
+    ``gfx90a:xnack-``'s, so its wheel goes to a folder of its own), and a set with features is
+    named by no family (a family is of base names)."""
+    names = sorted(dict.fromkeys(t.replace(":", "-") for t in targets))
+    if not names:
         return "any"  # no device code found and none asked for
-    if len(bases) == 1:
-        return bases[0]
-    for name, members in families.items():
-        if sorted(set(members)) == bases:
-            return name
-    return "_".join(bases)
+    if len(names) == 1:
+        return names[0]
+    bases = sorted(dict.fromkeys(base_name(t) for t in targets))
+    if bases == names:
+        for name, members in families.items():
+            if sorted(set(members)) == bases:
+                return name
+    return "_".join(names)
 
 
 @dataclass(frozen=True)

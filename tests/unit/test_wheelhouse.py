@@ -16,7 +16,13 @@ def test_a_set_is_named_by_its_family_its_one_target_or_its_sorted_targets() -> 
     assert set_name(["gfx1101", "gfx1100"], FAMILIES) == "gfx110X-dgpu"
     assert set_name(["gfx942"], FAMILIES) == "gfx942"  # not a one-target family's name
     assert set_name(["gfx942", "gfx90a"], FAMILIES) == "gfx90a_gfx942"
-    assert set_name(["gfx90a:xnack+", "gfx942", "gfx90a:xnack-"], FAMILIES) == "gfx90a_gfx942"
+    # features stay (their code differs), and a set with features is named by no family
+    assert set_name(["gfx90a:xnack+"], FAMILIES) == "gfx90a-xnack+"
+    assert set_name(["gfx90a:xnack-"], FAMILIES) == "gfx90a-xnack-"
+    assert set_name(["gfx942", "gfx90a:xnack+"], FAMILIES) == "gfx90a-xnack+_gfx942"
+    assert (
+        set_name(["gfx908", "gfx90a:xnack+", "gfx942"], FAMILIES) == "gfx908_gfx90a-xnack+_gfx942"
+    )
     assert set_name([], FAMILIES) == "any"
 
 

@@ -107,3 +107,23 @@ def test_split_arch_goes_to_a_folder_apart_from_the_fat_wheels(
     res = run_cli(own, cwd=tmp_path, env=SMALL)
     assert res.returncode == 0, res.stderr
     assert (folder / fat_wheel.name).is_file()
+
+
+def test_targets_that_differ_only_in_features_get_folders_of_their_own(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """gfx90a:xnack+ and gfx90a:xnack- keep other code objects: two folders in the wheelhouse,
+    and with -w one replaces the other only with a warning."""
+    base = ["bundle", str(hip_ext_wheel), "--rocm", str(tree_copy), "-z", "1"]
+    for arch in ("gfx90a:xnack+", "gfx90a:xnack-"):
+        res = run_cli([*base, "--arch", arch], cwd=tmp_path, env=SMALL)
+        assert res.returncode == 0, res.stderr
+    fats = sorted((tmp_path / "wheelhouse").glob("*/*.whl"))
+    assert [f.parent.name for f in fats] == ["gfx90a-xnack+", "gfx90a-xnack-"]
+    out = tmp_path / "out"
+    for arch in ("gfx90a:xnack+", "gfx90a:xnack-"):
+        res = run_cli([*base, "-w", str(out), "--arch", arch], cwd=tmp_path, env=SMALL)
+        assert res.returncode == 0, res.stderr
+    (fat,) = out.glob("*.whl")
+    line = f"warning: replaces {fat.name}, bundled for gfx90a:xnack+ (now gfx90a:xnack-)"
+    assert line in res.stderr
