@@ -34,6 +34,13 @@ if TYPE_CHECKING:
     metavar="PATTERN",
     help="Also run PyTorch's own test files matching PATTERN (in src/torch/test).",
 )
+@o.setting_option(
+    "--keep-venv",
+    key="smoke.keep_venv",
+    is_flag=True,
+    default=None,
+    help="Keep the fresh environment after a passing run (a failing run always keeps it).",
+)
 @o.arch_option("The targets the wheels were built for.")
 @o.rocm_option(
     "The tree used to build: nothing may load from it.", convert=lambda value: value or None

@@ -372,6 +372,9 @@ class SmokeSettings:
     )
     # glob of PyTorch's own test files (in src/torch/test) to run too
     upstream_tests: str = _setting(str, "glob of PyTorch's own test files to run too", default="")
+    # a passing run's venv holds the unpacked wheels (a torch one: gigabytes): removed unless
+    # kept; a failing run's is always kept, to look into
+    keep_venv: bool = _setting(bool, "keep the smoke venv after a passing run", default=False)
 
 
 @dataclass(frozen=True, kw_only=True)

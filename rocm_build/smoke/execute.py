@@ -157,7 +157,7 @@ def _pip_command(plan: Plan, requirements: Sequence[str | Path]) -> list[str | P
     # made in a fraction of the time, with the same result.
     cmd: list[str | Path] = [sys.executable, "-m", "pip", "--python", plan.venv_python]
     cmd += ["install", "--disable-pip-version-check"]
-    if plan.offline:
+    if plan.settings.offline:
         cmd.append("--no-index")
     for folder in plan.find_links:
         cmd += ["--find-links", folder]
@@ -174,7 +174,11 @@ def _pip_install(plan: Plan, requirements: Sequence[str | Path], log_file: Path)
         msg = (
             f"the wheels do not install into a fresh environment ({last or 'pip failed'}); "
             f"log: {log_file}"
-            + ("; --offline needs their dependencies in --find-links" if plan.offline else "")
+            + (
+                "; --offline needs their dependencies in --find-links"
+                if plan.settings.offline
+                else ""
+            )
         )
         raise SmokeFailed(msg) from err
 
@@ -223,7 +227,7 @@ def execute(plan: Plan, progress: Progress = NO_PROGRESS) -> Result:
         log_file=log_file,
         what="venv",
     )
-    extra = list(UPSTREAM_DEPS) if plan.upstream_pattern else []
+    extra = list(UPSTREAM_DEPS) if plan.settings.upstream_tests else []
     log.info("installing %s", ", ".join(w.name for w in plan.wheels))
     _pip_install(plan, [*plan.wheels, "pytest", *extra], log_file)
     # Optional: reads compressed (CCOB) code objects on Pythons before 3.14; without it the
@@ -270,8 +274,12 @@ def execute(plan: Plan, progress: Progress = NO_PROGRESS) -> Result:
     if plan.junit is not None and junit.is_file():
         _write_atomic(junit, plan.junit)
     summary = None
-    if plan.upstream_pattern and plan.upstream_dir is not None:
+    if plan.settings.upstream_tests and plan.upstream_dir is not None:
         summary = _run_upstream(plan)
+    passed = result.returncode == 0 and (summary is None or summary.failed == 0)
+    if passed and not plan.settings.keep_venv:
+        log.info("removing %s: the run passed (--keep-venv keeps it)", plan.venv)
+        shutil.rmtree(plan.venv)
     return Result(
         plan=plan,
         returncode=result.returncode,
@@ -301,7 +309,7 @@ def check(result: Result) -> None:
 
 def _run_upstream(plan: Plan) -> upstream.UpstreamSummary:
     assert plan.upstream_dir is not None
-    files = sorted(plan.upstream_dir.glob(plan.upstream_pattern))
+    files = sorted(plan.upstream_dir.glob(plan.settings.upstream_tests))
     log_file = plan.run_dir / "upstream.log"
     env = dict(plan.env)
     env["PYTORCH_TEST_WITH_ROCM"] = "1"

@@ -11,6 +11,7 @@ from typing import Any
 
 from rocm_build.common import arch
 from rocm_build.common.errors import ConfigError
+from rocm_build.config.schema import SmokeSettings
 from rocm_build.run.context import RunContext
 from rocm_build.smoke.environment import SCRUBBED_VARIABLES, scrub_environment
 from rocm_build.smoke.wheels import import_names
@@ -20,17 +21,19 @@ __all__ = ["Plan", "flash_expectation", "plan"]
 
 @dataclass(frozen=True)
 class Plan:
+    """The ``[smoke]`` section whole (``settings``), and what this run decided beside it."""
+
     wheels: tuple[Path, ...]
     packages: tuple[str, ...]
     targets: tuple[str, ...]
-    python: str
+    python: str  # settings.python, else this interpreter
     run_dir: Path
-    offline: bool
+    settings: SmokeSettings
     find_links: tuple[Path, ...]
     forbidden: tuple[Path, ...]
     env: Mapping[str, str]
     junit: Path | None = None
-    upstream_pattern: str = ""
+    #: the torch checkout's tests that ``settings.upstream_tests`` matches in (None: not run)
     upstream_dir: Path | None = None
     #: Whether torch was built with flash attention, checked beside Triton (None: not checked).
     flash_attention: bool | None = None
@@ -50,7 +53,7 @@ class Plan:
             "targets": list(self.targets),
             "python": self.python,
             "venv": str(self.venv),
-            "offline": self.offline,
+            "offline": self.settings.offline,
             "find_links": [str(p) for p in self.find_links],
             "forbidden": [str(p) for p in self.forbidden],
             "scrubbed": [v for v in SCRUBBED_VARIABLES if v not in self.env],
@@ -137,12 +140,11 @@ def plan(
         targets=ctx.targets.bases,
         python=cfg.smoke.python or sys.executable,
         run_dir=run_dir or ctx.work_dir / "smoke",
-        offline=cfg.smoke.offline,
+        settings=cfg.smoke,
         find_links=find_links,
         forbidden=tuple(dict.fromkeys(forbidden)),
         env=scrub_environment(cfg.env, forbidden),
         junit=junit,
-        upstream_pattern=pattern,
         upstream_dir=upstream_dir,
         flash_attention=flash_expectation(ctx, packages),
     )

@@ -67,6 +67,10 @@ def test_fat_wheel_passes_with_rocm_out_of_reach(
     assert "LD_LIBRARY_PATH" in data["plan"]["scrubbed"]
     assert str(rocm_tree) in data["plan"]["forbidden"]
     assert "<testsuite" in junit.read_text()
+    # a passing run's venv (the unpacked wheels) is removed; its log and report stay
+    venv = Path(data["plan"]["venv"])
+    assert (venv.parent / "smoke.log").is_file()
+    assert not venv.exists()
 
 
 def test_library_loaded_from_outside_the_environment_fails(
@@ -97,6 +101,8 @@ def test_library_loaded_from_outside_the_environment_fails(
     assert "test_hip_runtime_from_wheel_answers" in failed
     assert "smoke tests failed" in result.stderr
     assert str(outside) in result.stdout
+    # a failing run keeps its venv, to look into
+    assert (Path(json.loads(result.stdout)["plan"]["venv"]) / "bin" / "python").exists()
 
 
 def test_import_failure_fails_even_with_rocm_on_ld_library_path(
@@ -264,7 +270,12 @@ def test_the_run_counts_its_tests_as_they_finish(
 
     for name in ("ROCM_PATH", "ROCM_HOME", "LD_LIBRARY_PATH"):
         monkeypatch.delenv(name, raising=False)
-    flags = {"arch": TARGETS, "smoke.offline": True, "smoke.find_links": [str(offline_wheels)]}
+    flags = {
+        "arch": TARGETS,
+        "smoke.offline": True,
+        "smoke.find_links": [str(offline_wheels)],
+        "smoke.keep_venv": True,  # asked for: a passing run's venv stays
+    }
     cfg = config.load(cwd=tmp_path, env=dict(os.environ), flags=flags)
     bars = RecordingProgress()
     result = smoke.execute(smoke.plan(context.resolve(cfg), [fat_wheel]), bars)
@@ -280,3 +291,4 @@ def test_the_run_counts_its_tests_as_they_finish(
         f", {skipped} skipped" if skipped else ""
     )
     assert result.tally() == tally
+    assert result.plan.venv_python.exists()
