@@ -6,11 +6,11 @@ name side by side, and fat wheels bundled for different targets (which have the 
 never replace each other. The target set is named by :func:`set_name`: a family of the
 ``[targets.families]`` table when the targets are exactly that family (the first such family in
 the table's order), else the sorted targets joined by ``_`` (``gfx90a_gfx942``; one target is
-its own name; features stay: ``gfx90a-xnack+``). A thin wheel goes to ``<family>-thin/`` (it
-carries no device code: it is made for the family of ROCm packages it depends on),
-``--split-arch``'s host and device wheels to ``<target set>-split/`` (the host wheel has the fat
-wheel's file name). ``bundle -w DIR`` puts the wheels into DIR as they are (auditwheel's
-convention; :class:`Wheelhouse` is not used)."""
+its own name; features stay: ``gfx90a-xnack+``). A thin wheel goes to ``<targets>-thin/``, or
+``<family>-thin/`` with no targets asked for (it carries no device code: it depends on ROCm's
+packages), ``--split-arch``'s host and device wheels to ``<target set>-split/`` (the host
+wheel has the fat wheel's file name). ``bundle -w DIR`` puts the wheels into DIR as they are
+(auditwheel's convention; :class:`Wheelhouse` is not used)."""
 
 from __future__ import annotations
 
@@ -50,9 +50,13 @@ class Wheelhouse:
     families: Mapping[str, tuple[str, ...]]
 
     def folder(self, targets: Sequence[str], *, thin: str | None = None) -> Path:
-        """Where a wheel bundled for ``targets`` goes; ``thin``: the family of a thin wheel."""
+        """Where a wheel bundled for ``targets`` goes; ``thin``: the family of a thin wheel
+        (``<targets>-thin`` when targets were asked for: from a kpack-split tree a thin wheel
+        requires the device packages of those targets, so it differs per set; else
+        ``<family>-thin``)."""
         if thin is not None:
-            return self.root / f"{thin}-thin"
+            named = set_name(targets, self.families) if targets else thin
+            return self.root / f"{named}-thin"
         return self.root / set_name(targets, self.families)
 
     def split_folder(self, targets: Sequence[str]) -> Path:

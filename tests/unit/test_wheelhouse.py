@@ -35,7 +35,9 @@ def test_the_shipped_table_names_a_family_by_its_first_entry(tmp_path: Path) -> 
 def test_fat_thin_and_split_wheels_never_share_a_folder(tmp_path: Path) -> None:
     house = Wheelhouse(tmp_path / "wheelhouse", FAMILIES)
     fat = house.folder(["gfx942"])
-    thin = house.folder(["gfx942"], thin="gfx942")
+    thin = house.folder(["gfx942"], thin="gfx94X-dcgpu")
+    assert thin.name == "gfx942-thin"  # the targets asked for: its device packages
+    assert house.folder([], thin="gfx94X-dcgpu").name == "gfx94X-dcgpu-thin"
     split = house.split_folder(["gfx942"])
     assert len({fat, thin, split}) == 3
     assert {fat.parent, thin.parent, split.parent} == {house.root}
