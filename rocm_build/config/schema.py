@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from rocm_build.common.errors import ConfigError
+from rocm_build.config import rocmlibs
 from rocm_build.config.setting import (
     INVALID,
     Setting,
@@ -243,46 +244,18 @@ class BundleSettings:
         output=True,
         default=(),
     )
-    # Libraries ROCm loads with dlopen() (LoadLibrary() on Windows) by name: no NEEDED entry (no
-    # import) points at them, so a closure walk alone misses them. Matched against file names in the
-    # ROCm tree (fnmatch patterns); the .dll patterns serve Windows trees.
+    # what ROCm's libraries are (dlopen_libs, data_trees, rocm_libs): knowledge of ROCm, in rocmlibs
     dlopen_libs: tuple[str, ...] = _setting(
         list,
         "libraries ROCm loads by name (fnmatch patterns)",
         output=True,
-        default=(
-            "libamd_comgr.so*",
-            "libhiprtc-builtins.so*",
-            "libhiprtc.so*",
-            "librocm_smi64.so*",
-            "libamd_smi.so*",
-            "librocprofiler-register.so*",
-            "libhsa-amd-aqlprofile64.so*",
-            "librocm-core.so*",
-            "librocm_kpack.so*",  # TheRock's kpack loader: finds code objects in .kpack archives
-            "amd_comgr*.dll",
-            "hiprtc*.dll",
-        ),
+        default=rocmlibs.DLOPEN_LIBS,
     )
-    # Data the bundled libraries find next to themselves, relative to the ROCm tree, kept in the
-    # same layout. Files whose names carry a gfx target keep only the requested targets.
     data_trees: tuple[str, ...] = _setting(
         list,
         "data the bundled libraries find next to themselves",
         output=True,
-        default=(
-            "lib/rocblas/library",
-            "lib/hipblaslt/library",
-            "lib/hipsparselt/library",
-            "lib/aotriton.images",
-            # rocFFT runs lib/rocfft/<version>/rocfft_rtc_helper (a program) to compile its kernels:
-            # as a data tree it comes only with librocfft, in its layout, executable, its search
-            # path set
-            "lib/rocfft",
-            "share/miopen/db",
-            "share/libdrm/amdgpu.ids",
-            "lib/rocm_sysdeps/share/libdrm/amdgpu.ids",
-        ),
+        default=rocmlibs.DATA_TREES,
     )
     # Folders outside the ROCm tree that symlinks in the tree may lead to. A file or folder of the
     # tree whose real path is outside the tree (and outside these) stops the bundle (exit 10).
@@ -300,29 +273,7 @@ class BundleSettings:
         list,
         "ROCm's libraries: never from the build machine",
         output=True,
-        default=(
-            "libamdhip64.so*",
-            "libamd_comgr.so*",
-            "libamd_smi.so*",
-            "libhsa-runtime64.so*",
-            "libhsakmt.so*",
-            "libhsa-amd-aqlprofile64.so*",
-            "libhip*.so*",
-            "librocm*.so*",
-            "librocblas.so*",
-            "librocsolver.so*",
-            "librocsparse.so*",
-            "librocfft.so*",
-            "librocrand.so*",
-            "libroctracer*.so*",
-            "libroctx*.so*",
-            "librocprofiler*.so*",
-            "librocroller.so*",
-            "librocshmem.so*",
-            "libMIOpen*.so*",
-            "librccl.so*",
-            "libaotriton*.so*",
-        ),
+        default=rocmlibs.ROCM_LIBS,
     )
     # --split-arch: name of each device wheel
     device_name: str = _setting(
