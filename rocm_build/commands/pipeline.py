@@ -2,16 +2,10 @@
 
 Each stage's inputs are reduced to a key (sources at their commits and patches, ROCm tree,
 targets, settings, the wheels handed over); after a stage succeeds its key and outputs are
-written to a stamp file in ``<work_dir>/stamps``. A stage whose key matches its stamp and whose
-outputs are still in place is skipped and says so, which is how a run resumes after a failure or
-an interruption: only the stages after the last finished one run again. A stamp that is stale,
-damaged or of other types than this version writes is as good as none; one that is no regular
-file of this user's alone (a link, a FIFO, a folder, another user's) stops the run with one line
-(``statefile``, exit 14). The run report (JSON and a short Markdown summary) is written whether
-the run passes or not.
-
-Size: `all`'s stages, their keys and stamps in one place: a stage's key and its stamp must change
-together.
+written to a stamp file in ``<work_dir>/stamps`` (:mod:`.stamps`). A stage whose key matches its
+stamp and whose outputs are still in place is skipped and says so, which is how a run resumes
+after a failure or an interruption: only the stages after the last finished one run again. The
+run report (JSON and a short Markdown summary) is written whether the run passes or not.
 """
 
 from __future__ import annotations
@@ -27,12 +21,11 @@ from typing import Any
 
 from rocm_build import __version__, bundle, config, smoke, sources
 from rocm_build import building as build_mod
-from rocm_build.commands import runreport
+from rocm_build.commands import runreport, stamps
 from rocm_build.commands.runreport import StageOutcome
 from rocm_build.common import faults, statefile
 from rocm_build.common.errors import RocmBuildError
 from rocm_build.common.progress import NO_PROGRESS, Progress
-from rocm_build.config.loader import Config
 from rocm_build.repo import worktree
 from rocm_build.repo.manifest import MANIFEST_NAME, read_manifest
 from rocm_build.run.context import RunContext
@@ -46,8 +39,6 @@ __all__ = [
     "dry_run",
     "dry_run_lines",
     "run_all",
-    "stamp_key",
-    "stamp_parts",
 ]
 
 log = logging.getLogger(__name__)
@@ -82,102 +73,6 @@ def blamed(outcomes: Sequence[StageOutcome]) -> str:
     if outcomes and outcomes[-1].status in ("failed", "interrupted"):
         return outcomes[-1].name
     return names[min(len(outcomes), len(names) - 1)]
-
-
-def stamp_key(inputs: Mapping[str, Any]) -> str:
-    """A stable digest of a stage's inputs."""
-    return statefile.settings_digest(dict(inputs))
-
-
-def _file_facts(path: Path) -> dict[str, Any]:
-    st = path.stat()
-    return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _intact(outputs: Sequence[Mapping[str, Any]]) -> bool:
-    for out in outputs:
-        path = Path(str(out["path"]))
-        try:
-            st = path.stat()
-        except OSError:
-            return False
-        if st.st_size != out["size"] or st.st_mtime_ns != out["mtime_ns"]:
-            return False
-    return True
-
-
-_STAMP = "`all` stamp"
-_STAMPS = "folder of `all` stamps"
-_OUTPUT_TYPES = {"path": str, "size": int, "mtime_ns": int}
-
-
-def _is_stamp(data: Any) -> bool:
-    """Whether ``data`` has the types ``_save_stamp`` writes (anything else is not used)."""
-    if not isinstance(data, dict) or not isinstance(data.get("key"), str):
-        return False
-    outputs = data.get("outputs")
-    if not isinstance(outputs, list) or not isinstance(data.get("detail", {}), dict):
-        return False
-    if not isinstance(data.get("finished", ""), str):
-        return False
-    return all(
-        isinstance(out, dict) and all(isinstance(out.get(k), t) for k, t in _OUTPUT_TYPES.items())
-        for out in outputs
-    )
-
-
-def _load_stamp(run: _Run, stage: str, key: str) -> dict[str, Any] | None:
-    """The stage's stamp when it says the stage is done for ``key``; a stamp that is stale,
-    damaged or of other types is as good as none (the stage runs and writes a new one)."""
-    path = run.stamps / f"{stage}.json"
-    if run.redo or statefile.check_folder(run.stamps, _STAMPS) is None:
-        return None
-    try:
-        data = statefile.read_json(path, _STAMP)
-    except (FileNotFoundError, ValueError):
-        return None
-    if not _is_stamp(data) or data["key"] != key or not _intact(data["outputs"]):
-        return None
-    return dict(data)
-
-
-def stamp_parts(inputs: Mapping[str, Any]) -> dict[str, str]:
-    """A digest per part of a stage's inputs (a dry run names the parts that changed)."""
-    return {k: stamp_key({k: v}) for k, v in inputs.items()}
-
-
-def _save_stamp(
-    run: _Run,
-    stage: str,
-    key: str,
-    outputs: Sequence[Path],
-    detail: Mapping[str, Any],
-    parts: Mapping[str, str],
-) -> None:
-    data = {
-        "stage": stage,
-        "key": key,
-        "parts": dict(parts),
-        "outputs": [_file_facts(p) for p in outputs],
-        "detail": dict(detail),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    statefile.own_folder(run.stamps, _STAMPS)
-    statefile.write_json(run.stamps / f"{stage}.json", data, _STAMP, sort_keys=False)
-
-
-#: The settings each stamped stage's key takes, by section: the build's also the torch
-#: features and Triton's settings it turns into the build environment.
-STAMP_SECTIONS = {
-    "build": ("build.", "features.", "triton."),
-    "bundle": ("bundle.",),
-    "smoke": ("smoke.",),
-}
-
-
-def stage_settings(cfg: Config, stage: str) -> dict[str, Any]:
-    """The settings the key of ``stage``'s stamp is made of (:data:`STAMP_SECTIONS`)."""
-    return {k: v for k, v in cfg.values.items() if k.startswith(STAMP_SECTIONS[stage])}
 
 
 # --- stages ----------------------------------------------------------------------------------
@@ -229,7 +124,7 @@ def _build_inputs(run: _Run, _handed: list[Path]) -> dict[str, Any]:
         "checkouts": {n: worktree.read(run.ctx.src_dir / n).as_key() for n in _names(run)},
         "rocm": run.facts["rocm"],
         "targets": list(run.ctx.targets.names),
-        "settings": stage_settings(run.ctx.settings, "build"),
+        "settings": stamps.stage_settings(run.ctx.settings, "build"),
         "output_dir": str(run.ctx.output_dir),
         "projects": [dataclasses.asdict(s) for s in run.specs],
     }
@@ -275,10 +170,10 @@ class _Ran:
 def _bundle_inputs(run: _Run, built: list[Path]) -> dict[str, Any]:
     return {
         "tool": __version__,
-        "wheels": [_file_facts(p) for p in built],
+        "wheels": [stamps.file_facts(p) for p in built],
         "rocm": run.facts["rocm"],
         "targets": list(run.ctx.targets.names),
-        "settings": stage_settings(run.ctx.settings, "bundle"),
+        "settings": stamps.stage_settings(run.ctx.settings, "bundle"),
         "output_dir": str(run.ctx.output_dir),
         "wheelhouse": str(run.ctx.wheelhouse),
     }
@@ -300,9 +195,9 @@ def _smoke_inputs(run: _Run, fat: list[Path]) -> dict[str, Any]:
     suite = smoke.suite_dir()
     return {
         "tool": __version__,
-        "wheels": [_file_facts(p) for p in fat],
+        "wheels": [stamps.file_facts(p) for p in fat],
         "targets": list(run.ctx.targets.names),
-        "settings": stage_settings(run.ctx.settings, "smoke"),
+        "settings": stamps.stage_settings(run.ctx.settings, "smoke"),
         "suite": {p.name: p.read_text() for p in sorted(suite.glob("*.py"))},
     }
 
@@ -334,9 +229,9 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
     name = stage.name
     faults.point(f"all.before-{name}")
     inputs = stage.inputs(run, handed)
-    key = None if inputs is None else stamp_key(inputs)
+    key = None if inputs is None else stamps.key(inputs)
     if key is not None:
-        stamp = _load_stamp(run, name, key)
+        stamp = stamps.load(run.stamps, name, key, redo=run.redo)
         if stamp is not None:
             _skipped(
                 run, name, "up to date for its inputs (stamp " + stamp.get("finished", "?") + ")"
@@ -345,8 +240,8 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
             return outputs, dict(stamp.get("detail", {}))
     run.on_stage(name, "start", "")
     # Later stages need no invalidation: their keys include this stage's outputs.
-    if statefile.check_folder(run.stamps, _STAMPS) is not None:
-        statefile.remove(run.stamps / f"{name}.json", _STAMP)
+    if statefile.check_folder(run.stamps, stamps.FOLDER_WHAT) is not None:
+        statefile.remove(run.stamps / f"{name}.json", stamps.WHAT)
     start = time.monotonic()
     try:
         result = stage.run(run, handed)
@@ -360,7 +255,7 @@ def _stage(run: _Run, stage: Stage, handed: list[Path]) -> tuple[list[Path], dic
     faults.point(f"all.after-{name}")
     detail = {stage.keep: run.facts.get(stage.keep)} if stage.keep else {}
     if key is not None:
-        _save_stamp(run, name, key, result.outputs, detail, stamp_parts(inputs or {}))
+        stamps.save(run.stamps, name, key, result.outputs, detail, stamps.parts(inputs or {}))
         faults.point(f"all.stamped-{name}")
     # nothing to do: the stage checked its own state (checkout does this itself)
     status = "skipped" if result.nothing_to_do else "ran"
@@ -504,8 +399,8 @@ def dry_run(
             out.append(_entry(name, "run", why, list(_details(run, name, None))))
         else:
             inputs = stage.inputs(run, handed) or {}
-            key = stamp_key(inputs)
-            stamp = _load_stamp(run, name, key)
+            key = stamps.key(inputs)
+            stamp = stamps.load(run.stamps, name, key, redo=run.redo)
             if stamp is not None:
                 when = stamp.get("finished", "?")
                 out.append(_entry(name, "skip", f"up to date for its inputs (stamp {when})"))
@@ -556,12 +451,12 @@ def _why(run: _Run, name: str, inputs: Mapping[str, Any]) -> str:
         data = statefile.read_json(path, "`all` stamp")
     except (FileNotFoundError, ValueError):
         return "it has not finished in this work folder (no stamp)"
-    if not isinstance(data, dict) or not _is_stamp(data):
+    if not isinstance(data, dict) or not stamps.is_stamp(data):
         return "its stamp is damaged"
-    if data["key"] == stamp_key(inputs):
+    if data["key"] == stamps.key(inputs):
         return "its outputs were changed or removed since it finished"
     old = data.get("parts")
-    parts = stamp_parts(inputs)
+    parts = stamps.parts(inputs)
     changed = [k for k in parts if isinstance(old, dict) and old.get(k) != parts[k]]
     return f"its inputs changed ({', '.join(changed) or 'the stamp names no parts'})"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build import config
-from rocm_build.commands import pipeline, runreport
+from rocm_build.commands import pipeline, runreport, stamps
 from rocm_build.commands.runreport import StageOutcome
 from tests.support.runreports import run_report_data
 
@@ -32,9 +32,9 @@ def test_markdown_of_a_run_without_smoke() -> None:
 
 
 def test_stamp_key_is_stable_and_sensitive() -> None:
-    a = pipeline.stamp_key({"targets": ["gfx90a"], "rocm": {"version": "6.4.1", "root": "/r"}})
-    b = pipeline.stamp_key({"rocm": {"root": "/r", "version": "6.4.1"}, "targets": ["gfx90a"]})
-    c = pipeline.stamp_key({"rocm": {"root": "/r", "version": "6.4.2"}, "targets": ["gfx90a"]})
+    a = stamps.key({"targets": ["gfx90a"], "rocm": {"version": "6.4.1", "root": "/r"}})
+    b = stamps.key({"rocm": {"root": "/r", "version": "6.4.1"}, "targets": ["gfx90a"]})
+    c = stamps.key({"rocm": {"root": "/r", "version": "6.4.2"}, "targets": ["gfx90a"]})
     assert a == b
     assert a != c
 
@@ -54,13 +54,13 @@ def test_a_stage_stamp_takes_every_setting_its_stage_reads(
 ) -> None:
     """A setting the stage turns into its outputs changes its ``all`` stamp: a changed torch
     feature is never answered with the last run's wheel."""
-    before = pipeline.stage_settings(config.load(cwd=tmp_path, env={}), stage)
-    after = pipeline.stage_settings(config.load(cwd=tmp_path, env={}, flags={flag: value}), stage)
-    assert pipeline.stamp_key(before) != pipeline.stamp_key(after)
-    others = [s for s in pipeline.STAMP_SECTIONS if s != stage]
+    before = stamps.stage_settings(config.load(cwd=tmp_path, env={}), stage)
+    after = stamps.stage_settings(config.load(cwd=tmp_path, env={}, flags={flag: value}), stage)
+    assert stamps.key(before) != stamps.key(after)
+    others = [s for s in stamps.STAMP_SECTIONS if s != stage]
     for other in others:  # and no other stage's
-        a = pipeline.stage_settings(config.load(cwd=tmp_path, env={}), other)
-        b = pipeline.stage_settings(config.load(cwd=tmp_path, env={}, flags={flag: value}), other)
+        a = stamps.stage_settings(config.load(cwd=tmp_path, env={}), other)
+        b = stamps.stage_settings(config.load(cwd=tmp_path, env={}, flags={flag: value}), other)
         assert a == b, other
 
 
