@@ -5,7 +5,7 @@ edit, and ``build --dry-run`` names it."""
 
 from __future__ import annotations
 
-from dataclasses import field, fields, make_dataclass, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from rocm_build.building.plan import Plan, ProjectStep
 from rocm_build.config.schema import BuildSettings, output_settings
 from rocm_build.repo.worktree import WorkTree
 from tests.support.buildplans import build_plan, project_sources
+from tests.support.sections import with_extra_setting
 
 #: the settings that change the wheel (their values reach it: the label, aotriton's kernels)
 MARKED = {"version_suffix", "aotriton"}
@@ -42,18 +43,6 @@ def _plan(tmp_path: Path) -> tuple[Plan, ProjectStep]:
     return plan, step
 
 
-def _extended(base: BuildSettings, *, output: bool, value: int) -> Any:
-    """``base`` with one more setting, ``extra``, marked ``output`` or not."""
-    extended = make_dataclass(
-        "ExtendedBuildSettings",
-        [("extra", int, field(default=0, metadata={"output": output}))],
-        bases=(BuildSettings,),
-        frozen=True,
-        kw_only=True,
-    )
-    return extended(**{f.name: getattr(base, f.name) for f in fields(base)}, extra=value)
-
-
 def _key(plan: Plan, step: ProjectStep, settings: Any) -> tuple[str, dict[str, str]]:
     return inputs(replace(plan, settings=settings), step, {})
 
@@ -66,9 +55,9 @@ def test_the_marks_are_those_that_change_the_wheel(tmp_path: Path) -> None:
 
 def test_a_setting_marked_output_changes_the_fingerprint(tmp_path: Path) -> None:
     plan, step = _plan(tmp_path)
-    one, parts = _key(plan, step, _extended(plan.settings, output=True, value=1))
-    assert one == _key(plan, step, _extended(plan.settings, output=True, value=1))[0]
-    two, other = _key(plan, step, _extended(plan.settings, output=True, value=2))
+    one, parts = _key(plan, step, with_extra_setting(plan.settings, output=True, value=1))
+    assert one == _key(plan, step, with_extra_setting(plan.settings, output=True, value=1))[0]
+    two, other = _key(plan, step, with_extra_setting(plan.settings, output=True, value=2))
     assert one != two
     assert [k for k in parts if parts[k] != other[k]] == ["settings"]
     assert set(parts) == set(PART_WORDS)  # every part has its words for --dry-run
@@ -76,8 +65,8 @@ def test_a_setting_marked_output_changes_the_fingerprint(tmp_path: Path) -> None
 
 def test_an_unmarked_setting_leaves_it(tmp_path: Path) -> None:
     plan, step = _plan(tmp_path)
-    one, _ = _key(plan, step, _extended(plan.settings, output=False, value=1))
-    assert one == _key(plan, step, _extended(plan.settings, output=False, value=2))[0]
+    one, _ = _key(plan, step, with_extra_setting(plan.settings, output=False, value=1))
+    assert one == _key(plan, step, with_extra_setting(plan.settings, output=False, value=2))[0]
     changed = replace(plan.settings, force=True, dry_run=True, cache="ccache", allow_dirty=True)
     assert _key(plan, step, plan.settings)[0] == _key(plan, step, changed)[0]
 

@@ -4,7 +4,7 @@ setting marked so makes an existing output stale without another edit."""
 
 from __future__ import annotations
 
-from dataclasses import field, fields, make_dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from rocm_build.bundle import linux, windows
 from rocm_build.bundle.job import BundleJob
 from rocm_build.config.schema import BundleSettings, output_settings
 from rocm_build.wheel.deflate import DEFAULT_DEFLATE
+from tests.support.sections import with_extra_setting
 
 FINGERPRINTS = {"linux": linux._fingerprint, "windows": windows._fingerprint}
 
@@ -38,18 +39,6 @@ BEFORE = {
 
 def _defaults(tmp_path: Path) -> BundleSettings:
     return config.load(cwd=tmp_path, env={}, flags={}).bundle
-
-
-def _extended(base: BundleSettings, *, output: bool, value: int) -> Any:
-    """``base`` with one more setting, ``extra``, marked ``output`` or not."""
-    extended = make_dataclass(
-        "ExtendedBundleSettings",
-        [("extra", int, field(default=0, metadata={"output": output}))],
-        bases=(BundleSettings,),
-        frozen=True,
-        kw_only=True,
-    )
-    return extended(**{f.name: getattr(base, f.name) for f in fields(base)}, extra=value)
 
 
 def _job(tmp_path: Path, settings: BundleSettings) -> BundleJob:
@@ -91,16 +80,16 @@ def test_the_marked_settings_hold_every_one_listed_before(tmp_path: Path) -> Non
 @pytest.mark.parametrize("platform", FINGERPRINTS)
 def test_a_setting_marked_output_changes_the_fingerprint(tmp_path: Path, platform: str) -> None:
     fp, base = FINGERPRINTS[platform], _defaults(tmp_path)
-    one = fp(_job(tmp_path, _extended(base, output=True, value=1)))
-    assert one == fp(_job(tmp_path, _extended(base, output=True, value=1)))  # equal inputs
-    assert one != fp(_job(tmp_path, _extended(base, output=True, value=2)))
+    one = fp(_job(tmp_path, with_extra_setting(base, output=True, value=1)))
+    assert one == fp(_job(tmp_path, with_extra_setting(base, output=True, value=1)))  # equal inputs
+    assert one != fp(_job(tmp_path, with_extra_setting(base, output=True, value=2)))
 
 
 @pytest.mark.parametrize("platform", FINGERPRINTS)
 def test_an_unmarked_setting_leaves_it(tmp_path: Path, platform: str) -> None:
     fp, base = FINGERPRINTS[platform], _defaults(tmp_path)
-    one = fp(_job(tmp_path, _extended(base, output=False, value=1)))
-    assert one == fp(_job(tmp_path, _extended(base, output=False, value=2)))
+    one = fp(_job(tmp_path, with_extra_setting(base, output=False, value=1)))
+    assert one == fp(_job(tmp_path, with_extra_setting(base, output=False, value=2)))
     assert one == fp(_job(tmp_path, replace(base, deflate_cache="none", dry_run=True)))
 
 
@@ -120,7 +109,9 @@ def test_the_split_fingerprint_takes_the_marks_too(tmp_path: Path) -> None:
     ws, base = plan_workspace(tmp_path / "ws"), _defaults(tmp_path)
 
     def prints(*, output: bool, value: int) -> list[str]:
-        settings = replace(ws.ctx.settings, bundle=_extended(base, output=output, value=value))
+        settings = replace(
+            ws.ctx.settings, bundle=with_extra_setting(base, output=output, value=value)
+        )
         plan = split.split_arch_plan(replace(ws.ctx, settings=settings), ws.built)
         return [plan.fingerprints[w] for w in ws.built]
 

@@ -53,8 +53,9 @@ def test_a_bound_flag_reaches_the_settings_with_no_code_in_the_command() -> None
     assert isinstance(command.params[-1].type, o.Setting)
 
 
-def test_a_flag_not_given_leaves_the_default() -> None:
-    command, seen = probe(
+def _repeatable_and_negated() -> tuple[Any, Any]:
+    """A repeatable flag and a negating one, each bound to a setting."""
+    return (
         o.setting_option("--exclude", key="bundle.exclude", multiple=True, help="x"),
         o.setting_option(
             "--no-patches",
@@ -65,6 +66,12 @@ def test_a_flag_not_given_leaves_the_default() -> None:
             help="p",
         ),
     )
+
+
+def test_a_flag_not_given_leaves_the_default() -> None:
+    command, seen = probe(
+        *_repeatable_and_negated(),
+    )
     assert run(command, []).exit_code == 0
     cfg = seen["settings"]
     assert cfg.sources["bundle.exclude"].name == "DEFAULT"
@@ -74,15 +81,7 @@ def test_a_flag_not_given_leaves_the_default() -> None:
 
 def test_repeated_and_negated_flags_and_one_flag_for_two_settings() -> None:
     command, seen = probe(
-        o.setting_option("--exclude", key="bundle.exclude", multiple=True, help="x"),
-        o.setting_option(
-            "--no-patches",
-            key="checkout.patches",
-            convert=lambda _: False,
-            is_flag=True,
-            default=None,
-            help="p",
-        ),
+        *_repeatable_and_negated(),
         o.offline_option("o", key=("build.no_index", "smoke.offline")),
         o.ref_option,
     )
