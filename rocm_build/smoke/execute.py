@@ -277,7 +277,8 @@ def execute(plan: Plan, progress: Progress = NO_PROGRESS) -> Result:
     if plan.settings.upstream_tests and plan.upstream_dir is not None:
         summary = _run_upstream(plan)
     passed = result.returncode == 0 and (summary is None or summary.failed == 0)
-    if passed and not plan.settings.keep_venv:
+    # the venv this run made (a link planted in its place since is left alone: never followed)
+    if passed and not plan.settings.keep_venv and not plan.venv.is_symlink() and plan.venv.is_dir():
         log.info("removing %s: the run passed (--keep-venv keeps it)", plan.venv)
         shutil.rmtree(plan.venv)
     return Result(
