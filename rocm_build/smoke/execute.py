@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build.common import proc
-from rocm_build.common.errors import CommandFailed, SmokeFailed
+from rocm_build.common import proc, statefile
+from rocm_build.common.errors import CommandFailed, FileAccessError, SmokeFailed
 from rocm_build.common.progress import NO_PROGRESS, Progress
 from rocm_build.smoke import upstream
 from rocm_build.smoke.junit import TestOutcome, parse_junit
@@ -210,14 +210,27 @@ def _write_atomic(src: Path, dest: Path) -> None:
     tmp.replace(dest)
 
 
+def remove_folder(folder: Path, what: str) -> None:
+    """Remove a folder the smoke run made (its run folder, its venv), if there is one. What is
+    planted at its name instead (a link, a file, another user's folder, one anyone may write to)
+    is refused in one line (exit 14) and left as it is (``statefile.check_folder``); links inside
+    are removed, never followed."""
+    if statefile.check_folder(folder, what) is None:
+        return
+    try:
+        shutil.rmtree(folder)
+    except OSError as exc:
+        msg = f"cannot remove the {what} {folder} ({exc.strerror}): remove it by hand, run again"
+        raise FileAccessError(msg) from exc
+
+
 def execute(plan: Plan, progress: Progress = NO_PROGRESS) -> Result:
     """Create the venv, install, run the suite and collect the outcome (``check`` judges it).
 
     Wheels that do not install into a fresh environment are a smoke failure already. The run
     reports each test pytest finishes to ``progress`` ("smoke: tests run", no total)."""
     start = time.monotonic()
-    if plan.run_dir.exists():
-        shutil.rmtree(plan.run_dir)
+    remove_folder(plan.run_dir, "smoke folder")  # the last run's
     plan.run_dir.mkdir(parents=True)
     log_file = plan.run_dir / "smoke.log"
     log.info("creating a fresh environment %s (%s)", plan.venv, plan.python)
@@ -277,10 +290,9 @@ def execute(plan: Plan, progress: Progress = NO_PROGRESS) -> Result:
     if plan.settings.upstream_tests and plan.upstream_dir is not None:
         summary = _run_upstream(plan)
     passed = result.returncode == 0 and (summary is None or summary.failed == 0)
-    # the venv this run made (a link planted in its place since is left alone: never followed)
-    if passed and not plan.settings.keep_venv and not plan.venv.is_symlink() and plan.venv.is_dir():
+    if passed and not plan.settings.keep_venv:
         log.info("removing %s: the run passed (--keep-venv keeps it)", plan.venv)
-        shutil.rmtree(plan.venv)
+        remove_folder(plan.venv, "smoke venv")
     return Result(
         plan=plan,
         returncode=result.returncode,
