@@ -477,9 +477,15 @@ class CacheStats:
 
     kind: str
     enabled: bool = False
-    hits: int = 0
-    misses: int = 0
     counters: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def hits(self) -> int:
+        return self.counters.get("hits", 0)
+
+    @property
+    def misses(self) -> int:
+        return self.counters.get("misses", 0)
 
     def as_json(self) -> dict[str, Any]:
         return {"kind": self.kind, **self.counters}
@@ -487,9 +493,7 @@ class CacheStats:
 
 def statistics(cache: CompilerCache, env: Mapping[str, str]) -> CacheStats:
     """The cache and its counters since the last ``zero_stats``."""
-    counters = cache_stats(cache, env)
-    hits, misses = counters.get("hits", 0), counters.get("misses", 0)
-    return CacheStats(cache.kind, cache.enabled, hits, misses, counters)
+    return CacheStats(cache.kind, cache.enabled, cache_stats(cache, env))
 
 
 def zero_stats(cache: CompilerCache, env: Mapping[str, str]) -> None:

@@ -49,8 +49,9 @@ def test_a_device_without_its_facts_is_refused() -> None:
 
 def test_the_cache_statistics_json_is_the_kind_then_the_counters() -> None:
     counters = {"hits": 3, "misses": 2, "remote_hits": 1}
-    stats = CacheStats("ccache", True, 3, 2, counters)
+    stats = CacheStats("ccache", True, counters)
     assert json.dumps(stats.as_json()) == json.dumps({"kind": "ccache", **counters})
+    assert (stats.hits, stats.misses) == (3, 2)
     none = compilercache.statistics(CompilerCache("none"), {})
     assert (none.enabled, none.hits, none.misses, none.as_json()) == (
         False,
