@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build.building import compilercache, shapes  # noqa: E402
+from rocm_build.building import cachestats, compilercache, shapes  # noqa: E402
 from rocm_build.rocm import debtree  # noqa: E402
 from tests.integration.building import hipshape  # noqa: E402
 
@@ -53,13 +53,13 @@ def _timed_build(
     project = hipshape.checkout(folder, shape, kernels=kernels)
     step = hipshape.plan(project, python, view, TARGETS, extra=c.env)
     env = dict(step.env)
-    compilercache.zero_stats(c, env)
+    cachestats.zero_stats(c, env)
     start = time.perf_counter()
     done = hipshape.build(project, step)
     took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{shape} build failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return took, compilercache.cache_stats(c, env)
+    return took, cachestats.cache_stats(c, env)
 
 
 def run_shape(

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build.building import compilercache  # noqa: E402
+from rocm_build.building import cachestats, compilercache  # noqa: E402
 
 FIXTURE = REPO / "tests" / "integration" / "ci" / "hipproject"
 
@@ -66,7 +66,7 @@ def build(
         ],
         env=full, check=True, capture_output=True,
     )  # fmt: skip
-    compilercache.zero_stats(compiler_cache, env)
+    cachestats.zero_stats(compiler_cache, env)
     start = time.monotonic()
     subprocess.run(["cmake", "--build", str(out)], env=full, check=True, capture_output=True)
     return time.monotonic() - start
@@ -92,7 +92,7 @@ def once(rocm: Path, env: dict[str, str]) -> tuple[float, float]:
                 )
                 project = Path(shutil.copytree(FIXTURE, tmp / f"checkout-{local}"))
                 times.append(build(project, c, env, rocm))
-                stats = compilercache.cache_stats(c, env)
+                stats = cachestats.cache_stats(c, env)
                 if local == "local-2" and (stats["misses"] or not stats["remote_hits"]):
                     raise SystemExit(f"expected only remote hits, got {stats}")
             return times[0], times[1]

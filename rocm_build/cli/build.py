@@ -15,7 +15,7 @@ from rocm_build.common.masking import mask_values
 if TYPE_CHECKING:
     from rocm_build.building import Plan as BuildPlan
     from rocm_build.building import Result as BuildResult
-    from rocm_build.building.compilercache import CacheStats
+    from rocm_build.building.cachestats import CacheStats
     from rocm_build.common.arch import Targets
 
 
@@ -71,7 +71,7 @@ def command(state: State, projects: tuple[str, ...]) -> None:
     rocm-build build torch torchvision --arch 'gfx90a;gfx942' --jobs 8 --dry-run
     """
     from rocm_build import building as build_stage
-    from rocm_build.building import compilercache as cache_mod
+    from rocm_build.building import cachestats
 
     # a dry run given on the command line downloads no tree (one in the config file does)
     ctx = state.resolve(tree=True, targets=True, dry_run=bool(given.value("build.dry_run")))
@@ -89,13 +89,13 @@ def command(state: State, projects: tuple[str, ...]) -> None:
         else:
             show_plan(plan, would)
         return
-    cache_mod.zero_stats(compiler_cache, cfg.env)
+    cachestats.zero_stats(compiler_cache, cfg.env)
     bars = state.progress()
     try:
         result = build_stage.execute(plan, bars)
     finally:
         close_bars(bars)
-    stats = cache_mod.statistics(compiler_cache, cfg.env)
+    stats = cachestats.statistics(compiler_cache, cfg.env)
     if state.json:
         state.emit({**result.as_json(), "cache": stats.as_json()})
     else:

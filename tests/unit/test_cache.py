@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.building import compilercache
+from rocm_build.building import cachestats, compilercache
 from rocm_build.common.errors import ConfigError, ToolMissing
 
 CCACHE_475 = """ccache version 4.7.5
@@ -246,7 +246,7 @@ CCACHE_PRINT_STATS = "\n".join(
 
 
 def test_parse_ccache_stats() -> None:
-    stats = compilercache.parse_ccache_stats(CCACHE_PRINT_STATS)
+    stats = cachestats.parse_ccache_stats(CCACHE_PRINT_STATS)
     assert stats["hits"] == 4
     assert stats["misses"] == 2
     assert stats["remote_hits"] == 3
@@ -256,9 +256,7 @@ def test_parse_ccache_stats() -> None:
 
 
 def test_parse_ccache_stats_of_older_secondary_storage_names() -> None:
-    stats = compilercache.parse_ccache_stats(
-        "secondary_storage_hit\t7\nsecondary_storage_miss\t1\n"
-    )
+    stats = cachestats.parse_ccache_stats("secondary_storage_hit\t7\nsecondary_storage_miss\t1\n")
     assert stats["remote_hits"] == 7
     assert stats["remote_misses"] == 1
 
@@ -275,16 +273,16 @@ def test_parse_sccache_stats() -> None:
             }
         }
     )
-    stats = compilercache.parse_sccache_stats(text)
+    stats = cachestats.parse_sccache_stats(text)
     assert stats == {"hits": 6, "misses": 2, "errors": 0, "requests": 9, "uncacheable": 1}
     with pytest.raises(ToolMissing, match="not JSON"):
-        compilercache.parse_sccache_stats("Compile requests 9")
+        cachestats.parse_sccache_stats("Compile requests 9")
 
 
 def test_stats_of_no_cache_are_empty() -> None:
     none = compilercache.CompilerCache("none")
-    assert compilercache.cache_stats(none, {}) == {}
-    compilercache.zero_stats(none, {})  # nothing to reset, and no process is started
+    assert cachestats.cache_stats(none, {}) == {}
+    cachestats.zero_stats(none, {})  # nothing to reset, and no process is started
 
 
 CCACHE_414 = (

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from rocm_build.building import compilercache
-from rocm_build.building.compilercache import CacheStats, CompilerCache
+from rocm_build.building import cachestats
+from rocm_build.building.cachestats import CacheStats
+from rocm_build.building.compilercache import CompilerCache
 from rocm_build.smoke.execute import Device, HipRuntime, SuiteFacts
 
 #: facts.json as the smoke suite writes it (smoke_support, test_gpu, test_generic, test_triton)
@@ -52,7 +53,7 @@ def test_the_cache_statistics_json_is_the_kind_then_the_counters() -> None:
     stats = CacheStats("ccache", True, counters)
     assert json.dumps(stats.as_json()) == json.dumps({"kind": "ccache", **counters})
     assert (stats.hits, stats.misses) == (3, 2)
-    none = compilercache.statistics(CompilerCache("none"), {})
+    none = cachestats.statistics(CompilerCache("none"), {})
     assert (none.enabled, none.hits, none.misses, none.as_json()) == (
         False,
         0,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.building import compilercache, hiplauncher
+from rocm_build.building import cachestats, compilercache, hiplauncher
 from rocm_build.rocm import debtree, dist
 from tests.conftest import _test_cache
 
@@ -87,14 +87,14 @@ def test_second_folder_compiles_no_host_and_no_device_object(
     )
     assert c.env["HIP_CLANG_LAUNCHER"] == str(c.program)
 
-    compilercache.zero_stats(c, env)
+    cachestats.zero_stats(c, env)
     _build(shutil.copytree(FIXTURE, tmp_path / "a" / "checkout"), tree, c, env)
-    first = compilercache.cache_stats(c, env)
+    first = cachestats.cache_stats(c, env)
     # CMake's compiler check, host.cpp and kernels.hip (hipcc's --version probes: uncacheable).
     assert first["misses"] == 3, first
 
-    compilercache.zero_stats(c, env)
+    cachestats.zero_stats(c, env)
     _build(shutil.copytree(FIXTURE, tmp_path / "b" / "checkout"), tree, c, env)
-    second = compilercache.cache_stats(c, env)
+    second = cachestats.cache_stats(c, env)
     assert second["misses"] == 0, second
     assert second["hits"] == 3, second

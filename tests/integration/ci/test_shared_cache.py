@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from rocm_build.building import compilercache
+from rocm_build.building import cachestats, compilercache
 
 FIXTURE = Path(__file__).parent / "cproject"
 HIP_FIXTURE = Path(__file__).parent / "hipproject"
@@ -82,18 +82,18 @@ def test_resolve_finds_the_installed_ccache(tmp_path: Path, redis_url: str) -> N
 
 def test_second_folder_is_served_from_redis(tmp_path: Path, redis_url: str) -> None:
     first = _resolve(redis_url, tmp_path / "local-1", tmp_path)
-    compilercache.zero_stats(first, _env())
+    cachestats.zero_stats(first, _env())
     out_first = _build(_copy_project(tmp_path / "checkout-a"), first)
-    stats_first = compilercache.cache_stats(first, _env())
+    stats_first = cachestats.cache_stats(first, _env())
     assert stats_first["misses"] >= SOURCES, stats_first
     assert stats_first["remote_hits"] == 0
 
     # Another folder, another (empty) local cache: only Redis can supply the objects.
     second = _resolve(redis_url, tmp_path / "local-2", tmp_path)
     assert not (tmp_path / "local-2").exists() or not any((tmp_path / "local-2").iterdir())
-    compilercache.zero_stats(second, _env())
+    cachestats.zero_stats(second, _env())
     out_second = _build(_copy_project(tmp_path / "checkout-b"), second)
-    stats_second = compilercache.cache_stats(second, _env())
+    stats_second = cachestats.cache_stats(second, _env())
 
     assert stats_second["remote_hits"] == stats_first["misses"], stats_second
     assert stats_second["misses"] == 0, stats_second
@@ -106,9 +106,9 @@ def test_without_the_remote_the_second_folder_misses(tmp_path: Path) -> None:
     first = _resolve("", tmp_path / "local-1", tmp_path)
     _build(_copy_project(tmp_path / "checkout-a"), first)
     second = _resolve("", tmp_path / "local-2", tmp_path)
-    compilercache.zero_stats(second, _env())
+    cachestats.zero_stats(second, _env())
     _build(_copy_project(tmp_path / "checkout-b"), second)
-    stats = compilercache.cache_stats(second, _env())
+    stats = cachestats.cache_stats(second, _env())
     assert stats["hits"] == 0
     assert stats["misses"] >= SOURCES
 
@@ -140,17 +140,17 @@ def test_sccache_over_redis(tmp_path: Path, redis_url: str) -> None:
     assert c.env["SCCACHE_IDLE_TIMEOUT"] == "0"
     build_env = {**env, **c.env}
     try:
-        compilercache.zero_stats(c, env)
+        cachestats.zero_stats(c, env)
         project = _copy_project(tmp_path / "checkout")
         _build(project, c, env)
-        first = compilercache.cache_stats(c, env)
+        first = cachestats.cache_stats(c, env)
         assert first["misses"] >= SOURCES, first
         assert _redis_keys(redis_url) >= SOURCES
 
         shutil.rmtree(project / "build")
-        compilercache.zero_stats(c, env)
+        cachestats.zero_stats(c, env)
         _build(project, c, env)
-        second = compilercache.cache_stats(c, env)
+        second = cachestats.cache_stats(c, env)
         assert second["hits"] >= SOURCES, second
         assert second["errors"] == 0
     finally:
@@ -184,15 +184,15 @@ def test_hip_objects_from_the_rocm_compiler_are_shared(
     """The real use: HIP sources compiled by the ROCm tree's clang, through the launcher, in
     two folders; the second gets its device code objects from Redis."""
     first = _resolve(redis_url, tmp_path / "local-1", tmp_path)
-    compilercache.zero_stats(first, _env())
+    cachestats.zero_stats(first, _env())
     lib_a = _hip_build(shutil.copytree(HIP_FIXTURE, tmp_path / "a"), first, rocm_tree)
-    stats_first = compilercache.cache_stats(first, _env())
+    stats_first = cachestats.cache_stats(first, _env())
     assert stats_first["misses"] >= 2, stats_first  # axpy.hip and host.cpp
 
     second = _resolve(redis_url, tmp_path / "local-2", tmp_path)
-    compilercache.zero_stats(second, _env())
+    cachestats.zero_stats(second, _env())
     lib_b = _hip_build(shutil.copytree(HIP_FIXTURE, tmp_path / "b"), second, rocm_tree)
-    stats_second = compilercache.cache_stats(second, _env())
+    stats_second = cachestats.cache_stats(second, _env())
     assert stats_second["remote_hits"] == stats_first["misses"], stats_second
     assert stats_second["misses"] == 0, stats_second
     assert _offload_section(lib_b) == _offload_section(lib_a) > 0
