@@ -145,6 +145,7 @@ def resolve_closure(
         data=data_files,
         data_skipped=data[1],
         from_torch=tuple(sorted(closure.from_torch.items())),
+        from_packages=tuple(sorted((n, f) for n, (_, f) in closure.from_packages.items())),
         requires=tuple(closure.requires(metadata)),
         system_libs=tuple(sorted(closure.system)),
         excluded=tuple((n, tuple(sorted(set(w)))) for n, w in sorted(closure.excluded.items())),

@@ -454,6 +454,7 @@ def _provenance(job: BundleJob, plan: Closure, reader: WheelReader, fp: str) -> 
         "sources": [list(f) for f in plan.sources],
         "input": input_record(job.wheel, reader.fileno(), plan.input_facts),
         **({"mode": "thin"} if job.thin is not None else {}),
+        **({"from_packages": dict(plan.from_packages)} if plan.from_packages else {}),
     }
 
 

@@ -156,6 +156,8 @@ class Closure:
     images_out_families: tuple[str, ...] = ()
     #: the kpack archives the kpack-split libraries need (stored in the wheel)
     kpack: KpackPlan = NO_KPACK
+    #: thin: (library, folder of ROCm's packages that installs it), as the tree is packaged
+    from_packages: tuple[tuple[str, str], ...] = ()
     #: the tree files the plan read (libraries, data files, kpack archives), as the plan saw
     #: them (``statefile.file_facts``): ``execute`` writes them only while they are so
     sources: tuple[tuple[Any, ...], ...] = ()

@@ -9,11 +9,9 @@ Size: `inspect`: every fact it reports about a wheel, read in one pass.
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
-import re
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 from rocm_build.binary import elf, pe
 from rocm_build.bundle import kpacked, rocmlabel
 from rocm_build.bundle import split as splitarch
+from rocm_build.bundle.attribution import Contents, attribute, requires_by_folder
 from rocm_build.bundle.closure import inside
 from rocm_build.bundle.data import gfx_tokens
 from rocm_build.bundle.policy import is_loader, is_path, platform_tag, policy_whitelist
@@ -28,12 +27,19 @@ from rocm_build.common import arch
 from rocm_build.common.errors import RequirementNotMet, UnsafeInput
 from rocm_build.common.sizes import human_size
 from rocm_build.run.context import RunContext
-from rocm_build.wheel import torchinfo, wheelmeta
+from rocm_build.wheel import torchinfo
 from rocm_build.wheel.analyze import WheelAnalysis, analyze
 from rocm_build.wheel.membernames import shown
 from rocm_build.wheel.wheelread import WheelReader
 
-__all__ = ["PYPI_LIMIT", "InspectResult", "human_size", "inspect_wheel", "render"]
+__all__ = [
+    "PYPI_LIMIT",
+    "InspectResult",
+    "human_size",
+    "inspect_wheel",
+    "installed_together",
+    "render",
+]
 
 PYPI_LIMIT = 100 * 1000 * 1000  # PyPI's default per-file upload limit; raised on request
 
@@ -75,7 +81,23 @@ def _component(name: str, lib_dir: str, libs: set[str]) -> str:
     return "other"
 
 
-def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = None) -> InspectResult:
+def installed_together(wheels: Iterable[Path]) -> Contents:
+    """What the wheels would install together: their members, by folder."""
+    known = Contents()
+    for wheel in wheels:
+        with WheelReader(wheel) as reader:
+            known = known | Contents.of_members(m.name for m in reader.members)
+    return known
+
+
+def inspect_wheel(
+    path: Path,
+    ctx: RunContext,
+    *,
+    require_arch: str | None = None,
+    together: Contents | None = None,
+) -> InspectResult:
+    """What ``path`` carries; ``together``: what the wheels inspected with it install."""
     known, families = ctx.settings.known_targets, ctx.settings.target_families
     requested = arch.Targets.parse(require_arch or "", known=known, families=families).bases
     with WheelReader(path) as reader:
@@ -84,7 +106,11 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
         record_problems = reader.record_problems()
         features = torchinfo.build_features(reader, [m.name for m in reader.members])
     prov = analysis.bundle_record()
-    rows, external = _elf_rows(analysis, prov, ctx.settings.bundle.rocm_libs)
+    held = prov.get("from_packages")
+    installed = Contents.of_members(analysis.members) | (together or Contents())
+    if isinstance(held, dict):
+        installed = installed | Contents.of_record({str(k): str(v) for k, v in held.items()})
+    rows, external = _elf_rows(analysis, prov, installed)
     pe_rows = _pe_rows(analysis)
     code_targets = sorted({t for r in [*rows, *pe_rows] for t in r["targets"]})
     wanted = list(requested) or list(prov.get("targets", []))
@@ -141,14 +167,12 @@ def inspect_wheel(path: Path, ctx: RunContext, *, require_arch: str | None = Non
 
 
 def _elf_rows(
-    analysis: WheelAnalysis, prov: Mapping[str, Any], rocm_names: tuple[str, ...] = ()
+    analysis: WheelAnalysis, prov: Mapping[str, Any], known: Contents
 ) -> tuple[list[dict[str, Any]], set[str]]:
     """One row per host ELF file (search path, what it needs and where that is), and the
-    libraries the wheel takes from outside it (``rocm_names``: ROCm's, by pattern)."""
+    libraries the wheel takes from outside it (``known``: what is known to be installed)."""
     elves = analysis.infos
-    own = {posixpath.dirname(m.rstrip("/")) for m in analysis.members}
-    own |= {"/".join(f.split("/")[:n]) for f in own for n in range(1, f.count("/") + 1)}
-    requires = _requires_dist(analysis.metadata)
+    requires = requires_by_folder(analysis.metadata)
     # by file name, as the loader looks NEEDED names up (a SONAME alone provides nothing)
     provided = {posixpath.basename(a) for a in elves}
     whitelist = policy_whitelist("auto")
@@ -173,7 +197,7 @@ def _elf_rows(
             if n not in provided and n not in whitelist and not is_loader(n) and n not in from_torch
             if n not in paths
         ]
-        expected = _from_packages(arc, info, unresolved, requires, own, rocm_names)
+        expected = attribute(arc, info, unresolved, requires, known)
         left = [n for n in unresolved if n in excluded and n not in expected]
         unresolved = [n for n in unresolved if n not in expected and n not in left]
         # as auditwheel: an excluded library does not count against the platform tag
@@ -280,76 +304,6 @@ def _sizes(analysis: WheelAnalysis, lib_dir: str) -> dict[str, int]:
     for name, size in analysis.sizes.items():
         sizes[_component(name, lib_dir, libs)] += size
     return dict(sizes)
-
-
-def _requires_dist(metadata: str) -> dict[str, str]:
-    """The wheel's requirements by their distribution's name as a folder name (``rocm-sdk-core``
-    installs ``_rocm_sdk_core``, ``torch`` installs ``torch``), lower case, without the
-    leading ``_``."""
-    out: dict[str, str] = {}
-    for req in wheelmeta.parsed_requirements(metadata):
-        # rocm[libraries,device-gfx942]: the extras are what installs ROCm's packages
-        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
-        out[re.sub(r"[-_.]+", "_", req.name).lower()] = f"{req.name}{extras}{req.specifier}"
-    return out
-
-
-def _package_folders(arc: str, info: elf.ElfInfo, own: set[str]) -> list[str]:
-    """The folders outside this wheel that ``arc``'s ``$ORIGIN`` search path names, in the
-    order the loader tries them (site-packages relative: ``torch/lib``, ``_rocm_sdk_core/lib``)."""
-    here = posixpath.dirname(arc)
-    folders: list[str] = []
-    for entry in info.search_path:
-        for prefix in ("${ORIGIN}", "$ORIGIN"):
-            if entry == prefix or entry.startswith(prefix + "/"):
-                rest = entry[len(prefix) :].lstrip("/")
-                target = posixpath.normpath(posixpath.join(here or ".", rest))
-                if not target.startswith(".") and target not in own and target not in folders:
-                    folders.append(target)
-                break
-    return folders
-
-
-def _from_packages(
-    arc: str,
-    info: elf.ElfInfo,
-    names: list[str],
-    requires: dict[str, str],
-    own: set[str],
-    rocm_names: tuple[str, ...] = (),
-) -> dict[str, list[dict[str, str]]]:
-    """Per NEEDED name the wheel lacks, the folder of another distribution it is expected from:
-    the first folder of the search path (in the loader's order) that may hold it, with the
-    distribution that installs that folder and the requirement that installs it ("" if none
-    does). ROCm's core runtime comes from the core package's folder, ROCm's other libraries
-    (``rocm_names`` patterns) from ROCm's other packages' folders, every other library (torch's
-    ``libtorch.so``, ``libc10.so``) from the first folder of another distribution (``torch/lib``).
-    """
-    from rocm_build.bundle.rocmwheels import CORE_LIBS
-
-    folders = _package_folders(arc, info, own)
-    out: dict[str, list[dict[str, str]]] = {}
-    for name in names:
-        core = any(fnmatch.fnmatchcase(name, p) for p in CORE_LIBS)
-        rocm = core or any(fnmatch.fnmatchcase(name, p) for p in rocm_names)
-        sdk = [f for f in folders if f.startswith("_rocm_sdk_")]
-        others = [f for f in folders if f not in sdk]
-        fits = [f for f in sdk if f.startswith("_rocm_sdk_core") == core]
-        order = [*fits, *others, *sdk] if rocm else [*others, *fits, *sdk]
-        if not order:
-            continue
-        folder = order[0]
-        top = folder.split("/", 1)[0]
-        key = top.lstrip("_").lower()
-        match = [r for r in requires if key == r or key.startswith(r + "_")]
-        out[name] = [
-            {
-                "folder": folder,
-                "distribution": top.lstrip("_").replace("_", "-"),
-                "requirement": requires[max(match, key=len)] if match else "",
-            }
-        ]
-    return out
 
 
 def _origin_folders(arc: str, entries: tuple[str, ...]) -> set[str]:
@@ -522,7 +476,14 @@ def _file_lines(data: dict[str, Any]) -> Iterator[str]:
                 f"{w['folder']} ({w['requirement'] or _no_requirement(w['distribution'])})"
                 for w in where
             )
-            yield f"    {lib}: from {places}"
+            if len(where) == 1 and where[0].get("checked", True):
+                yield f"    {lib}: from {places}"
+            else:
+                first = "" if len(where) == 1 else "the first that holds it of "
+                yield (
+                    f"    {lib}: from {first}{places} (not checked: inspect this wheel "
+                    "together with the wheels that install those folders)"
+                )
         if row.get("off_search_path"):
             yield (
                 f"    IN THE WHEEL BUT NOT ON ITS SEARCH PATH: {', '.join(row['off_search_path'])}"

@@ -24,11 +24,17 @@ def command(state: State, wheels: tuple[Path, ...], require_arch: str | None) ->
     """Show what wheels carry: libraries, search paths, gfx targets, sizes, platform tag.
 
     With several WHEELS each is shown in turn (--json: a list of their reports; one wheel:
-    its report); the exit code is the first wheel's that fails a check."""
+    its report); the exit code is the first wheel's that fails a check. Wheels given together
+    are taken as installed together: a library one of them needs from another's folder is
+    looked up in that wheel (a thin wheel with ROCm's packages, a torch extension with torch).
+    """
     from rocm_build.bundle import report
 
     ctx = state.context()
-    results = [report.inspect_wheel(w, ctx, require_arch=require_arch) for w in wheels]
+    together = report.installed_together(wheels) if len(wheels) > 1 else None
+    results = [
+        report.inspect_wheel(w, ctx, require_arch=require_arch, together=together) for w in wheels
+    ]
     if state.json:
         state.emit(results[0].data if len(results) == 1 else [r.data for r in results])
     else:

@@ -199,6 +199,7 @@ def test_thin_wheel_of_a_split_tree_requires_what_pytorch_requires(
             "folder": "_rocm_sdk_libraries/lib",
             "distribution": "rocm-sdk-libraries",
             "requirement": f"rocm[device-gfx90a,libraries]=={VERSION}",
+            "checked": True,
         }
     ]
 

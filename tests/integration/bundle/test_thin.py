@@ -166,18 +166,23 @@ def test_inspect_thin_wheel_names_the_package_of_each_library(
     (thin,) = out.glob("hipext-*.whl")
     data, text = _inspect(run_cli, thin)
     (row,) = data["elf_files"]
+    # bundle recorded the folder of ROCm's packages each library is in: checked
+    assert data["bundle"]["from_packages"]["libamdhip64.so.5"] == "_rocm_sdk_core/lib"
     assert row["from_packages"]["libamdhip64.so.5"] == [
         {
             "folder": "_rocm_sdk_core/lib",
             "distribution": "rocm-sdk-core",
             "requirement": "rocm-sdk-core==5.2.3",
+            "checked": True,
         }
     ]
     assert "libamdhip64.so.5" not in row["unresolved"]
     assert "libamdhip64.so.5: from _rocm_sdk_core/lib (rocm-sdk-core==5.2.3)" in text
 
 
-def test_inspect_third_party_thin_wheel(hip_ext_so: Path, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_inspect_third_party_thin_wheel(
+    hip_ext_so: Path, rocm_tree: Path, run_cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """A thin wheel rocm-build did not make (laid out as pyg-lib-rocm's: the extension one
     folder deep, RUNPATH into both packages' lib folders), one of them not required."""
     from rocm_build.bundle.apply import _patchelf
@@ -198,14 +203,38 @@ def test_inspect_third_party_thin_wheel(hip_ext_so: Path, run_cli, tmp_path: Pat
     )
     data, text = _inspect(run_cli, wheel)
     (row,) = data["elf_files"]
+    core = {
+        "folder": "_rocm_sdk_core/lib",
+        "distribution": "rocm-sdk-core",
+        "requirement": "rocm-sdk-core==7.0.0",
+    }
+    libraries = {
+        "folder": "_rocm_sdk_libraries_gfx94X_dcgpu/lib",
+        "distribution": "rocm-sdk-libraries-gfx94X-dcgpu",
+        "requirement": "",
+    }
+    # alone, what the two folders hold is unknown: both, in the loader's order, unchecked
     assert row["from_packages"]["libamdhip64.so.5"] == [
-        {
-            "folder": "_rocm_sdk_core/lib",
-            "distribution": "rocm-sdk-core",
-            "requirement": "rocm-sdk-core==7.0.0",
-        }
+        {**core, "checked": False},
+        {**libraries, "checked": False},
     ]
-    assert "libamdhip64.so.5: from _rocm_sdk_core/lib (rocm-sdk-core==7.0.0)" in text
+    assert "libamdhip64.so.5: from the first that holds it of _rocm_sdk_core/lib" in text
+    # inspected with ROCm's two packages, installed together: found in core's folder
+    pkgs = tmp_path / "pkgs"
+    hip = rocm_tree / "lib" / "libamdhip64.so.5"
+    rocm_core = make_wheel(
+        pkgs, "rocm_sdk_core", "7.0.0", {"_rocm_sdk_core/lib/libamdhip64.so.5": hip}
+    )
+    rocm_libs = make_wheel(
+        pkgs,
+        "rocm_sdk_libraries_gfx94X_dcgpu",
+        "7.0.0",
+        {"_rocm_sdk_libraries_gfx94X_dcgpu/lib/librocrand.so.1": b"not read"},
+    )
+    res = run_cli(["--json", "inspect", str(wheel), str(rocm_libs), str(rocm_core)], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (row,) = json.loads(res.stdout)[0]["elf_files"]
+    assert row["from_packages"]["libamdhip64.so.5"] == [{**core, "checked": True}]
 
 
 def test_inspect_resolves_needed_through_the_search_path_in_order(
@@ -247,11 +276,40 @@ def test_inspect_resolves_needed_through_the_search_path_in_order(
         {"pyg_lib/__init__.py": b"", "pyg_lib/libpyg.so": pyg},
         requires=["torch==2.9.0", "rocm-sdk-core==7.0.0"],
     )
-    data, text = _inspect(run_cli, wheel)
+    data, _ = _inspect(run_cli, wheel)
     (row,) = data["elf_files"]
     assert row["runpath"] == search.split(":")
-    found = row["from_packages"]
-    torch = [{"folder": "torch/lib", "distribution": "torch", "requirement": "torch==2.9.0"}]
+    # alone: nothing is known of the three folders, so each name may come from any of them
+    assert [w["folder"] for w in row["from_packages"]["libtorch.so"]] == [
+        "torch/lib",
+        "_rocm_sdk_core/lib",
+        "_rocm_sdk_libraries_gfx94X_dcgpu/lib",
+    ]
+    assert not any(w["checked"] for ws in row["from_packages"].values() for w in ws)
+
+    # installed together with torch and ROCm's two packages: the folder that holds each name
+    pkgs = tmp_path / "pkgs"
+    hip, rand = rocm_tree / "lib" / "libamdhip64.so.5", rocm_tree / "lib" / "librocrand.so.1"
+    thin_torch = {"torch/lib/libtorch.so": libtorch, "torch/lib/libc10.so": c10}
+    together = [
+        make_wheel(pkgs / "thin", "torch", "2.9.0", thin_torch),
+        make_wheel(pkgs, "rocm_sdk_core", "7.0.0", {"_rocm_sdk_core/lib/libamdhip64.so.5": hip}),
+        make_wheel(
+            pkgs,
+            "rocm_sdk_libraries_gfx94X_dcgpu",
+            "7.0.0",
+            {"_rocm_sdk_libraries_gfx94X_dcgpu/lib/librocrand.so.1": rand},
+        ),
+    ]
+    found, text = _together(run_cli, wheel, *together)
+    torch = [
+        {
+            "folder": "torch/lib",
+            "distribution": "torch",
+            "requirement": "torch==2.9.0",
+            "checked": True,
+        }
+    ]
     assert found["libtorch.so"] == torch
     assert found["libc10.so"] == torch
     assert found["libamdhip64.so.5"] == [
@@ -259,6 +317,7 @@ def test_inspect_resolves_needed_through_the_search_path_in_order(
             "folder": "_rocm_sdk_core/lib",
             "distribution": "rocm-sdk-core",
             "requirement": "rocm-sdk-core==7.0.0",
+            "checked": True,
         }
     ]
     assert found["librocrand.so.1"] == [
@@ -266,14 +325,83 @@ def test_inspect_resolves_needed_through_the_search_path_in_order(
             "folder": "_rocm_sdk_libraries_gfx94X_dcgpu/lib",
             "distribution": "rocm-sdk-libraries-gfx94X-dcgpu",
             "requirement": "",
+            "checked": True,
         }
     ]
-    assert row["unresolved"] == []
     assert "libtorch.so: from torch/lib (torch==2.9.0)" in text
     assert (
         "librocrand.so.1: from _rocm_sdk_libraries_gfx94X_dcgpu/lib "
         "(rocm-sdk-libraries-gfx94X-dcgpu: NO Requires-Dist installs it)" in text
     )
+    # a fat torch carries its own HIP runtime in torch/lib, first on the search path: the
+    # loader takes that one, whatever the library's name suggests
+    fat_torch = {**thin_torch, "torch/lib/libamdhip64.so.5": hip}
+    fat = make_wheel(pkgs / "fat", "torch", "2.9.0", fat_torch)
+    found, _ = _together(run_cli, wheel, fat, *together[1:])
+    assert found["libamdhip64.so.5"] == torch
+
+
+def _together(run_cli, *wheels: Path):  # type: ignore[no-untyped-def]
+    """``inspect`` of wheels installed together: the first one's attributions, and its text."""
+    res = run_cli(["--json", "inspect", *map(str, wheels)], cwd=wheels[0].parent)
+    assert res.returncode == 0, res.stderr
+    text = run_cli(["inspect", *map(str, wheels)], cwd=wheels[0].parent).stdout
+    (row,) = json.loads(res.stdout)[0]["elf_files"]
+    return row["from_packages"], text
+
+
+def test_inspect_passes_over_its_own_folders(run_cli, rocm_tree: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Shaped as ROCm's libraries package: a library whose search path names its own
+    ``rocm_sysdeps/lib`` (the package has none) before core's folders needs a system library
+    core ships (as MIOpen needs libzstd). The wheel's own folders hold what it carries and
+    nothing else, so the library is core's, never the package's own; with core inspected
+    too, the exact folder."""
+    from .helpers import cc_shared, make_wheel
+
+    sysdeps = rocm_tree / "lib" / "rocm_sysdeps" / "lib" / "libelf.so.1"
+    search = (
+        "$ORIGIN:$ORIGIN/rocm_sysdeps/lib:$ORIGIN/../../_rocm_sdk_core/lib"
+        ":$ORIGIN/../../_rocm_sdk_core/lib/rocm_sysdeps/lib"
+    )
+    lib = cc_shared(
+        tmp_path / "build" / "libmiopenish.so.1",
+        "int elf_version(unsigned); int miopenish(void){return elf_version(1);}\n",
+        soname="libmiopenish.so.1",
+        libs=[sysdeps],
+        rpath=search,
+        runpath=True,
+    )
+    own = "_rocm_sdk_libraries_gfx94X_dcgpu"
+    wheel = make_wheel(
+        tmp_path / "dist",
+        "rocm_sdk_libraries_gfx94X_dcgpu",
+        "7.0.0",
+        {f"{own}/lib/libmiopenish.so.1": lib},
+        tag="py3-none-linux_x86_64",
+        requires=["rocm-sdk-core==7.0.0"],
+    )
+    data, _ = _inspect(run_cli, wheel)
+    (row,) = data["elf_files"]
+    where = row["from_packages"]["libelf.so.1"]
+    assert {w["distribution"] for w in where} == {"rocm-sdk-core"}
+    assert {w["requirement"] for w in where} == {"rocm-sdk-core==7.0.0"}
+    core = make_wheel(
+        tmp_path / "pkgs",
+        "rocm_sdk_core",
+        "7.0.0",
+        {"_rocm_sdk_core/lib/rocm_sysdeps/lib/libelf.so.1": sysdeps},
+        tag="py3-none-linux_x86_64",
+    )
+    found, text = _together(run_cli, wheel, core)
+    assert found["libelf.so.1"] == [
+        {
+            "folder": "_rocm_sdk_core/lib/rocm_sysdeps/lib",
+            "distribution": "rocm-sdk-core",
+            "requirement": "rocm-sdk-core==7.0.0",
+            "checked": True,
+        }
+    ]
+    assert "libelf.so.1: from _rocm_sdk_core/lib/rocm_sysdeps/lib (rocm-sdk-core==7.0.0)" in text
 
 
 TORCH_CHECK = r"""
