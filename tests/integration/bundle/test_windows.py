@@ -189,6 +189,27 @@ def test_windows_wheel_keeps_rocm_dll_names(run_cli, tmp_path: Path) -> None:  #
     assert json.loads(res2.stdout)[0]["status"] == "unchanged", res2.stderr
     assert (tmp_path / "o2" / fat.name).read_bytes() == fat_bytes
 
+    # no --arch and no --output-dir: the wheelhouse, in the folder of the target set the wheel
+    # has (its PYD holds no device code, none was asked for: "any"), every target's data kept;
+    # a second run finds it up to date there before it knows the wheel's targets
+    home = tmp_path / "home"
+    home.mkdir()
+    plain = ["--json", "bundle", str(wheel), "--rocm", str(tree)]
+    first = run_cli(plain, cwd=home, env=path)
+    assert first.returncode == 0, first.stderr
+    (placed,) = (home / "wheelhouse").glob("*/*.whl")
+    assert placed.parent.name == "any"
+    assert json.loads(first.stdout)[0]["output"] == str(placed)
+    with zipfile.ZipFile(placed) as zf:
+        kept = sorted(posixpath.basename(n) for n in zf.namelist() if "/rocblas/" in n)
+    assert kept == [
+        "TensileLibrary_gfx1030.dat",
+        "TensileLibrary_gfx90a.dat",
+        "TensileManifest.txt",
+    ]
+    second = run_cli(plain, cwd=home, env=path)
+    assert json.loads(second.stdout)[0]["status"] == "up-to-date", second.stderr
+
 
 def test_inspect_reads_device_code_in_a_dll(run_cli, hip_ext_so: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A Windows HIP library keeps its offload bundles in a ``.hip_fat`` section. The real
