@@ -499,3 +499,15 @@ def test_a_package_of_the_wrong_layout_keeps_nothing(
     first = json.loads((setup.cache() / "llvm" / prefetch.FIRST_SEEN).read_text())
     assert setup.server.url(JSON_PATH) not in first
     assert not (setup.root.parent / "escape.hpp").exists()
+
+
+def test_a_damaged_record_of_first_downloads_is_one_line(setup: Setup, run_cli: CliRunner) -> None:
+    assert setup.cli(run_cli, "fetch", "--what", "llvm").returncode == 0
+    record = setup.cache() / "llvm" / prefetch.FIRST_SEEN
+    record.write_text('{"http://x/": 5}')
+    res = setup.cli(run_cli, "fetch", "--what", "llvm")
+    assert res.returncode == 5, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+    assert len(errors) == 1, res.stderr
+    assert f"{record} is damaged; delete it" in errors[0]
+    assert record.read_text() == '{"http://x/": 5}'
