@@ -7,11 +7,18 @@ beforehand into the download cache, so that ``build`` runs offline.
   (``<cache>/aotriton/aotriton-<ver>-<rocm>-<arch>-<images>``: ``lib/libaotriton_v2.so*``,
   ``include/``, ``lib/aotriton.images/amd-<family>/``) that ``build`` passes as
   ``AOTRITON_INSTALLED_PREFIX``;
-- Triton's LLVM: the archive of the Triton checkout's ``cmake/llvm-hash.txt`` for this host
-  (``repo.llvmpin``), unpacked under ``<cache>/llvm``, passed as ``LLVM_SYSPATH``.
+- Triton's downloads (``--what llvm``): the LLVM archive of the Triton checkout's
+  ``cmake/llvm-hash.txt`` for this host, and the packages its ``setup.py`` downloads besides
+  (nlohmann JSON; pybind11 where it downloads it), from the URLs it names (``repo.llvmpin``),
+  unpacked under ``<cache>/llvm`` and passed as ``LLVM_SYSPATH``, ``JSON_SYSPATH`` and
+  ``PYBIND11_SYSPATH``, with ``TRITON_OFFLINE_BUILD=1`` when nothing else is left to download.
+  Triton publishes no hash for them: the sha256 of the first download of each URL is recorded in
+  ``<cache>/llvm/first-sha256.json`` (trust on first use), and a later download or cached
+  folder of another sha256 is refused (the download is deleted) or not used.
 
 Downloads go through ``rocm.distfetch`` (progress, sha256, safe unpacking) without resuming: a
-download that stops, is too big or has the wrong sha256 keeps nothing. ``plan`` only reads (the
+download that stops, is too big, has the wrong sha256 or lacks the file that marks the package
+(``include/nlohmann/json.hpp``...) keeps nothing. ``plan`` only reads (the
 checkouts, the cache's stamps); ``execute`` downloads.
 """
 
@@ -38,11 +45,13 @@ __all__ = [
     "WHAT",
     "AotritonSet",
     "FetchPlan",
+    "TritonPackage",
     "aotriton_cache_dir",
     "aotriton_set",
     "execute",
     "llvm_cache_dir",
     "triton_llvm",
+    "triton_packages",
 ]
 
 WHAT = ("aotriton", "llvm")
@@ -50,6 +59,11 @@ FETCH_COMMAND = "rocm-build fetch"
 #: Bounds on one archive (aotriton's largest image and Triton's LLVM are well under 2 GiB).
 MAX_BYTES = 4 << 30
 _STAMP = "aotriton prefix stamp"
+#: The sha256 of the first download of each URL that has no published hash (Triton's).
+FIRST_SEEN = "first-sha256.json"
+_FIRST_WHAT = "record of first downloads"
+#: What marks Triton's LLVM (its CMake looks for MLIR's package).
+LLVM_MARKER = "lib/cmake/mlir/MLIRConfig.cmake"
 Show = Callable[[str], tuple[Callable[[int, int | None], None], Callable[[], None]]]
 
 
@@ -129,28 +143,60 @@ def _prefix_present(found: AotritonSet) -> bool:
     return st is not None and recorded == {"pieces": _pieces(found)}
 
 
+def _first_seen(cache: Path) -> dict[str, str]:
+    """The recorded first sha256 by (masked) URL; a damaged record is one line, exit 5."""
+    path = cache / FIRST_SEEN
+    try:
+        data = statefile.read_json(path, _FIRST_WHAT)
+    except FileNotFoundError:
+        return {}
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        msg = (
+            f"{path} is damaged; delete it to trust the next downloads of Triton's packages "
+            "anew (the cached ones are fetched again)"
+        )
+        raise FetchError(msg)
+    return data
+
+
+def _first_sha(cache: Path, url: str) -> str:
+    return _first_seen(cache).get(mask_url(url), "")
+
+
 def triton_llvm(
     triton_source: Path, env: Mapping[str, str], cache: Path, base_url: str = ""
 ) -> tuple[Download, Path | None] | None:
-    """Triton's pinned LLVM for this host and its unpacked folder when fetched, or None when
-    the checkout pins none."""
+    """Triton's pinned LLVM for this host and its unpacked folder when fetched (of the sha256
+    first downloaded), or None when the checkout pins none."""
     rev = llvmpin.read_pin(triton_source)
     if rev is None:
         return None
     machine, glibc = _host()
     wanted = llvmpin.llvm_download(rev, llvmpin.host_suffix(machine, glibc), base_url)
-    return wanted, distfetch.cached(wanted.url, cache, "")
+    return wanted, distfetch.cached(wanted.url, cache, _first_sha(cache, wanted.url))
 
 
-def offline_blockers(triton_source: Path, given: Mapping[str, str]) -> list[str]:
-    """The other packages Triton's setup.py downloads (``JSON_SYSPATH``...) that ``given`` does
-    not point at: with any, ``TRITON_OFFLINE_BUILD`` would stop its build."""
-    texts = [
-        checkoutfile.read_text(triton_source, rel, "Triton's setup.py")
-        for rel in ("setup.py", "python/setup.py")
-    ]
-    named = "\n".join(t for t in texts if t)
-    return [v for v in llvmpin.SYSPATH_PACKAGES if v in named and not given.get(v)]
+@dataclass(frozen=True)
+class TritonPackage:
+    """A package Triton's setup.py downloads and its unpacked folder when fetched."""
+
+    package: llvmpin.Package
+    folder: Path | None
+
+
+def triton_packages(
+    triton_source: Path, cache: Path
+) -> tuple[tuple[TritonPackage, ...], tuple[str, ...]]:
+    """The packages the checkout's setup.py downloads (each with its cached folder or None) and
+    the ``*_SYSPATH`` variables it reads whose download rocm-build does not know."""
+    packages, unknown = llvmpin.setup_packages(triton_source)
+    found = tuple(
+        TritonPackage(p, distfetch.cached(p.download.url, cache, _first_sha(cache, p.download.url)))
+        for p in packages
+    )
+    return found, unknown
 
 
 @dataclass(frozen=True)
@@ -163,11 +209,13 @@ class FetchPlan:
     llvm_dir: Path | None
     aotriton_cache: Path
     notes: tuple[str, ...] = ()
+    packages: tuple[TritonPackage, ...] = ()
 
     @property
     def nothing_to_do(self) -> bool:
         aot = self.aotriton is None or self.aotriton.present
-        return aot and (self.llvm is None or self.llvm_dir is not None)
+        llvm = self.llvm is None or self.llvm_dir is not None
+        return aot and llvm and all(p.folder is not None for p in self.packages)
 
     def as_json(self) -> dict[str, Any]:
         aot = self.aotriton
@@ -183,6 +231,14 @@ class FetchPlan:
             "llvm": None
             if self.llvm is None
             else {**_download_json(self.llvm), "folder": str(self.llvm_dir or "")},
+            "triton_packages": [
+                {
+                    **_download_json(p.package.download),
+                    "syspath": p.package.syspath,
+                    "folder": str(p.folder or ""),
+                }
+                for p in self.packages
+            ],
             "notes": list(self.notes),
         }
 
@@ -226,13 +282,24 @@ def plan(
         if aot is None:
             notes.append(f"torch's checkout has no {aotritoncmake.AOTRITON_CMAKE}: no aotriton")
     llvm, llvm_dir = None, None
+    packages: tuple[TritonPackage, ...] = ()
     if "llvm" in what:
-        found = triton_llvm(_checkout(triton_source, "triton"), env, llvm_cache, llvm_url)
+        source = _checkout(triton_source, "triton")
+        found = triton_llvm(source, env, llvm_cache, llvm_url)
         if found is None:
             notes.append(f"Triton's checkout has no {llvmpin.LLVM_PIN}: no LLVM pin")
         else:
             llvm, llvm_dir = found
-    return FetchPlan(aot, llvm, llvm_cache, llvm_dir, aot_cache, tuple(notes))
+        packages, others = triton_packages(source, llvm_cache)
+        notes.extend(unknown_note(v) for v in others)
+    return FetchPlan(aot, llvm, llvm_cache, llvm_dir, aot_cache, tuple(notes), packages)
+
+
+def unknown_note(variable: str) -> str:
+    return (
+        f"Triton's setup.py reads {variable}, a download rocm-build does not fetch: set it "
+        "(build_env) to a folder of that package for an offline build"
+    )
 
 
 def _checkout(source: Path, name: str) -> Path:
@@ -249,6 +316,7 @@ class FetchResult:
     aotriton_prefix: Path | None
     llvm_dir: Path | None
     fetched: tuple[str, ...]
+    package_dirs: tuple[tuple[str, Path], ...] = ()  # (``*_SYSPATH``, folder)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -258,6 +326,7 @@ class FetchResult:
         return {
             "aotriton_prefix": str(self.aotriton_prefix or ""),
             "llvm_dir": str(self.llvm_dir or ""),
+            "triton_packages": {name: str(folder) for name, folder in self.package_dirs},
             "fetched": list(self.fetched),
         }
 
@@ -305,9 +374,50 @@ def execute(plan: FetchPlan, show: Show | None = None) -> FetchResult:
     llvm_dir = plan.llvm_dir
     if plan.llvm is not None and llvm_dir is None:
         statefile.own_folder(plan.llvm_cache, "LLVM cache")
-        llvm_dir = _get(plan.llvm, plan.llvm_cache, show)
+        llvm_dir = _get_first_seen(plan.llvm, plan.llvm_cache, show, LLVM_MARKER)
         fetched.append(plan.llvm.what)
-    return FetchResult(prefix, llvm_dir, tuple(fetched))
+    dirs = []
+    for p in plan.packages:
+        folder = p.folder
+        if folder is None:
+            statefile.own_folder(plan.llvm_cache, "LLVM cache")
+            folder = _get_first_seen(p.package.download, plan.llvm_cache, show, p.package.marker)
+            fetched.append(p.package.download.what)
+        dirs.append((p.package.syspath, folder))
+    return FetchResult(prefix, llvm_dir, tuple(fetched), tuple(dirs))
+
+
+def _get_first_seen(d: Download, cache: Path, show: Show | None, marker: str) -> Path:
+    """``_get`` of an archive with no published hash: checked against the sha256 of its first
+    download (recorded then), and against the file that marks what it is."""
+    record = _first_seen(cache)
+    key = mask_url(d.url)
+    first = record.get(key, "")
+    try:
+        tree = _get(replace(d, sha256=first), cache, show)
+    except FetchError as exc:
+        if first and f", expected {first};" in str(exc):
+            msg = (
+                f"{d.name} from {key} is not the archive first downloaded from there (its sha256 "
+                f"is in {cache / FIRST_SEEN}); nothing was kept: if it was replaced on purpose, "
+                "delete its line there and fetch again"
+            )
+            raise FetchError(msg) from None
+        raise
+    folder = distfetch.cache_folder(d.url, cache)
+    if not (tree / marker).is_file():
+        if statefile.check_folder(folder, "download cache folder") is not None:
+            shutil.rmtree(folder)
+        msg = (
+            f"{d.name} from {key} holds no {marker}, so it is not {d.what} as Triton's build "
+            "uses it; nothing was kept: check the URL"
+        )
+        raise FetchError(msg)
+    if not first:
+        stamp = statefile.read_json(folder / "done.json", "download cache stamp")
+        record[key] = str(stamp["sha256"])
+        statefile.write_json(cache / FIRST_SEEN, record, _FIRST_WHAT)
+    return tree
 
 
 def _link_or_copy(src: str, dst: str) -> object:

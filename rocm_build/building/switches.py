@@ -19,9 +19,11 @@ reference it mirrors.
   both are turned off with a note naming what is missing. The ROCm tree is never taken for an
   aotriton prefix (its ``lib`` would be installed into torch whole).
 
-Triton's build (any project named ``triton``) downloads its pinned LLVM; the one ``fetch`` put in
-the cache is passed as ``LLVM_SYSPATH``, with ``TRITON_OFFLINE_BUILD=1`` unless its ``setup.py``
-downloads another package the environment does not point at.
+Triton's build (any project named ``triton``) downloads its pinned LLVM and the packages its
+``setup.py`` names (nlohmann JSON; pybind11 on older releases); those ``fetch --what llvm`` put in
+the cache are passed as ``LLVM_SYSPATH``, ``JSON_SYSPATH`` and ``PYBIND11_SYSPATH``, with
+``TRITON_OFFLINE_BUILD=1`` when each the setup.py reads is set (by the cache or the user); else
+a note names what is missing and the fetch command.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from rocm_build.building.prefetch import (
     FETCH_COMMAND,
     aotriton_cache_dir,
     aotriton_set,
-    offline_blockers,
     triton_llvm,
+    triton_packages,
+    unknown_note,
 )
 from rocm_build.common.errors import ConfigError, RocmBuildError
 from rocm_build.config.loader import ProjectSpec
@@ -195,25 +198,38 @@ def _aotriton(
 def _llvm(
     source: Path, given: Mapping[str, str], cache: Path, llvm_url: str
 ) -> tuple[dict[str, str], str]:
-    if given.get("LLVM_SYSPATH"):
-        return {}, ""  # the user's own LLVM
-    found = triton_llvm(source, given, cache, llvm_url)
-    if found is None:
-        return {}, ""
-    wanted, folder = found
-    if folder is None:
-        return {}, (
-            f"Triton's build downloads its pinned LLVM ({wanted.name}.tar.gz, about 0.5 GB) "
-            f"mid-build; run '{FETCH_COMMAND} --what llvm' first to use a cached one"
+    found = None if given.get("LLVM_SYSPATH") else triton_llvm(source, given, cache, llvm_url)
+    if found is None and not given.get("LLVM_SYSPATH"):
+        return {}, ""  # no pin: nothing rocm-build knows to fetch
+    packages, unknown = triton_packages(source, cache)
+    env = {}
+    missing = []
+    if found is not None:
+        wanted, folder = found
+        if folder is None:
+            missing.append(f"its pinned LLVM ({wanted.name}.tar.gz, about 0.5 GB)")
+        else:
+            env["LLVM_SYSPATH"] = str(folder)
+    for p in packages:
+        if given.get(p.package.syspath):
+            continue  # the user's own
+        if p.folder is None:
+            missing.append(f"{p.package.download.what} ({p.package.download.name})")
+        else:
+            env[p.package.syspath] = str(p.folder)
+    if given.get("LLVM_SYSPATH") and not packages and not unknown:
+        return env, ""  # the user's own LLVM, nothing else to download
+    blockers = [v for v in unknown if not given.get(v)]
+    if missing:
+        return env, (
+            f"Triton's build downloads {' and '.join(missing)} mid-build; run "
+            f"'{FETCH_COMMAND} --what llvm' first to use cached ones and build offline"
         )
-    env = {"LLVM_SYSPATH": str(folder)}
-    blockers = offline_blockers(source, given)
-    if not blockers:
-        return {**env, "TRITON_OFFLINE_BUILD": "1"}, f"Triton's LLVM from {folder}"
-    return env, (
-        f"Triton's LLVM from {folder}; not TRITON_OFFLINE_BUILD: its setup.py also downloads "
-        f"the packages of {', '.join(blockers)} (small), which the environment does not set"
-    )
+    if blockers:
+        return env, "; ".join(unknown_note(v) for v in blockers)
+    shown = ", ".join(f"{k}={v}" for k, v in env.items()) or "the environment's folders"
+    note = f"Triton builds offline (TRITON_OFFLINE_BUILD=1) with {shown}"
+    return {**env, "TRITON_OFFLINE_BUILD": "1"}, note
 
 
 def _attention_wanted(given: Mapping[str, str]) -> bool:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     default="aotriton,llvm",
     metavar="LIST",
     help="What to fetch, comma-separated: aotriton (torch's flash attention runtime and the "
-    "targets' images), llvm (Triton's pinned LLVM). Default: both.",
+    "targets' images), llvm (Triton's pinned LLVM and the JSON/pybind11 packages its setup.py "
+    "downloads). Default: both.",
 )
 @o.rocm_option()
 @o.arch_option("Default: the arch setting, else the GPUs of this machine.")
@@ -77,6 +78,8 @@ def command(
         out_console.print(f"aotriton: {result.aotriton_prefix}", markup=False, soft_wrap=True)
     if result.llvm_dir is not None:
         out_console.print(f"llvm: {result.llvm_dir}", markup=False, soft_wrap=True)
+    for syspath, folder in result.package_dirs:
+        out_console.print(f"{syspath}: {folder}", markup=False, soft_wrap=True)
     if result.nothing_to_do:
         out_console.print("nothing to do: all of it is in the cache", markup=False)
 
@@ -97,6 +100,12 @@ def _show_plan(plan: FetchPlan) -> None:
         state = f"in the cache: {folder}" if folder else "to fetch"
         out_console.print(
             f"{llvm.what}: {mask_url(llvm.url)} ({state})", markup=False, soft_wrap=True
+        )
+    for p in plan.packages:
+        state = f"in the cache: {p.folder}" if p.folder else "to fetch"
+        shown = mask_url(p.package.download.url)
+        out_console.print(
+            f"{p.package.download.what}: {shown} ({state})", markup=False, soft_wrap=True
         )
     for note in plan.notes:
         out_console.print(f"note: {note}", markup=False, soft_wrap=True)

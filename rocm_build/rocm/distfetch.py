@@ -10,6 +10,7 @@ import re
 import shutil
 import stat
 import tarfile
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -223,15 +224,19 @@ def _unpack(archive: Path, dest: Path) -> None:
     tempfiles.sweep(dest.parent)  # what a killed unpack left
     with tempfiles.folder(dest.parent, dest.name) as tmp:
         try:
-            with tarfile.open(archive) as tar:
-                # The data filter refuses members outside the target, absolute paths, links that
-                # point outside, and device files.
-                tar.extractall(tmp, filter="data")
+            if archive.suffix == ".zip":
+                _unzip(archive, tmp)
+            else:
+                with tarfile.open(archive) as tar:
+                    # The data filter refuses members outside the target, absolute paths, links
+                    # that point outside, and device files.
+                    tar.extractall(tmp, filter="data")
         except tarfile.FilterError as exc:
             msg = f"{archive.name} is unsafe: {exc}; refusing to unpack it"
             raise UnsafeInput(msg) from exc
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            msg = f"{archive.name} is not a readable tarball ({exc}); check the URL"
+        except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+            kind = "zip archive" if archive.suffix == ".zip" else "tarball"
+            msg = f"{archive.name} is not a readable {kind} ({exc}); check the URL"
             raise FetchError(msg) from exc
         refuse_outside_links(tmp, archive.name)
         faults.point("fetch.unpacked")
@@ -239,6 +244,19 @@ def _unpack(archive: Path, dest: Path) -> None:
         if dest.exists():
             shutil.rmtree(dest)
         root.rename(dest)
+
+
+def _unzip(archive: Path, dest: Path) -> None:
+    """A zip archive (Triton's JSON package) into ``dest``: a member with an absolute path, a
+    ``..`` part or a link is refused (``zipfile`` would quietly rename the first two)."""
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            parts = Path(info.filename).parts
+            link = stat.S_ISLNK(info.external_attr >> 16)
+            if info.filename.startswith(("/", "\\")) or ".." in parts or link:
+                msg = f"{archive.name} is unsafe: member {info.filename!r}; refusing to unpack it"
+                raise UnsafeInput(msg)
+        zf.extractall(dest)  # noqa: S202 -- every member was checked above
 
 
 def cache_folder(url: str, cache_dir: Path) -> Path:

@@ -81,3 +81,50 @@ def test_llvm_pin_and_host(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not an LLVM commit hash"):
         llvmpin.read_pin(tmp_path)
     assert llvmpin.read_pin(tmp_path / "cmake") is None
+
+
+_PIP_PYBIND11 = """\
+def get_json_package_info():
+    url = "https://github.com/nlohmann/json/releases/download/v3.11.3/include.zip"
+    return Package("json", "", url, "JSON_INCLUDE_DIR", "", "JSON_SYSPATH")
+
+def get_pybind11_cmake_args(self):
+    pybind11_sys_path = get_env_with_keys(["PYBIND11_SYSPATH"])
+    return pybind11.get_include()
+"""
+_JSON_VERSION_FILE = """\
+def get_json_package_info():
+    json_version_path = os.path.join(get_base_dir(), "cmake", "json-version.txt")
+    with open(json_version_path, "r") as json_version_file:
+        version = json_version_file.read().strip()
+    url = f"https://github.com/nlohmann/json/releases/download/{version}/include.zip"
+    return Package("json", "", url, "JSON_INCLUDE_DIR", "", "JSON_SYSPATH")
+"""
+_CMAKE_DOWNLOADS = 'passthrough_args = ["TRITON_OFFLINE_BUILD", "LLVM_SYSPATH", "JSON_SYSPATH"]\n'
+
+
+def test_setup_packages_as_each_setup_py_shape_names_them(tmp_path: Path) -> None:
+    """pybind11 from the venv's package is no download; a fork's json-version.txt names the
+    tag; a setup.py that passes JSON_SYSPATH on to CMake (which downloads it) is a variable
+    rocm-build cannot fill."""
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "setup.py").write_text(_PIP_PYBIND11)
+    packages, unknown = llvmpin.setup_packages(tmp_path)
+    assert [p.syspath for p in packages] == ["JSON_SYSPATH"]
+    assert packages[0].download.url == llvmpin.JSON_DEFAULT_URL
+    assert unknown == ()
+
+    (tmp_path / "setup.py").write_text(_JSON_VERSION_FILE)
+    (tmp_path / "cmake").mkdir()
+    (tmp_path / "cmake" / "json-version.txt").write_text("v3.12.0\n")
+    (p,), _ = llvmpin.setup_packages(tmp_path)
+    assert p.download.url.endswith("/download/v3.12.0/include.zip")
+    (tmp_path / "cmake" / "json-version.txt").write_text("$(evil)\n")
+    with pytest.raises(ConfigError, match=r"json-version.txt holds '\$\(evil\)', not a version"):
+        llvmpin.setup_packages(tmp_path)
+
+    (tmp_path / "setup.py").write_text(_CMAKE_DOWNLOADS)
+    assert llvmpin.setup_packages(tmp_path) == ((), ("JSON_SYSPATH",))
+    (tmp_path / "setup.py").write_text("def broken(:\n")
+    with pytest.raises(ConfigError, match="not Python rocm-build can read"):
+        llvmpin.setup_packages(tmp_path)

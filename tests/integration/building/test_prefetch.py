@@ -1,8 +1,9 @@
 """``rocm-build fetch``: aotriton (as the torch checkout's aotriton.cmake names it) and Triton's
-pinned LLVM, served from a real HTTP server on 127.0.0.1 as archives shaped like the real
-ones (aotriton's runtime and images under a top ``aotriton/`` folder, LLVM under
-``llvm-<rev8>-<host>/``); then ``build --dry-run`` passes them to torch and Triton and turns
-flash attention on under auto."""
+pinned LLVM with the JSON and pybind11 packages its setup.py names, served from a real HTTP
+server on 127.0.0.1 as archives shaped like the real ones (aotriton's runtime and images under a
+top ``aotriton/`` folder, LLVM under ``llvm-<rev8>-<host>/``, JSON's ``include.zip`` with a top
+``include/``, pybind11's tag archive under ``pybind11-<version>/``); then ``build --dry-run``
+passes them to torch and Triton (offline) and turns flash attention on under auto."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import tarfile
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,47 @@ TORCH = HERE / "projects" / "torch"
 VER = "0.99fx"
 LLVM_REV = "0123abcd4567ef890123abcd4567ef890123abcd"
 ARCH = "gfx90a"
+PYBIND11 = "2.13.1"
+#: Triton's setup.py as it names its third-party packages (``https://github.com`` replaced by the
+#: test server's address).
+SETUP_PY = """\
+import os
+from typing import NamedTuple
+
+
+class Package(NamedTuple):
+    package: str
+    name: str
+    url: str
+    include_flag: str
+    lib_flag: str
+    syspath_var_name: str
+
+
+def get_pybind11_package_info():
+    pybind11_version_path = os.path.join(get_base_dir(), "cmake", "pybind11-version.txt")
+    with open(pybind11_version_path, "r") as pybind11_version_file:
+        version = pybind11_version_file.read().strip()
+    name = f"pybind11-{version}"
+    url = f"@GITHUB@/pybind/pybind11/archive/refs/tags/v{version}.tar.gz"
+    return Package("pybind11", name, url, "PYBIND11_INCLUDE_DIR", "", "PYBIND11_SYSPATH")
+
+
+def get_json_package_info():
+    url = "@GITHUB@/nlohmann/json/releases/download/v3.11.3/include.zip"
+    return Package("json", "", url, "JSON_INCLUDE_DIR", "", "JSON_SYSPATH")
+
+
+def get_llvm_package_info():
+    name = "llvm-" + open("cmake/llvm-hash.txt").read(8)
+    return Package("llvm", name, "", "LLVM_INCLUDE_DIRS", "LLVM_LIBRARY_DIR", "LLVM_SYSPATH")
+
+
+def is_offline_build():
+    return os.environ.get("TRITON_OFFLINE_BUILD", "") == "1"
+"""
+JSON_PATH = "/gh/nlohmann/json/releases/download/v3.11.3/include.zip"
+PYBIND11_PATH = f"/gh/pybind/pybind11/archive/refs/tags/v{PYBIND11}.tar.gz"
 
 
 def _tar(members: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
@@ -75,6 +118,32 @@ def llvm_tarball(name: str) -> bytes:
             f"{name}/include/llvm/Config/llvm-config.h": b"#define LLVM_VERSION_MAJOR 21\n",
             f"{name}/lib/cmake/mlir/MLIRConfig.cmake": b"",
             f"{name}/lib/libLLVMCore.a": PADDING,
+        }
+    )
+
+
+def json_zip(members: dict[str, bytes] | None = None) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in (members or JSON_MEMBERS).items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+JSON_MEMBERS = {
+    "include/nlohmann/json.hpp": b"// nlohmann json\n",
+    "include/nlohmann/detail/macro_scope.hpp": b"#pragma once\n",
+    "single_include/nlohmann/json.hpp": b"// single\n",
+    "meson.build": b"project('nlohmann_json')\n",
+}
+
+
+def pybind11_tarball() -> bytes:
+    top = f"pybind11-{PYBIND11}"
+    return _tar(
+        {
+            f"{top}/include/pybind11/pybind11.h": b"#pragma once\n",
+            f"{top}/CMakeLists.txt": b"project(pybind11)\n",
         }
     )
 
@@ -153,7 +222,10 @@ def setup(tmp_path: Path, server: Server) -> Setup:
     triton = root / "src" / "triton"
     (triton / "cmake").mkdir(parents=True)
     (triton / "cmake" / "llvm-hash.txt").write_text(LLVM_REV + "\n")
-    (triton / "setup.py").write_text("# fixture: LLVM_SYSPATH only\n")
+    (triton / "setup.py").write_text(SETUP_PY.replace("@GITHUB@", server.url("/gh")))
+    (triton / "cmake" / "pybind11-version.txt").write_text(PYBIND11 + "\n")
+    server.files[JSON_PATH] = json_zip()
+    server.files[PYBIND11_PATH] = pybind11_tarball()
     machine, glibc = prefetch._host()
     llvm_name = f"llvm-{LLVM_REV[:8]}-{llvmpin.host_suffix(machine, glibc)}"
     server.files[f"/llvm-builds/{llvm_name}.tar.gz"] = llvm_tarball(llvm_name)
@@ -177,9 +249,10 @@ def test_fetch_downloads_checks_and_unpacks_then_the_plan_uses_them(
     assert (prefix / "lib" / "aotriton.images" / "amd-gfx90a" / "__signature__").is_file()
     assert not (prefix / "lib" / "aotriton.images" / "amd-gfx942").exists()
     assert f"aotriton: {prefix}" in res.stdout
-    llvm = [p for p in (setup.cache() / "llvm").glob("*/tree") if p.is_dir()]
+    llvm = [p for p in (setup.cache() / "llvm").glob("*/tree") if (p / "bin").is_dir()]
     assert len(llvm) == 1
     assert (llvm[0] / "bin" / "mlir-tblgen").is_file()
+    assert len(list((setup.cache() / "llvm").glob("*/tree"))) == 3  # LLVM, JSON, pybind11
     requests = len(setup.server.requests)
 
     again = setup.cli(run_cli, "fetch")
@@ -195,8 +268,19 @@ def test_fetch_downloads_checks_and_unpacks_then_the_plan_uses_them(
     assert "USE_FLASH_ATTENTION" not in torch_env
     flash = next(f for f in steps["torch"]["features"] if f["name"] == "flash_attention")
     assert flash["on"] is True, flash
-    assert steps["triton"]["env"]["LLVM_SYSPATH"] == str(llvm[0])
-    assert steps["triton"]["env"]["TRITON_OFFLINE_BUILD"] == "1"
+    triton_env = steps["triton"]["env"]
+    assert triton_env["LLVM_SYSPATH"] == str(llvm[0])
+    assert triton_env["TRITON_OFFLINE_BUILD"] == "1"
+    json_dir, pybind_dir = Path(triton_env["JSON_SYSPATH"]), Path(triton_env["PYBIND11_SYSPATH"])
+    assert (json_dir / "include" / "nlohmann" / "json.hpp").is_file()
+    assert (pybind_dir / "include" / "pybind11" / "pybind11.h").is_file()
+    assert f"JSON_SYSPATH: {json_dir}" in res.stdout
+    first = json.loads((setup.cache() / "llvm" / prefetch.FIRST_SEEN).read_text())
+    served = setup.server.files
+    llvm_path = f"/llvm-builds/{setup.llvm_name}.tar.gz"
+    assert first == {
+        setup.server.url(p): _sha(served[p]) for p in (llvm_path, JSON_PATH, PYBIND11_PATH)
+    }
 
 
 def test_without_a_fetch_the_dry_run_says_what_is_missing(setup: Setup, run_cli: CliRunner) -> None:
@@ -206,6 +290,8 @@ def test_without_a_fetch_the_dry_run_says_what_is_missing(setup: Setup, run_cli:
     assert f"aotriton-{VER}-images-amd-gfx90a.tar.gz" in out, out
     assert "rocm-build fetch --what aotriton" in out
     assert "rocm-build fetch --what llvm" in out
+    assert "Triton's nlohmann JSON (include.zip)" in out, out
+    assert f"Triton's pybind11 (v{PYBIND11}.tar.gz)" in out, out
     assert "flash_attention: off (no aotriton at hand" in out
     assert "AOTRITON_INSTALLED_PREFIX" not in out
     assert not (setup.cache() / "aotriton").exists()
@@ -321,3 +407,107 @@ def test_a_hostile_prefetch_cache_folder_is_refused_or_left_alone(
     assert len(lines) == 1, res.stderr
     assert "Traceback" not in res.stderr
     planted.assert_left_alone()
+
+
+def _json_folder(setup: Setup) -> Path:
+    from rocm_build.rocm import distfetch
+
+    return distfetch.cache_folder(setup.server.url(JSON_PATH), setup.cache() / "llvm")
+
+
+def _triton_env(setup: Setup, run_cli: CliRunner) -> tuple[dict[str, str], str]:
+    planned = setup.cli(run_cli, "build", "triton", "--dry-run", json_out=True)
+    assert planned.returncode == 0, planned.stderr
+    (step,) = json.loads(planned.stdout)["projects"]
+    return step["env"], planned.stdout
+
+
+def test_a_missing_package_turns_offline_off_and_names_the_fetch(
+    setup: Setup, run_cli: CliRunner
+) -> None:
+    assert setup.cli(run_cli, "fetch", "--what", "llvm").returncode == 0
+    shutil.rmtree(_json_folder(setup))
+    env, out = _triton_env(setup, run_cli)
+    assert "LLVM_SYSPATH" in env
+    assert "PYBIND11_SYSPATH" in env
+    assert "JSON_SYSPATH" not in env
+    assert "TRITON_OFFLINE_BUILD" not in env
+    assert "Triton's nlohmann JSON (include.zip)" in out
+    assert "rocm-build fetch --what llvm" in out
+
+
+def test_a_changed_archive_is_refused_against_its_first_download(
+    setup: Setup, run_cli: CliRunner
+) -> None:
+    """Trust on first use: Triton publishes no hash, so the sha256 of the first download is
+    recorded; an archive changed since (fetched again after the cache lost it) keeps nothing."""
+    assert setup.cli(run_cli, "fetch", "--what", "llvm").returncode == 0
+    shutil.rmtree(_json_folder(setup))
+    setup.server.files[JSON_PATH] = json_zip({**JSON_MEMBERS, "include/evil.h": b"x"})
+    res = setup.cli(run_cli, "fetch", "--what", "llvm")
+    assert res.returncode == 5, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "first downloaded" in ln]
+    assert len(lines) == 1, res.stderr
+    assert prefetch.FIRST_SEEN in lines[0]
+    assert "nothing was kept" in lines[0]
+    assert "Traceback" not in res.stderr
+    assert not _json_folder(setup).exists()
+    env, _ = _triton_env(setup, run_cli)
+    assert "JSON_SYSPATH" not in env
+    assert "TRITON_OFFLINE_BUILD" not in env
+
+
+def test_a_cached_folder_of_another_sha256_is_not_used(setup: Setup, run_cli: CliRunner) -> None:
+    assert setup.cli(run_cli, "fetch", "--what", "llvm").returncode == 0
+    stamp = _json_folder(setup) / "done.json"
+    data = json.loads(stamp.read_text())
+    stamp.write_text(json.dumps({**data, "sha256": "f" * 64}))
+    env, _ = _triton_env(setup, run_cli)
+    assert "JSON_SYSPATH" not in env
+    assert "TRITON_OFFLINE_BUILD" not in env
+
+
+def test_a_partial_package_download_keeps_nothing(setup: Setup, run_cli: CliRunner) -> None:
+    assert setup.cli(run_cli, "fetch", "--what", "llvm").returncode == 0
+    shutil.rmtree(_json_folder(setup))
+    setup.server.cut_after = 100
+    res = setup.cli(run_cli, "fetch", "--what", "llvm")
+    assert res.returncode == 5, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+    assert len(errors) == 1, res.stderr
+    assert "nothing was kept" in errors[0], res.stderr
+    assert not _json_folder(setup).exists()
+
+
+@pytest.mark.parametrize(
+    ("members", "code", "says"),
+    [
+        ({"single_include/nlohmann/json.hpp": b"//\n"}, 5, "holds no include/nlohmann/json.hpp"),
+        ({"include/../../escape.hpp": b"//\n"}, 15, "is unsafe"),
+    ],
+)
+def test_a_package_of_the_wrong_layout_keeps_nothing(
+    setup: Setup, run_cli: CliRunner, members: dict[str, bytes], code: int, says: str
+) -> None:
+    setup.server.files[JSON_PATH] = json_zip(members)
+    res = setup.cli(run_cli, "fetch", "--what", "llvm")
+    assert res.returncode == code, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+    assert len(errors) == 1, res.stderr
+    assert says in errors[0], res.stderr
+    assert not _json_folder(setup).exists()
+    first = json.loads((setup.cache() / "llvm" / prefetch.FIRST_SEEN).read_text())
+    assert setup.server.url(JSON_PATH) not in first
+    assert not (setup.root.parent / "escape.hpp").exists()
+
+
+def test_a_damaged_record_of_first_downloads_is_one_line(setup: Setup, run_cli: CliRunner) -> None:
+    assert setup.cli(run_cli, "fetch", "--what", "llvm").returncode == 0
+    record = setup.cache() / "llvm" / prefetch.FIRST_SEEN
+    record.write_text('{"http://x/": 5}')
+    res = setup.cli(run_cli, "fetch", "--what", "llvm")
+    assert res.returncode == 5, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+    assert len(errors) == 1, res.stderr
+    assert f"{record} is damaged; delete it" in errors[0]
+    assert record.read_text() == '{"http://x/": 5}'
