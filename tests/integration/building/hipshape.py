@@ -1,9 +1,11 @@
 """The torch-shaped HIP fixture (``hipshapeproject``) built for real by the ROCm 5.2 tree's clang
-through CMake's HIP language, in torch 2.13's shape (setup.py runs CMake) or torch 2.14's
-(scikit-build-core), with the routes ``shapes`` gives each shape; and the readers that tell
-what the build made (its code objects, disassembled by the tree's llvm-objdump).
+(or, through a ``Run`` that enters the sid root, the 6.4 tree's) through CMake's HIP language,
+in torch 2.13's shape (setup.py runs CMake) or torch 2.14's (scikit-build-core), with the
+routes ``shapes`` gives each shape; and the readers that tell what the build made (its code
+objects, disassembled by the tree's llvm-objdump).
 
-Shared by the tests and ``benchmarks/bench_build_cache.py``."""
+Shared by the tests (5.2: ``test_hip_shapes.py``; 6.4: ``modern/test_shapes_sid.py``) and
+``benchmarks/bench_build_cache.py``."""
 
 from __future__ import annotations
 
