@@ -8,7 +8,7 @@ libraries in ``usr/lib/<multiarch>/``; each file finds its prefix by climbing fr
 missing: ``find_package(hip)`` and CMake's HIP language fail on a tree ``rocm debian`` made.
 
 :func:`relocate` rewrites the three generated forms, nothing else: a climb of four or more
-``..`` shortened by one, a run of four or more prefix steps shortened by one, and
+``..`` shortened by one, a run of four or more prefix steps on one variable shortened by one, and
 ``${VAR}/lib/<multiarch>`` made ``${VAR}/lib``; a rewritten file's first line says so
 (:data:`MARK`), and a file carrying it is not rewritten again. Absolute ``/usr/...`` paths
 stay: CMake's own "is this the original install folder" check compares against them, and no
@@ -28,9 +28,11 @@ __all__ = ["relocate"]
 
 #: ``/..`` four times or more (a climb to the prefix or above it)
 _CLIMB = re.compile(r"(?:/\.\.){4,}")
-#: four or more prefix steps in a row, as CMake's install(EXPORT) writes them
-_STEP = r'[ \t]*get_filename_component\(_IMPORT_PREFIX "\$\{_IMPORT_PREFIX\}" PATH\)\n'
-_STEPS = re.compile(f"((?:{_STEP}){{4,}})")
+#: four or more prefix steps in a row on one variable, as CMake's install(EXPORT) writes them
+#: (``_IMPORT_PREFIX``) and as hand-written configs do (comgr's ``AMD_COMGR_PREFIX``)
+_FIRST = r'[ \t]*get_filename_component\((?P<var>\w+) "\$\{(?P=var)\}" PATH\)\n'
+_STEP = r'[ \t]*get_filename_component\((?P=var) "\$\{(?P=var)\}" PATH\)\n'
+_STEPS = re.compile(f"({_FIRST}(?:{_STEP}){{3,}})")
 #: the first line of a file :func:`relocate` rewrote (it is not rewritten again)
 MARK = "# rocm-build: relocated from usr/lib/<multiarch>/cmake to lib/cmake (see rocm debian)\n"
 _DEVICE_LIBS = """\

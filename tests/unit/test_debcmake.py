@@ -37,6 +37,17 @@ def test_prefix_steps_climbs_and_library_paths_move_one_folder_up() -> None:
     assert '"${CMAKE_CURRENT_LIST_DIR}/../hip/hip-targets.cmake"' in out  # a short climb stays
 
 
+def test_a_hand_written_climb_on_its_own_variable_moves_one_folder_up() -> None:
+    """comgr's config (Debian sid) climbs by AMD_COMGR_PREFIX; left at four steps it ends
+    above the tree and find_package(hip), which asks for amd_comgr, fails."""
+    step = 'get_filename_component(AMD_COMGR_PREFIX "${AMD_COMGR_PREFIX}" PATH)\n'
+    first = 'get_filename_component(AMD_COMGR_PREFIX "${CMAKE_CURRENT_LIST_FILE}" PATH)\n'
+    out = debcmake.rewrite(first + step * 4, "x86_64-linux-gnu")
+    assert out == first + step * 3
+    mixed = first + step * 2 + STEP * 2  # two variables: no run of four on either
+    assert debcmake.rewrite(mixed, "x86_64-linux-gnu") == mixed
+
+
 def test_a_file_written_for_a_tree_is_left_alone() -> None:
     text = 'get_filename_component(P "${CMAKE_CURRENT_LIST_DIR}/../../../" ABSOLUTE)\n'
     assert debcmake.rewrite(text + STEP * 3, "x86_64-linux-gnu") == text + STEP * 3

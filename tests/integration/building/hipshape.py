@@ -1,9 +1,11 @@
 """The torch-shaped HIP fixture (``hipshapeproject``) built for real by the ROCm 5.2 tree's clang
-through CMake's HIP language, in torch 2.13's shape (setup.py runs CMake) or torch 2.14's
-(scikit-build-core), with the routes ``shapes`` gives each shape; and the readers that tell
-what the build made (its code objects, disassembled by the tree's llvm-objdump).
+(or, through a ``Run`` that enters the sid root, the 6.4 tree's) through CMake's HIP language,
+in torch 2.13's shape (setup.py runs CMake) or torch 2.14's (scikit-build-core), with the
+routes ``shapes`` gives each shape; and the readers that tell what the build made (its code
+objects, disassembled by the tree's llvm-objdump).
 
-Shared by the tests and ``benchmarks/bench_build_cache.py``."""
+Shared by the tests (5.2: ``test_hip_shapes.py``; 6.4: ``modern/test_shapes_sid.py``) and
+``benchmarks/bench_build_cache.py``."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,15 @@ PROBE = "rb_sysdeps_probe.h"
 LIBRARY = "torch/lib/libhipshape_kernels.so"
 #: What the build venv needs for both shapes (setup.py's bdist_wheel, scikit-build-core's).
 BUILD_REQUIREMENTS = ("scikit-build-core", "cmake", "ninja", "setuptools>=70.1", "wheel")
+#: Runs a command in a folder with an environment (here, or inside a root: the sid tests).
+Run = Callable[[Sequence[str], Path, Mapping[str, str] | None], subprocess.CompletedProcess[str]]
+
+
+def run_here(
+    cmd: Sequence[str], cwd: Path, env: Mapping[str, str] | None
+) -> subprocess.CompletedProcess[str]:
+    """``cmd`` on this machine, its output kept for the failure message."""
+    return subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def build_python(where: Path) -> Path:
@@ -94,13 +105,16 @@ def plan(
     gpu_asserts: bool = False,
     extra: Mapping[str, str] | None = None,
     route_as: str = "",
+    base: Mapping[str, str] | None = None,
 ) -> Step:
     """The fixture's step as ``build`` plans it: the tree's environment (``dist.compose_env``),
     the GPU assert include when asked (as ``features`` sets it), then the routes of the
-    detected shape, or of ``route_as`` (a wrong route, for the controls)."""
+    detected shape, or of ``route_as`` (a wrong route, for the controls). ``base``: the
+    environment it starts from (default: this process's, without compiler cache settings)."""
     shape = shapes.detect(project, "torch")
     tree = dist.open_tree(view)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
+    start = os.environ if base is None else base
+    base = {k: v for k, v in start.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
     base["PATH"] = f"{python.parent}{os.pathsep}{base['PATH']}"
     add = {**(extra or {})}
     if gpu_asserts:
@@ -118,9 +132,9 @@ def plan(
     return Step(shape, env, command, found)
 
 
-def build(project: Path, step: Step) -> subprocess.CompletedProcess[str]:
+def build(project: Path, step: Step, run: Run = run_here) -> subprocess.CompletedProcess[str]:
     """Runs the step in the checkout (its output kept for the failure message)."""
-    return subprocess.run(step.command, cwd=project, env=step.env, capture_output=True, text=True)
+    return run(step.command, project, step.env)
 
 
 def built_wheel(project: Path) -> Path:
@@ -140,7 +154,7 @@ def code_objects(library: Path) -> dict[str, list[bytes]]:
     data = library.read_bytes()
     found: dict[str, list[bytes]] = {}
     for bundle in elf.offload_bundles(library):
-        assert not bundle.compressed, "the 5.2 clang writes uncompressed bundles"
+        assert not bundle.compressed, "clang 15 and 21 write uncompressed bundles unless asked"
         for entry in bundle.entries:
             if entry.target and entry.size:
                 start = bundle.file_offset + entry.offset
@@ -148,15 +162,25 @@ def code_objects(library: Path) -> dict[str, list[bytes]]:
     return found
 
 
-def disassemble(view: Path, code: bytes, target: str, work: Path) -> str:
+def disassemble(view: Path, code: bytes, target: str, work: Path, run: Run = run_here) -> str:
     """``llvm-objdump -d --mcpu=<target>`` of the tree on one code object."""
     path = work / f"{target}.co"
     path.write_bytes(code)
     objdump = view / "lib" / "llvm" / "bin" / "llvm-objdump"
-    done = subprocess.run(
-        [str(objdump), "-d", f"--mcpu={target}", str(path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = run([str(objdump), "-d", f"--mcpu={target}", str(path)], work, None)
+    assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def assert_paths(
+    project: Path, view: Path, targets: Sequence[str], run: Run = run_here
+) -> dict[str, bool]:
+    """Per target: whether the index kernel's code objects in the checkout's wheel have the
+    assert's failure path (the call to ``__assert_fail`` and its ``s_trap``)."""
+    found = {}
+    for target, codes in code_objects(wheel_library(project, project)).items():
+        text = "\n".join(disassemble(view, c, target, project, run) for c in codes)
+        assert "<_Z12index_kernel" in text, text[:2000]  # the kernel is there either way
+        found[target] = "__assert_fail" in text and "s_trap" in text
+    assert sorted(found) == sorted(targets)
+    return found

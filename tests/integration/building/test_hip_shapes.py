@@ -39,15 +39,7 @@ def _built(project: Path, step: hipshape.Step) -> Path:
 
 
 def _assert_path(project: Path, view: Path) -> dict[str, bool]:
-    """Per target: whether the index kernel's code object has the assert's failure path (the
-    call to ``__assert_fail`` and its ``s_trap``)."""
-    found = {}
-    for target, codes in hipshape.code_objects(hipshape.wheel_library(project, project)).items():
-        text = "\n".join(hipshape.disassemble(view, c, target, project) for c in codes)
-        assert "<_Z12index_kernel" in text, text[:2000]  # the kernel is there either way
-        found[target] = "__assert_fail" in text and "s_trap" in text
-    assert sorted(found) == sorted(TARGETS)
-    return found
+    return hipshape.assert_paths(project, view, TARGETS)
 
 
 def _members(wheel: Path) -> list[str]:
