@@ -234,7 +234,7 @@ def _sccache_env(
     if cache_dir is not None:
         env["SCCACHE_DIR"] = str(cache_dir)
     if base_dir is not None:
-        # sccache 0.14 and newer strip it from the preprocessed source (older ones ignore the
+        # Newer sccaches (0.16; not 0.13) strip it from what they hash (older ones ignore the
         # variable); the server reads it when it starts, not per compile.
         env["SCCACHE_BASEDIRS"] = str(base_dir)
     # The server must outlive pauses between projects; stats are read from it after the build.
