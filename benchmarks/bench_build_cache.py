@@ -21,22 +21,18 @@ Without --rocm it assembles the Debian ROCm tree (rocm_build.rocm.debtree) in th
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build.building import cachestats, compilercache, shapes  # noqa: E402
+from rocm_build.building import shapes  # noqa: E402
 from rocm_build.rocm import debtree  # noqa: E402
 from tests.integration.building import hipshape  # noqa: E402
 
@@ -53,36 +49,6 @@ def _python() -> Path:
     return python
 
 
-def _timed_build(
-    folder: Path, shape: str, python: Path, view: Path, tool: str, cache_dir: Path, kernels: int
-) -> tuple[float, dict[str, int]]:
-    project = hipshape.checkout(folder / "torch", shape, kernels=kernels)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["SCCACHE_SERVER_PORT"] = str(_free_port())
-    c = compilercache.resolve_cache(tool, "", env, cache_dir=cache_dir, base_dir=folder)
-    step = hipshape.plan(project, python, view, TARGETS, extra=c.env)
-    run_env = {**step.env, "SCCACHE_SERVER_PORT": env["SCCACHE_SERVER_PORT"]}
-    try:
-        cachestats.zero_stats(c, run_env)
-        start = time.perf_counter()
-        done = hipshape.build(project, dataclasses.replace(step, env=run_env))
-        took = time.perf_counter() - start
-        if done.returncode != 0:
-            raise SystemExit(f"{shape} build failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-        return took, cachestats.cache_stats(c, run_env)
-    finally:
-        if tool == "sccache" and c.program is not None:
-            stop = [str(c.program), "--stop-server"]
-            subprocess.run(stop, env={**run_env, **c.env}, capture_output=True, check=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run_shape(
     shape: str, tool: str, python: Path, tree: Path, kernels: int
 ) -> tuple[float, float, dict[str, int], dict[str, int]]:
@@ -91,8 +57,12 @@ def run_shape(
         view = hipshape.sysdeps_view(tree, root / "tree")
         folders = root / "checkouts"
         cache = root / tool
-        cold, cold_stats = _timed_build(folders / "a", shape, python, view, tool, cache, kernels)
-        warm, warm_stats = _timed_build(folders / "b", shape, python, view, tool, cache, kernels)
+        cold, cold_stats = hipshape.cached_build(
+            folders / "a", shape, python, view, TARGETS, tool, cache, kernels=kernels
+        )
+        warm, warm_stats = hipshape.cached_build(
+            folders / "b", shape, python, view, TARGETS, tool, cache, kernels=kernels
+        )
         return cold, warm, cold_stats, warm_stats
 
 
