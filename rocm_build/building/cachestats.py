@@ -79,9 +79,15 @@ def _count(entry: Any) -> int:
     return 0
 
 
+def _language(entry: Any, language: str) -> int:
+    counts = entry.get("counts", {}) if isinstance(entry, Mapping) else {}
+    return int(counts.get(language, 0)) if isinstance(counts, Mapping) else 0
+
+
 def parse_sccache_stats(text: str) -> dict[str, int]:
     """``sccache --show-stats --stats-format json`` -> hits, misses (one storage: all remote
-    when a URL is configured)."""
+    when a URL is configured); ``hip_hits``/``hip_misses``: the HIP compiles among them (host
+    and device code of a ``-x hip`` compile, which sccache counts as language HIP)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -94,6 +100,8 @@ def parse_sccache_stats(text: str) -> dict[str, int]:
         "errors": _count(stats.get("cache_errors")),
         "requests": int(stats.get("compile_requests", 0) or 0),
         "uncacheable": int(stats.get("requests_not_cacheable", 0) or 0),
+        "hip_hits": _language(stats.get("cache_hits"), "HIP"),
+        "hip_misses": _language(stats.get("cache_misses"), "HIP"),
     }
 
 

