@@ -224,13 +224,12 @@ def _unpack(archive: Path, dest: Path) -> None:
     tempfiles.sweep(dest.parent)  # what a killed unpack left
     with tempfiles.folder(dest.parent, dest.name) as tmp:
         try:
+            limit = unpack_limit(archive.stat().st_size)
             if archive.suffix == ".zip":
-                _unzip(archive, tmp)
+                _unzip(archive, tmp, limit)
             else:
                 with tarfile.open(archive) as tar:
-                    # The data filter refuses members outside the target, absolute paths, links
-                    # that point outside, and device files.
-                    tar.extractall(tmp, filter="data")
+                    tar.extractall(tmp, filter=_bounded_filter(archive.name, limit))  # noqa: S202
         except tarfile.FilterError as exc:
             msg = f"{archive.name} is unsafe: {exc}; refusing to unpack it"
             raise UnsafeInput(msg) from exc
@@ -246,16 +245,51 @@ def _unpack(archive: Path, dest: Path) -> None:
         root.rename(dest)
 
 
-def _unzip(archive: Path, dest: Path) -> None:
+def unpack_limit(archive_size: int) -> int:
+    """The most bytes an archive of ``archive_size`` bytes may unpack to: 100 times its size
+    (LLVM's and aotriton's archives unpack to under 10 times theirs), and at least 1 GiB."""
+    return max(1 << 30, 100 * archive_size)
+
+
+def _unpacks_too_big(name: str, limit: int) -> UnsafeInput:
+    return UnsafeInput(
+        f"{name} unpacks to more than {limit} bytes (a decompression bomb?); refusing to unpack it"
+    )
+
+
+def _bounded_filter(name: str, limit: int) -> Callable[[tarfile.TarInfo, str], tarfile.TarInfo]:
+    """tarfile's data filter (no member outside the target, no absolute path, no link that
+    points outside, no device file), and at most ``limit`` bytes in all, counted from each
+    member's header before it is written."""
+    total = 0
+
+    def check(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+        nonlocal total
+        member = tarfile.data_filter(member, dest)
+        total += member.size
+        if total > limit:
+            raise _unpacks_too_big(name, limit)
+        return member
+
+    return check
+
+
+def _unzip(archive: Path, dest: Path, limit: int) -> None:
     """A zip archive (Triton's JSON package) into ``dest``: a member with an absolute path, a
-    ``..`` part or a link is refused (``zipfile`` would quietly rename the first two)."""
+    ``..`` part or a link is refused (``zipfile`` would quietly rename the first two), and so
+    is an archive whose members' declared sizes (which ``zipfile`` holds each one to) pass
+    ``limit``."""
     with zipfile.ZipFile(archive) as zf:
+        total = 0
         for info in zf.infolist():
             parts = Path(info.filename).parts
             link = stat.S_ISLNK(info.external_attr >> 16)
             if info.filename.startswith(("/", "\\")) or ".." in parts or link:
                 msg = f"{archive.name} is unsafe: member {info.filename!r}; refusing to unpack it"
                 raise UnsafeInput(msg)
+            total += info.file_size
+        if total > limit:
+            raise _unpacks_too_big(archive.name, limit)
         zf.extractall(dest)  # noqa: S202 -- every member was checked above
 
 

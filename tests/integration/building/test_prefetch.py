@@ -511,3 +511,66 @@ def test_a_damaged_record_of_first_downloads_is_one_line(setup: Setup, run_cli: 
     assert len(errors) == 1, res.stderr
     assert f"{record} is damaged; delete it" in errors[0]
     assert record.read_text() == '{"http://x/": 5}'
+
+
+def _zeros_tar_gz(name: str, size: int) -> bytes:
+    """A gzip'd tarball with one member of ``size`` zero bytes (about size/1000 compressed)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo(name)
+        info.size = size
+        tar.addfile(info, _Zeros(size))
+    return buf.getvalue()
+
+
+def _zeros_zip(name: str, size: int) -> bytes:
+    buf = io.BytesIO()
+    with (
+        zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf,
+        zf.open(name, "w", force_zip64=True) as out,
+    ):
+        chunk = bytes(1 << 20)
+        for _ in range(size >> 20):
+            out.write(chunk)
+    return buf.getvalue()
+
+
+class _Zeros(io.RawIOBase):
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: memoryview) -> int:  # type: ignore[override]
+        n = min(len(b), self.left)
+        b[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+@pytest.mark.parametrize("package", ["json", "pybind11"])
+def test_a_decompression_bomb_is_refused_before_it_is_written(
+    setup: Setup, run_cli: CliRunner, package: str
+) -> None:
+    """A package of about 1 MB that unpacks to 1.1 GiB (over 100 times its size and 1 GiB) is
+    refused from its members' declared sizes: one line, exit 15, nothing kept or recorded."""
+    size = (1 << 30) + (100 << 20)
+    if package == "json":
+        path = JSON_PATH
+        setup.server.files[path] = _zeros_zip("include/nlohmann/json.hpp", size)
+    else:
+        path = PYBIND11_PATH
+        top = f"pybind11-{PYBIND11}"
+        setup.server.files[path] = _zeros_tar_gz(f"{top}/include/pybind11/pybind11.h", size)
+    res = setup.cli(run_cli, "fetch", "--what", "llvm")
+    assert res.returncode == 15, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+    assert len(errors) == 1, res.stderr
+    assert "decompression bomb" in errors[0], res.stderr
+    first = json.loads((setup.cache() / "llvm" / prefetch.FIRST_SEEN).read_text())
+    assert setup.server.url(path) not in first
+    left = [
+        p for p in (setup.cache() / "llvm").rglob("*") if p.is_file() and p.stat().st_size > 1 << 29
+    ]
+    assert left == []
