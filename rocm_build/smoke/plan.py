@@ -3,6 +3,7 @@ environment, decided up front (no processes)."""
 
 from __future__ import annotations
 
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build.common import arch
-from rocm_build.common.errors import ConfigError
+from rocm_build.common.errors import ConfigError, UnsafeInput
+from rocm_build.common.statefile import file_kind
 from rocm_build.config.schema import SmokeSettings
 from rocm_build.run.context import RunContext
 from rocm_build.smoke.environment import SCRUBBED_VARIABLES, scrub_environment
@@ -91,12 +93,17 @@ def plan(
     if not wheels:
         msg = "no wheels to test; pass WHEEL... (e.g. wheels/*.whl)"
         raise ConfigError(msg)
-    missing = [str(w) for w in wheels if not Path(w).is_file()]
+    missing = [str(w) for w in wheels if not Path(w).exists()]
     if missing:
         msg = (
             f"wheel not found: {', '.join(missing)}; check the path (rocm-build bundle writes them)"
         )
         raise ConfigError(msg)
+    for w in wheels:  # a FIFO or device at the name is refused unopened, as bundle does
+        mode = Path(w).stat().st_mode
+        if not stat.S_ISREG(mode):
+            msg = f"{Path(w).name}: {file_kind(mode)}, not a wheel file; pass the .whl file itself"
+            raise UnsafeInput(msg)
     resolved = tuple(Path(w).resolve() for w in wheels)
     cfg = ctx.settings
     packages = list(cfg.smoke.packages)

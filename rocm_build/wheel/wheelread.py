@@ -31,8 +31,9 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from rocm_build.common.errors import BundleError, FileAccessError, UnsafeInput
+from rocm_build.common.errors import BundleError, UnsafeInput
 from rocm_build.wheel.membernames import check_member_names, shown
+from rocm_build.wheel.wheelopen import open_zip
 
 CHUNK = 1 << 20  # read/copy unit
 #: compressions a member may have (stored, deflated: what wheels use; bzip2, lzma: what zip
@@ -150,18 +151,7 @@ class WheelReader:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.name = WheelName.parse(self.path.name)
-        try:
-            self._zip = zipfile.ZipFile(self.path)
-        except PermissionError as err:
-            msg = f"{self.path}: permission denied reading the wheel; make it readable by this user"
-            raise FileAccessError(msg) from err
-        except zipfile.BadZipFile as err:
-            raise UnsafeInput(
-                f"{self.path}: not a wheel ({err}): a wheel is a zip file; rebuild it (or "
-                "download it again)"
-            ) from err
-        except OSError as err:
-            raise BundleError(f"{self.path}: not a readable wheel ({err})") from err
+        self._zip = open_zip(self.path)
         try:
             infos = self._zip.infolist()
             check_member_names(self.path.name, ((i.filename, i.external_attr) for i in infos))
@@ -192,11 +182,14 @@ class WheelReader:
             self.record = self._read_record()
             self._check_record()
         except BaseException:
-            self._zip.close()
+            self.close()
             raise
 
     def close(self) -> None:
+        fp = self._zip.fp  # open_zip's file: the zip leaves it open
         self._zip.close()
+        if fp is not None:
+            fp.close()
 
     def __enter__(self) -> WheelReader:
         return self

@@ -9,6 +9,7 @@ them; the bombs are streamed into the archive, so the test itself never holds th
 
 from __future__ import annotations
 
+import os
 import struct
 import zipfile
 from collections.abc import Iterable
@@ -125,4 +126,23 @@ def test_file_that_is_no_zip_gets_one_verdict(run_cli, rocm_tree: Path, tmp_path
         res = run_cli(args, cwd=tmp_path, env=SMALL)
         assert res.returncode == 15, (args, res.stdout, res.stderr)
         line = one_error(res, "not a wheel")
+        assert line.count(wheel.name) == 1, line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_wheel_name_on_a_fifo_or_device_is_refused_unopened(
+    run_cli, rocm_tree: Path, tmp_path: Path, kind: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A FIFO named like a wheel hung bundle and inspect (zipfile waited for a writer), a link
+    to /dev/zero ran them out of memory, smoke called either "not found": every command now
+    refuses it in one line (exit 15), without opening it."""
+    wheel = tmp_path / "fake-1.0-py3-none-any.whl"
+    if kind == "fifo":
+        os.mkfifo(wheel)
+    else:
+        wheel.symlink_to("/dev/zero")
+    for args in _commands(wheel, rocm_tree, tmp_path / "out"):
+        res = run_cli(args, cwd=tmp_path, env=SMALL, timeout=120)
+        assert res.returncode == 15, (args, res.stdout, res.stderr)
+        line = one_error(res, "not a wheel file", "a FIFO" if kind == "fifo" else "a device")
         assert line.count(wheel.name) == 1, line
