@@ -86,6 +86,18 @@ def test_rocm_wheels_ship_the_helper_executable_and_able_to_find_hip(  # type: i
     assert row["program_runs"], row
     assert data["platform_tag"] == data["file_platform_tag"]
     assert not [w for w in data.get("warnings", []) if HELPER in w]
+    # inspected with core's wheel (installed together): every library the package takes from
+    # outside it is found in one of core's folders, checked, and installed by its Requires-Dist
+    (core,) = out.glob("rocm_sdk_core-*.whl")
+    res = run_cli(["--json", "inspect", str(libraries), str(core)], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)[0]["elf_files"]
+    found = [w for r in rows for ws in r["from_packages"].values() for w in ws]
+    assert found, "the libraries package needs core's libraries"
+    for where in found:
+        assert where["checked"], where
+        assert where["distribution"] == "rocm-sdk-core", where
+        assert where["requirement"].startswith("rocm-sdk-core=="), where
 
 
 def test_a_fat_bundle_of_rocfft_carries_its_helper(  # type: ignore[no-untyped-def]
