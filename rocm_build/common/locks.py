@@ -33,6 +33,7 @@ from pathlib import Path
 
 from rocm_build.common.errors import FileAccessError, Locked
 from rocm_build.common.masking import mask_url
+from rocm_build.common.statefile import ancestor_problem
 
 __all__ = [
     "check_cache_folder",
@@ -86,6 +87,11 @@ def check_private_folder(fd: int, path: Path, what: str, hint: str) -> None:
         raise FileAccessError(
             f"others may write to the {what} {path} (mode {stat.filemode(st.st_mode)}), and could "
             f"plant links in it: run 'chmod 700 {path}', {hint}"
+        )
+    if problem := ancestor_problem(path):
+        raise FileAccessError(
+            f"the {what} {path} {problem}: another user could put a folder of theirs in its "
+            f"place: give that folder the sticky bit (chmod +t), {hint}"
         )
 
 

@@ -36,6 +36,7 @@ from rocm_build.common.errors import FileAccessError
 
 __all__ = [
     "LIMIT",
+    "ancestor_problem",
     "check",
     "check_folder",
     "content_sha256",
@@ -124,21 +125,41 @@ def _folder_problem(st: os.stat_result) -> str:
     return ""
 
 
+def ancestor_problem(folder: Path) -> str:
+    """A folder above ``folder`` that any user may write to without the sticky bit (as
+    ``/tmp`` has): another user could rename ``folder`` away and plant their own."""
+    for parent in folder.absolute().parents:
+        try:
+            mode = parent.stat().st_mode
+        except OSError:
+            continue
+        if mode & 0o002 and not mode & stat.S_ISVTX:
+            return f"lies in {parent}, which any user may write to (mode {stat.filemode(mode)})"
+    return ""
+
+
 def check_folder(folder: Path, what: str) -> os.stat_result | None:
     """The status of a folder rocm-build makes for its own state files (a checkout's journal
     folder, the ``all`` stamps, a download's cache folder), or None when there is none; a link, a
-    file, another user's folder or one any user may write to at its name is refused (exit 14),
-    so no state file is read, written or swept through a folder planted in its place."""
+    file, another user's folder, one any user may write to, or one inside a folder any user may
+    write to (without the sticky bit) at its name is refused (exit 14), so no state file is
+    read, written or swept through a folder planted in its place."""
     try:
-        st = folder.lstat()
+        st: os.stat_result | None = folder.lstat()
     except FileNotFoundError:
-        return None
+        st = None
     except OSError as exc:
         raise _os_error(folder, what, exc, "read") from exc
-    if problem := _folder_problem(st):
+    if st is not None and (problem := _folder_problem(st)):
         raise FileAccessError(
-            f"the {what} {folder} {problem}, not a folder rocm-build made; nothing was read from "
+            f"the {what} {folder} {problem}: not a folder rocm-build made; nothing was read from "
             "it or written into it: move it away (rocm-build makes its own) and run again"
+        )
+    if problem := ancestor_problem(folder):
+        raise FileAccessError(
+            f"the {what} {folder} {problem}: another user could put a folder of theirs in its "
+            "place; nothing was read from it or written into it: use a folder whose parents only "
+            "you (or root) may write to, or give that folder the sticky bit (chmod +t)"
         )
     return st
 

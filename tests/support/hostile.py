@@ -34,8 +34,16 @@ from pathlib import Path
 
 import pytest
 
-#: What can be planted where a folder is expected.
-FOLDER_ATTACKS = ("wrong-type", "symlink", "foreign-owner", "group-writable", "world-writable")
+#: What can be planted where a folder is expected (``open-parent``: the user's own folder, in
+#: a folder any user may write to without the sticky bit, where another could swap it).
+FOLDER_ATTACKS = (
+    "wrong-type",
+    "symlink",
+    "foreign-owner",
+    "group-writable",
+    "world-writable",
+    "open-parent",
+)
 #: What can be planted where a file is expected.
 FILE_ATTACKS = (
     "stale",
@@ -161,6 +169,9 @@ def plant(
         need_root("giving a file to another user")
         _make(path, folder, content)
         os.chown(path, NOBODY, NOBODY)
+    elif attack == "open-parent":
+        _make(path, folder, content)
+        path.parent.chmod(0o777)
     elif attack in ("group-writable", "world-writable"):
         _make(path, folder, content)
         bits = 0o020 if attack == "group-writable" else 0o002

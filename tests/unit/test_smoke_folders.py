@@ -15,7 +15,7 @@ from tests.support import hostile
 
 #: What no folder of rocm-build's state may be (``statefile.check_folder``); a group-writable
 #: one is a user's umask 002, and taken as the user's own.
-REFUSED = ("wrong-type", "symlink", "foreign-owner", "world-writable")
+REFUSED = ("wrong-type", "symlink", "foreign-owner", "world-writable", "open-parent")
 
 
 @pytest.mark.parametrize("attack", hostile.FOLDER_ATTACKS)
