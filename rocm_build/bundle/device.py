@@ -95,12 +95,12 @@ def coverage_gaps(files: Sequence[DeviceFile], targets: Sequence[str]) -> tuple[
 
 
 def gap_error(gaps: Sequence[str]) -> RequirementNotMet:
-    head = (
-        f"{len(gaps)} requested target(s) without device code in the wheel's libraries: drop "
-        "the target, use a tree built for it, or pass --allow-missing-arch to write the wheel "
-        "anyway"
+    shown = "; ".join(gaps[:3]) + (f"; and {len(gaps) - 3} more" if len(gaps) > 3 else "")
+    return RequirementNotMet(
+        f"{len(gaps)} requested target(s) without device code in the wheel's libraries "
+        f"({shown}): drop the target, use a tree built for it, or pass --allow-missing-arch to "
+        "write the wheel anyway"
     )
-    return RequirementNotMet("\n".join([head, *gaps]))
 
 
 def device_sources(elves: Mapping[str, Any], libraries: Iterable[Any]) -> list[DeviceSource]:

@@ -72,7 +72,7 @@ CLANG19_PACKAGES = (
 _STAMP = dist.DEBIAN_STAMP
 _STAMP_WHAT = "rocm debian stamp"
 #: Bumped when the arrangement changes, so trees made by an older rocm-build are remade.
-_LAYOUT = 3
+_LAYOUT = 4
 _MULTIARCH = "usr/lib/x86_64-linux-gnu"
 
 

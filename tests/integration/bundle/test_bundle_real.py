@@ -234,3 +234,20 @@ def test_dry_run_plans_and_writes_nothing(
     assert real["status"] == "bundled"
     assert real["output"] == planned["output"]
     assert real["plan"]["libraries"] == planned["plan"]["libraries"]
+
+
+def test_a_target_the_library_has_no_code_for_is_one_line(
+    run_cli, hip_ext_wheel: Path, tree_copy: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The extension has gfx90a and gfx1030 code; gfx1100 asked for too: exit 11 before anything
+    is written, in one line that names the library and what it has."""
+    from .runs import run_bundle
+
+    out = tmp_path / "out"
+    res = run_bundle(run_cli, hip_ext_wheel, tree_copy, out, "--arch", "gfx90a;gfx1100")
+    assert res.returncode == 11, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if "rocm-build: error:" in ln]
+    assert len(errors) == 1, res.stderr
+    assert "_kern.so has no code for gfx1100 (it has" in errors[0]
+    assert "\\n" not in errors[0]  # no newline shown escaped inside the line
+    assert not out.exists() or not list(out.glob("*.whl"))

@@ -136,3 +136,50 @@ def test_skbuild_asserts_and_the_generated_git_ignored_file(
     assert hipshape.assert_paths(project, view, TARGETS, in_root) == dict.fromkeys(TARGETS, True)
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read("torch/version.py").decode().startswith("__version__")
+
+
+FIND_HIP = """\
+cmake_minimum_required(VERSION 3.21)
+project(findhip LANGUAGES CXX HIP)
+find_package(hip CONFIG REQUIRED)
+add_library(findhip SHARED k.hip)
+target_link_libraries(findhip PRIVATE hip::host)
+"""
+
+
+def test_find_package_hip_configures_and_links_against_the_tree(
+    tmp_path: Path, python: Path, sid_tree: Path, in_root: InRoot
+) -> None:
+    """torch 2.13's LoadHIP.cmake asks for ``find_package(hip CONFIG)``: hip's CMake package asks
+    for amd_comgr's, whose config climbs to its prefix with a variable of its own
+    (``AMD_COMGR_PREFIX``); ``rocm debian`` shortens that climb as it does the others, or the
+    package is looked for one folder above the tree."""
+    project = tmp_path / "findhip"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(FIND_HIP)
+    (project / "k.hip").write_text("__global__ void k(int *p) { *p = 1; }\n")
+    tree = str(sid_tree.resolve())
+    env = {
+        **InRoot.base(),
+        "PATH": f"{python.parent}:{ROOT_PATH}",
+        "ROCM_PATH": tree,
+        "HIP_PATH": tree,
+        "CMAKE_PREFIX_PATH": tree,
+    }
+    build = project / "build"
+    for cmd in (
+        [
+            "cmake",
+            "-G",
+            "Ninja",
+            "-S",
+            str(project),
+            "-B",
+            str(build),
+            f"-DCMAKE_HIP_ARCHITECTURES={TARGETS[0]}",
+        ],
+        ["cmake", "--build", str(build)],
+    ):
+        done = in_root(cmd, project, env)
+        assert done.returncode == 0, f"{cmd}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    assert (build / "libfindhip.so").is_file()
