@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.building import shapes
-from rocm_build.rocm import sysroot
+from rocm_build.rocm import dist, sysroot
 from tests.conftest import REPO
 from tests.integration.building import hipshape
 
@@ -157,14 +157,18 @@ def test_find_package_hip_configures_and_links_against_the_tree(
     project = tmp_path / "findhip"
     project.mkdir()
     (project / "CMakeLists.txt").write_text(FIND_HIP)
-    (project / "k.hip").write_text("__global__ void k(int *p) { *p = 1; }\n")
-    tree = str(sid_tree.resolve())
+    (project / "k.hip").write_text(
+        "#include <hip/hip_runtime.h>\n__global__ void k(int *p) { *p = 1; }\n"
+    )
+    tree = sid_tree.resolve()
+    # the tree's environment as build composes it (ROCM_PATH, device libraries...), and the
+    # HIP compiler the native-HIP route names
+    composed = dist.compose_env(InRoot.base(), tree=dist.open_tree(tree), targets=TARGETS, jobs=2)
     env = {
-        **InRoot.base(),
-        "PATH": f"{python.parent}:{ROOT_PATH}",
-        "ROCM_PATH": tree,
-        "HIP_PATH": tree,
-        "CMAKE_PREFIX_PATH": tree,
+        **composed.env,
+        "PATH": f"{python.parent}:{composed.env['PATH']}",
+        "CMAKE_PREFIX_PATH": str(tree),
+        "HIPCXX": str(tree / "llvm" / "bin" / "clang++"),
     }
     build = project / "build"
     for cmd in (
