@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build.common import locks, statefile, tempfiles
-from rocm_build.common.errors import ConfigError, FetchError, UnsafeInput
+from rocm_build.common.errors import ConfigError, FetchError, FileAccessError, UnsafeInput
 from rocm_build.common.masking import mask_url
 from rocm_build.repo import aotritoncmake, checkoutfile, llvmpin
 from rocm_build.repo.aotritoncmake import Download
@@ -343,7 +343,7 @@ def _get(d: Download, cache: Path, show: Show | None) -> Path:
             resume=False,
             max_bytes=MAX_BYTES,
         )
-    except (FetchError, UnsafeInput):
+    except (FetchError, UnsafeInput, FileAccessError):
         _drop(folder)
         raise
     finally:

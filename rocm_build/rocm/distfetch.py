@@ -234,6 +234,8 @@ def _unpack(archive: Path, dest: Path) -> None:
             msg = f"{archive.name} is unsafe: {exc}; refusing to unpack it"
             raise UnsafeInput(msg) from exc
         except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+            if isinstance(exc, OSError) and tempfiles.is_full(exc):
+                raise  # the disk, not the archive: fetch says so
             kind = "zip archive" if archive.suffix == ".zip" else "tarball"
             msg = f"{archive.name} is not a readable {kind} ({exc}); check the URL"
             raise FetchError(msg) from exc
@@ -332,14 +334,25 @@ def fetch(
         return tree
     name = Path(urlparse(plain).path).name or "rocm.tar"
     archive = folder / name
-    if statefile.check(archive, _PART) is None:
-        _download(plain, archive, progress, resume=resume, max_bytes=max_bytes)
-    actual = _sha256(archive)  # not through a link planted at its name
-    if sha256 and actual != sha256:
-        archive.unlink()
-        msg = f"{name} has sha256 {actual}, expected {sha256}; the download was deleted"
-        raise FetchError(msg)
-    _unpack(archive, tree)
+    try:
+        if statefile.check(archive, _PART) is None:
+            _download(plain, archive, progress, resume=resume, max_bytes=max_bytes)
+        actual = _sha256(archive)  # not through a link planted at its name
+        if sha256 and actual != sha256:
+            archive.unlink()
+            msg = f"{name} has sha256 {actual}, expected {sha256}; the download was deleted"
+            raise FetchError(msg)
+        _unpack(archive, tree)
+    except OSError as exc:
+        if not tempfiles.is_full(exc):
+            raise
+        kept = "what was downloaded is kept: run again to go on" if resume else "nothing was kept"
+        free = shutil.disk_usage(folder).free
+        msg = (
+            f"no space left in {folder} while fetching {name} ({free / 1e6:,.0f} MB free); "
+            f"{kept} once there is room, or move the download cache to a bigger disk"
+        )
+        raise FileAccessError(msg) from exc
     statefile.write_json(stamp, {"url": shown, "sha256": actual}, _DONE)
     archive.unlink()
     return tree

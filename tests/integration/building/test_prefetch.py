@@ -574,3 +574,78 @@ def test_a_decompression_bomb_is_refused_before_it_is_written(
         p for p in (setup.cache() / "llvm").rglob("*") if p.is_file() and p.stat().st_size > 1 << 29
     ]
     assert left == []
+
+
+@pytest.mark.parametrize("attack", hostile.STATE_FILE_ATTACKS)
+def test_the_record_of_first_downloads_under_attack(
+    setup: Setup, run_cli: CliRunner, tmp_path: Path, attack: str
+) -> None:
+    """The record is read before the JSON package is fetched again and rewritten after. A name
+    that holds no regular file of this user's alone is refused (exit 14) and left as it is; a
+    stale record (another sha256 for the URL: the archive changed since) keeps nothing (exit 5);
+    a damaged one is one line (exit 5) and left for the user to delete."""
+    assert setup.cli(run_cli, "fetch", "--what", "llvm").returncode == 0
+    record = setup.cache() / "llvm" / prefetch.FIRST_SEEN
+    real = json.loads(record.read_text())
+    key = setup.server.url(JSON_PATH)
+    content = {
+        "stale": json.dumps({**real, key: "0" * 64}).encode(),
+        "crafted": b"",
+        "wrong-json": b"",
+    }.get(attack, record.read_bytes())
+    record.unlink()
+    shutil.rmtree(_json_folder(setup))
+    planted = hostile.plant(
+        record, attack, elsewhere=tmp_path / "elsewhere", folder=False, content=content
+    )
+    res = setup.cli(run_cli, "fetch", "--what", "llvm")
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+    assert len(errors) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert not _json_folder(setup).exists()  # nothing fetched is kept
+    if attack in hostile.UNTRUSTED:
+        assert res.returncode == 14, res.stderr
+        assert str(record) in errors[0]
+        planted.assert_left_alone()
+        return
+    assert res.returncode == 5, res.stderr
+    said = "not the archive first downloaded" if attack == "stale" else "is damaged"
+    assert said in errors[0], errors[0]
+    planted.assert_left_alone()
+
+
+def test_a_full_disk_keeps_nothing_and_records_nothing(setup: Setup, run_cli: CliRunner) -> None:
+    """The download cache on a full disk: one line, and no half-written package or record."""
+    llvm = setup.cache() / "llvm"
+    with hostile.full_disk(llvm):
+        res = setup.cli(run_cli, "fetch", "--what", "llvm")
+        errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+        assert res.returncode == 14, res.stderr
+        assert len(errors) == 1, res.stderr
+        assert "no space left in" in errors[0], errors[0]
+        assert "nothing was kept" in errors[0], errors[0]
+        assert "Traceback" not in res.stderr
+        left = sorted(p.name for p in llvm.iterdir() if p.name != ".filler")
+    assert not (llvm / prefetch.FIRST_SEEN).exists()
+    assert left == [], left
+
+
+def test_rocm_fetch_on_a_full_disk_keeps_its_part_and_resumes(
+    setup: Setup, run_cli: CliRunner
+) -> None:
+    """``rocm fetch`` (a resumable download) into a full cache: one line (exit 14) that says what
+    was kept; with room again, the same command finishes."""
+    setup.server.files["/rocm.tar.gz"] = small_tree_tarball()
+    url = setup.server.url("/rocm.tar.gz")
+    cache = setup.cache() / "rocm"
+    with hostile.full_disk(cache):
+        res = run_cli(["rocm", "fetch", url], cwd=setup.root, env=setup.env)
+        errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rocm-build: error:")]
+        assert res.returncode == 14, res.stderr
+        assert len(errors) == 1, res.stderr
+        assert "no space left in" in errors[0], errors[0]
+        assert "run again" in errors[0], errors[0]
+        assert "Traceback" not in res.stderr
+    again = run_cli(["rocm", "fetch", url], cwd=setup.root, env=setup.env)
+    assert again.returncode == 0, again.stderr
+    assert (Path(again.stdout.strip().splitlines()[-1]) / "lib").is_dir()
