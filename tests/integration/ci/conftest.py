@@ -5,11 +5,12 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support import services
 
 
 def _free_port() -> int:
@@ -58,17 +59,14 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 20
-        while not _ping(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log = (data / "redis.log").read_text(errors="replace")[-2000:]
-                pytest.fail(f"redis-server did not start on port {port}:\n{log}")
-            time.sleep(0.05)
+        log = data / "redis.log"
+        services.wait_until(
+            lambda: _ping(port),
+            proc,
+            20,
+            lambda: log.read_text(errors="replace") if log.exists() else "",
+            f"redis-server on port {port}",
+        )
         yield f"redis://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        services.stop(proc, 10)

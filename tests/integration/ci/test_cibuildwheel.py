@@ -19,7 +19,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, _test_cache
+from tests.support import services
 
 pytestmark = pytest.mark.slow
 
@@ -103,19 +103,17 @@ def docker_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     )
     env["DOCKER_HOST"] = sock
     try:
-        deadline = time.monotonic() + 60
-        while not _docker_answers(env):
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"dockerd did not start: {(home / 'dockerd.log').read_text()[-2000:]}")
-            time.sleep(1)
+        services.wait_until(
+            lambda: _docker_answers(env),
+            daemon,
+            60,
+            (home / "dockerd.log").read_text,
+            "dockerd",
+            every=1.0,  # each poll runs `docker info`
+        )
         yield env
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        services.stop(daemon, 60)
         log.close()
         shutil.rmtree(home / "data", ignore_errors=True)
 
