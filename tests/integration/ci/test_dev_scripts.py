@@ -43,3 +43,15 @@ def test_quick_without_a_venv_says_to_run_setup(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "run bash dev/setup once" in done.stderr
     assert not (tmp_path / "no-venv").exists()  # nothing made
+
+
+def test_quick_with_the_quick_starts_venv_says_to_run_setup(tmp_path: Path) -> None:
+    """The quick start makes the venv with the tool alone (no pytest): --quick then says what to
+    run, not Python's "No module named pytest"."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    done = _dev_test("--quick", venv=venv)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"dev/test --quick: the venv at {venv} has no test tools: run bash dev/setup once"
+    ]
